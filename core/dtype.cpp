@@ -1,0 +1,47 @@
+#include "core/dtype.h"
+
+#include <array>
+
+namespace switchyard {
+namespace {
+
+// Sizes of ggml's block formats: a 256-weight super-block for the k-quants, 32 weights for Q8_0.
+constexpr std::array<DTypeInfo, 18> kDTypes = {{
+    {DType::f64, "f64", "F64", 1, 8},
+    {DType::f32, "f32", "F32", 1, 4},
+    {DType::f16, "f16", "F16", 1, 2},
+    {DType::bf16, "bf16", "BF16", 1, 2},
+    {DType::f8_e4m3, "f8_e4m3", "F8_E4M3", 1, 1},
+    {DType::f8_e5m2, "f8_e5m2", "F8_E5M2", 1, 1},
+    {DType::i64, "i64", "I64", 1, 8},
+    {DType::i32, "i32", "I32", 1, 4},
+    {DType::i16, "i16", "I16", 1, 2},
+    {DType::i8, "i8", "I8", 1, 1},
+    {DType::u8, "u8", "U8", 1, 1},
+    {DType::boolean, "bool", "BOOL", 1, 1},
+    {DType::q8_0, "q8_0", nullptr, 32, 34},
+    {DType::q6_k, "q6_k", nullptr, 256, 210},
+    {DType::q5_k, "q5_k", nullptr, 256, 176},
+    {DType::q4_k, "q4_k", nullptr, 256, 144},
+    {DType::q3_k, "q3_k", nullptr, 256, 110},
+    {DType::q2_k, "q2_k", nullptr, 256, 84},
+}};
+
+}  // namespace
+
+const DTypeInfo& dtype_info(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)]; }
+const char* dtype_name(DType dtype) { return dtype_info(dtype).name; }
+
+std::optional<DType> dtype_from_safetensors(std::string_view name) {
+  for (const DTypeInfo& info : kDTypes)
+    if (info.safetensors_name && name == info.safetensors_name) return info.dtype;
+  return std::nullopt;
+}
+
+std::uint64_t storage_bytes(DType dtype, std::uint64_t elements) {
+  const DTypeInfo& info = dtype_info(dtype);
+  const std::uint64_t blocks = (elements + info.block_elements - 1) / info.block_elements;
+  return blocks * static_cast<std::uint64_t>(info.block_bytes);
+}
+
+}  // namespace switchyard

@@ -1,0 +1,283 @@
+#include "core/model_config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace switchyard {
+namespace {
+
+using nlohmann::json;
+
+// Limits far above any real model, so a hostile config.json cannot make us build a huge tree.
+constexpr std::int64_t kMaxWidth = 1 << 22;
+constexpr std::int64_t kMaxVocab = 1 << 24;
+constexpr int kMaxLayers = 1024;
+constexpr int kMaxExperts = 4096;
+
+class Fields {
+ public:
+  Fields(const json& object, std::string source) : object_(object), source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw InputError(source_ + ": field '" + key + "' " + what);
+  }
+  bool has(const std::string& key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+  const json& at(const std::string& key) const { return object_.at(key); }
+
+  std::int64_t integer(const std::string& key, std::int64_t low, std::int64_t high) const {
+    if (!has(key)) fail(key, "is missing");
+    const json& value = at(key);
+    if (!value.is_number_integer()) fail(key, "must be an integer, got " + value.dump());
+    const std::int64_t v = value.get<std::int64_t>();
+    if (v < low || v > high)
+      fail(key, "is " + std::to_string(v) + ", outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+    return v;
+  }
+  std::int64_t integer_or(const std::string& key, std::int64_t fallback, std::int64_t low, std::int64_t high) const {
+    return has(key) ? integer(key, low, high) : fallback;
+  }
+  double number_or(const std::string& key, double fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_number()) fail(key, "must be a number, got " + at(key).dump());
+    return at(key).get<double>();
+  }
+  bool boolean_or(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_boolean()) fail(key, "must be true or false, got " + at(key).dump());
+    return at(key).get<bool>();
+  }
+  std::string string_or(const std::string& key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_string()) fail(key, "must be a string, got " + at(key).dump());
+    return at(key).get<std::string>();
+  }
+
+ private:
+  const json& object_;
+  std::string source_;
+};
+
+std::optional<RopeScaling> parse_rope(const json& rope, const std::string& source, const std::string& key) {
+  if (rope.is_null()) return std::nullopt;
+  if (!rope.is_object()) throw InputError(source + ": field '" + key + "' must be an object");
+  const Fields f(rope, source + ": " + key);
+  std::string type = f.string_or("rope_type", f.string_or("type", "default"));
+  if (type == "default") return std::nullopt;
+  RopeScaling r;
+  r.type = type;
+  r.factor = f.number_or("factor", 1.0);
+  r.original_max_position_embeddings = f.integer_or("original_max_position_embeddings", 0, 0, 1LL << 32);
+  r.beta_fast = f.number_or("beta_fast", 32.0);
+  r.beta_slow = f.number_or("beta_slow", 1.0);
+  r.mscale = f.number_or("mscale", 1.0);
+  r.mscale_all_dim = f.number_or("mscale_all_dim", 0.0);
+  return r;
+}
+
+void parse_attention(const Fields& f, ModelConfig& c) {
+  c.num_attention_heads = static_cast<int>(f.integer("num_attention_heads", 1, 4096));
+  c.num_key_value_heads =
+      static_cast<int>(f.integer_or("num_key_value_heads", c.num_attention_heads, 1, c.num_attention_heads));
+  c.attention_bias = f.boolean_or("attention_bias", false);
+  if (c.is_deepseek()) {
+    if (f.has("q_lora_rank")) c.q_lora_rank = f.integer("q_lora_rank", 1, kMaxWidth);
+    c.kv_lora_rank = f.integer("kv_lora_rank", 1, kMaxWidth);
+    c.qk_nope_head_dim = static_cast<int>(f.integer("qk_nope_head_dim", 1, 4096));
+    c.qk_rope_head_dim = static_cast<int>(f.integer("qk_rope_head_dim", 2, 4096));
+    c.v_head_dim = static_cast<int>(f.integer("v_head_dim", 1, 4096));
+    if (c.qk_rope_head_dim % 2) f.fail("qk_rope_head_dim", "must be even");
+  } else {
+    const std::int64_t fallback = c.hidden_size / c.num_attention_heads;
+    c.head_dim = static_cast<int>(f.integer_or("head_dim", fallback, 2, 4096));
+    if (c.num_attention_heads % c.num_key_value_heads)
+      f.fail("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
+  }
+}
+
+void parse_moe(const Fields& f, ModelConfig& c) {
+  switch (c.arch) {
+    case Architecture::deepseek_v3:
+    case Architecture::deepseek_v2:
+      c.n_routed_experts = static_cast<int>(f.integer("n_routed_experts", 1, kMaxExperts));
+      c.n_shared_experts = static_cast<int>(f.integer_or("n_shared_experts", 0, 0, kMaxExperts));
+      c.moe_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxWidth);
+      c.first_k_dense_replace = static_cast<int>(f.integer_or("first_k_dense_replace", 0, 0, kMaxLayers));
+      c.moe_layer_freq = static_cast<int>(f.integer_or("moe_layer_freq", 1, 1, kMaxLayers));
+      c.n_group = static_cast<int>(f.integer_or("n_group", 1, 1, kMaxExperts));
+      c.topk_group = static_cast<int>(f.integer_or("topk_group", 1, 1, c.n_group));
+      c.topk_method = f.string_or("topk_method", c.arch == Architecture::deepseek_v3 ? "noaux_tc" : "greedy");
+      c.scoring_func = f.string_or("scoring_func", c.arch == Architecture::deepseek_v3 ? "sigmoid" : "softmax");
+      c.routed_scaling_factor = f.number_or("routed_scaling_factor", 1.0);
+      c.norm_topk_prob = f.boolean_or("norm_topk_prob", false);
+      c.num_nextn_predict_layers = static_cast<int>(f.integer_or("num_nextn_predict_layers", 0, 0, 16));
+      if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" && c.topk_method != "noaux_tc")
+        f.fail("topk_method", "is '" + c.topk_method + "'; expected greedy, group_limited_greedy or noaux_tc");
+      if (c.n_routed_experts % c.n_group) f.fail("n_group", "must divide n_routed_experts");
+      break;
+    case Architecture::qwen3_moe:
+      c.n_routed_experts = static_cast<int>(f.integer("num_experts", 1, kMaxExperts));
+      c.moe_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxWidth);
+      c.decoder_sparse_step = static_cast<int>(f.integer_or("decoder_sparse_step", 1, 1, kMaxLayers));
+      c.norm_topk_prob = f.boolean_or("norm_topk_prob", false);
+      if (f.has("mlp_only_layers")) {
+        const json& layers = f.at("mlp_only_layers");
+        if (!layers.is_array()) f.fail("mlp_only_layers", "must be a list of layer numbers");
+        for (const json& layer : layers) {
+          if (!layer.is_number_integer()) f.fail("mlp_only_layers", "must hold integers, got " + layer.dump());
+          c.mlp_only_layers.push_back(layer.get<int>());
+        }
+      }
+      break;
+    case Architecture::mixtral:
+      c.n_routed_experts = static_cast<int>(f.integer("num_local_experts", 1, kMaxExperts));
+      c.moe_intermediate_size = c.intermediate_size;
+      c.norm_topk_prob = true;  // Mixtral renormalises its top-k softmax weights
+      break;
+  }
+  c.num_experts_per_tok = static_cast<int>(f.integer("num_experts_per_tok", 1, c.n_routed_experts));
+}
+
+}  // namespace
+
+const char* architecture_model_type(Architecture arch) {
+  switch (arch) {
+    case Architecture::deepseek_v3: return "deepseek_v3";
+    case Architecture::deepseek_v2: return "deepseek_v2";
+    case Architecture::qwen3_moe: return "qwen3_moe";
+    case Architecture::mixtral: return "mixtral";
+  }
+  return "?";
+}
+
+bool ModelConfig::is_moe_layer(int layer) const {
+  switch (arch) {
+    case Architecture::deepseek_v3:
+    case Architecture::deepseek_v2:
+      return layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
+    case Architecture::qwen3_moe:
+      return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end() &&
+             (layer + 1) % decoder_sparse_step == 0;
+    case Architecture::mixtral: return true;
+  }
+  return true;
+}
+
+std::uint64_t ModelConfig::kv_cache_bytes_per_token_per_layer(int element_bytes) const {
+  // MLA caches the compressed latent and the shared rope key; GQA caches K and V per KV head.
+  const std::uint64_t elements = is_deepseek()
+                                     ? static_cast<std::uint64_t>(kv_lora_rank + qk_rope_head_dim)
+                                     : 2ULL * static_cast<std::uint64_t>(num_key_value_heads) * head_dim;
+  return elements * static_cast<std::uint64_t>(element_bytes);
+}
+
+ModelConfig parse_model_config(const json& j, const std::string& source) {
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object");
+  const Fields f(j, source);
+  ModelConfig c;
+  c.source = source;
+  c.model_type = f.string_or("model_type", "");
+  if (c.model_type == "deepseek_v3") c.arch = Architecture::deepseek_v3;
+  else if (c.model_type == "deepseek_v2") c.arch = Architecture::deepseek_v2;
+  else if (c.model_type == "qwen3_moe") c.arch = Architecture::qwen3_moe;
+  else if (c.model_type == "mixtral") c.arch = Architecture::mixtral;
+  else if (c.model_type.empty()) f.fail("model_type", "is missing");
+  else f.fail("model_type", "is '" + c.model_type + "', which is not supported; supported: deepseek_v3, deepseek_v2, qwen3_moe, mixtral");
+
+  c.vocab_size = f.integer("vocab_size", 1, kMaxVocab);
+  c.hidden_size = f.integer("hidden_size", 1, kMaxWidth);
+  c.intermediate_size = f.integer("intermediate_size", 1, kMaxWidth);
+  c.num_hidden_layers = static_cast<int>(f.integer("num_hidden_layers", 1, kMaxLayers));
+  c.max_position_embeddings = f.integer_or("max_position_embeddings", 4096, 1, 1LL << 32);
+  c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
+  c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", "bfloat16"));
+  parse_attention(f, c);
+  parse_moe(f, c);
+
+  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  if (f.has("rope_parameters")) {
+    const json& params = f.at("rope_parameters");
+    if (params.is_object() && params.contains("rope_theta") && params["rope_theta"].is_number())
+      c.rope_theta = params["rope_theta"].get<double>();
+    c.rope_scaling = parse_rope(params, source, "rope_parameters");
+  } else if (f.has("rope_scaling")) {
+    c.rope_scaling = parse_rope(f.at("rope_scaling"), source, "rope_scaling");
+  }
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot open (does the model directory hold a config.json?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw InputError(path.string() + ": not valid JSON");
+  return parse_model_config(j, path.string());
+}
+
+json model_config_to_json(const ModelConfig& c) {
+  json j;
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["torch_dtype"] = c.torch_dtype;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  if (c.is_deepseek()) {
+    j["q_lora_rank"] = c.q_lora_rank ? json(*c.q_lora_rank) : json(nullptr);
+    j["kv_lora_rank"] = c.kv_lora_rank;
+    j["qk_nope_head_dim"] = c.qk_nope_head_dim;
+    j["qk_rope_head_dim"] = c.qk_rope_head_dim;
+    j["v_head_dim"] = c.v_head_dim;
+    j["n_routed_experts"] = c.n_routed_experts;
+    j["n_shared_experts"] = c.n_shared_experts;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["first_k_dense_replace"] = c.first_k_dense_replace;
+    j["moe_layer_freq"] = c.moe_layer_freq;
+    j["n_group"] = c.n_group;
+    j["topk_group"] = c.topk_group;
+    j["topk_method"] = c.topk_method;
+    j["scoring_func"] = c.scoring_func;
+    j["routed_scaling_factor"] = c.routed_scaling_factor;
+    j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
+  } else {
+    j["head_dim"] = c.head_dim;
+    if (c.arch == Architecture::qwen3_moe) {
+      j["num_experts"] = c.n_routed_experts;
+      j["moe_intermediate_size"] = c.moe_intermediate_size;
+      j["decoder_sparse_step"] = c.decoder_sparse_step;
+      j["mlp_only_layers"] = c.mlp_only_layers;
+    } else {
+      j["num_local_experts"] = c.n_routed_experts;
+    }
+  }
+  if (c.rope_scaling) {
+    const RopeScaling& r = *c.rope_scaling;
+    j["rope_scaling"] = {{"type", r.type},
+                         {"rope_type", r.type},
+                         {"factor", r.factor},
+                         {"original_max_position_embeddings", r.original_max_position_embeddings},
+                         {"beta_fast", r.beta_fast},
+                         {"beta_slow", r.beta_slow},
+                         {"mscale", r.mscale},
+                         {"mscale_all_dim", r.mscale_all_dim}};
+  }
+  return j;
+}
+
+}  // namespace switchyard

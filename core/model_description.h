@@ -1,0 +1,27 @@
+#pragma once
+// The model a command works on, without its weights: from a built-in preset (--arch) with
+// dtypes from a weight scheme (--weight_dtype), or from a checkpoint directory (--model_path),
+// whose config.json gives the tree and whose safetensors headers give each tensor's dtype.
+#include <filesystem>
+#include <string>
+
+#include "core/diagnostics.h"
+#include "core/module_tree.h"
+
+namespace switchyard {
+
+struct ModelSpec {
+  std::string arch;                     // preset name, or empty
+  std::filesystem::path model_path;     // checkpoint directory, or empty
+  std::string weight_dtype = "bf16";    // scheme for tensors a checkpoint does not describe
+};
+
+// Throws InputError for unusable input (no such preset, unreadable config.json, hostile header).
+// Tensors that disagree with config.json are reported in `diagnostics` with the tensor's name.
+ModuleTree describe_model(const ModelSpec& spec, Diagnostics& diagnostics);
+
+// Checks the checkpoint's tensors against the tree and takes their dtypes (and extra tensors
+// such as FP8 block scales) into it.
+void apply_checkpoint(ModuleTree& tree, const struct CheckpointIndex& checkpoint, Diagnostics& diagnostics);
+
+}  // namespace switchyard

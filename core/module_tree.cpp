@@ -1,0 +1,92 @@
+#include "core/module_tree.h"
+
+#include <stdexcept>
+
+namespace switchyard {
+
+std::uint64_t Shape::elements() const {
+  std::uint64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= static_cast<std::uint64_t>(dims[static_cast<std::size_t>(i)]);
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string out = "[";
+  for (int i = 0; i < rank; ++i) out += (i ? ", " : "") + std::to_string(dims[static_cast<std::size_t>(i)]);
+  return out + "]";
+}
+
+bool Shape::operator==(const Shape& other) const {
+  if (rank != other.rank) return false;
+  for (int i = 0; i < rank; ++i)
+    if (dims[static_cast<std::size_t>(i)] != other.dims[static_cast<std::size_t>(i)]) return false;
+  return true;
+}
+
+std::string_view Module::local_name() const {
+  const std::string_view n = name;
+  const auto dot = n.rfind('.');
+  return dot == std::string_view::npos ? n : n.substr(dot + 1);
+}
+
+std::uint64_t Module::own_bytes() const {
+  std::uint64_t total = 0;
+  for (const Parameter& p : params) total += p.bytes();
+  return total;
+}
+
+int ModuleTree::find(std::string_view name) const {
+  if (index_.size() != modules_.size()) {
+    index_.clear();
+    index_.reserve(modules_.size());
+    for (std::size_t i = 0; i < modules_.size(); ++i) index_.emplace(modules_[i].name, static_cast<int>(i));
+  }
+  const auto it = index_.find(name);
+  return it == index_.end() ? -1 : it->second;
+}
+
+std::uint64_t ModuleTree::subtree_bytes(int index) const {
+  std::uint64_t total = at(index).own_bytes();
+  for (int child : at(index).children) total += subtree_bytes(child);
+  return total;
+}
+
+std::uint64_t ModuleTree::total_parameter_count() const {
+  std::uint64_t total = 0;
+  for (const Module& m : modules_)
+    for (const Parameter& p : m.params)
+      if (p.kind != TensorKind::block_scale) total += p.shape.elements();
+  return total;
+}
+
+int ModuleTree::add_root(const ModuleClass& cls) {
+  if (!modules_.empty()) throw std::logic_error("module tree already has a root");
+  Module root;
+  root.cls = &cls;
+  modules_.push_back(std::move(root));
+  return 0;
+}
+
+int ModuleTree::add(int parent, std::string_view local_name, const ModuleClass& cls) {
+  Module m;
+  const Module& p = at(parent);
+  m.name.reserve(p.name.size() + 1 + local_name.size());
+  m.name = p.name;
+  if (!m.name.empty()) m.name += '.';
+  m.name += local_name;
+  m.cls = &cls;
+  m.parent = parent;
+  m.layer = p.layer;
+  m.expert = p.expert;
+  const int index = static_cast<int>(modules_.size());
+  modules_.push_back(std::move(m));
+  at(parent).children.push_back(index);
+  index_.clear();
+  return index;
+}
+
+void ModuleTree::add_param(int module, std::string name, Shape shape, DType dtype, TensorKind kind) {
+  at(module).params.push_back(Parameter{std::move(name), shape, dtype, kind});
+}
+
+}  // namespace switchyard

@@ -1,0 +1,80 @@
+#pragma once
+// ModuleTree: every module of a model, with the checkpoint's names and classes and each module's
+// own parameters (name, shape, dtype). It is the tree ktransformers rules are written against:
+// "" is the causal-LM root, then "model", "model.layers.3.mlp.experts.17.down_proj", "lm_head".
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/model_config.h"
+#include "core/module_class.h"
+#include "core/weight_scheme.h"
+
+namespace switchyard {
+
+struct Shape {
+  std::array<std::int64_t, 4> dims{};
+  int rank = 0;
+  std::uint64_t elements() const;
+  std::string str() const;  // "[7168, 2048]"
+  bool operator==(const Shape& other) const;
+};
+
+struct Parameter {
+  std::string name;  // local: "weight", "e_score_correction_bias"
+  Shape shape;
+  DType dtype = DType::bf16;
+  TensorKind kind = TensorKind::attention;
+  std::uint64_t bytes() const { return storage_bytes(dtype, shape.elements()); }
+};
+
+struct Module {
+  std::string name;  // full dotted name, "" for the root
+  const ModuleClass* cls = nullptr;
+  int parent = -1;
+  std::vector<int> children;      // in registration (walk) order
+  std::vector<Parameter> params;  // this module's own parameters, not its children's
+  int layer = -1;                 // decoder layer, -1 outside model.layers.N
+  int expert = -1;                // routed expert index, -1 outside mlp.experts.E
+
+  std::string_view local_name() const;  // last component: "down_proj", "17", "model"
+  std::uint64_t own_bytes() const;
+};
+
+class ModuleTree {
+ public:
+  explicit ModuleTree(ModelConfig config) : config_(std::move(config)) {}
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<Module>& modules() const { return modules_; }
+  const Module& at(int index) const { return modules_[static_cast<std::size_t>(index)]; }
+  Module& at(int index) { return modules_[static_cast<std::size_t>(index)]; }
+  std::size_t size() const { return modules_.size(); }
+  int num_layers() const { return config_.num_hidden_layers; }
+
+  // Index of the module with this full name, or -1.
+  int find(std::string_view name) const;
+  // Parameter bytes of the module and everything below it.
+  std::uint64_t subtree_bytes(int index) const;
+  std::uint64_t total_parameter_count() const;
+
+  // Builder API: modules are added parent first, children in registration order.
+  int add_root(const ModuleClass& cls);
+  int add(int parent, std::string_view local_name, const ModuleClass& cls);
+  void add_param(int module, std::string name, Shape shape, DType dtype, TensorKind kind);
+
+ private:
+  ModelConfig config_;
+  std::vector<Module> modules_;
+  mutable std::unordered_map<std::string_view, int> index_;  // built on first find()
+};
+
+// The module tree of `config`'s architecture, with dtypes chosen by `scheme`.
+ModuleTree build_module_tree(const ModelConfig& config, const WeightScheme& scheme);
+
+}  // namespace switchyard

@@ -1,0 +1,95 @@
+// switchyard bench: measurements that print their own ceilings. `bench check` times the dry run
+// phase by phase on one thread.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "core/error.h"
+#include "examples/commands.h"
+#include "examples/model_options.h"
+#include "placement/check.h"
+#include "placement/validate.h"
+
+namespace switchyard::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+struct Timings {
+  std::vector<double> describe, parse, walk, validate, memory, total;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+double minimum(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
+
+struct BenchCheckCommand {
+  ModelOptions model;
+  int repeat = 20;
+
+  int run() const {
+    const CheckOptions options = model.to_check_options();
+    Timings t;
+    std::size_t modules = 0, tree_size = 0;
+    for (int i = 0; i < std::max(1, repeat); ++i) {
+      Diagnostics diagnostics;
+      const auto start = Clock::now();
+      auto phase = Clock::now();
+      ModuleTree tree = describe_model(options.model, diagnostics);
+      t.describe.push_back(ms_since(phase));
+      phase = Clock::now();
+      RuleSet rules = load_rules(options.profile, diagnostics);
+      t.parse.push_back(ms_since(phase));
+      PlacementOptions placement;
+      placement.gpus = options.gpus.value_or(rules.gpus_named());
+      placement.default_device = options.default_device.value_or(placement.gpus ? Device::cuda(0) : Device::cpu());
+      phase = Clock::now();
+      PlacementPlan plan = plan_placement(tree, rules, placement, diagnostics);
+      t.walk.push_back(ms_since(phase));
+      phase = Clock::now();
+      validate_plan(plan, diagnostics);
+      t.validate.push_back(ms_since(phase));
+      phase = Clock::now();
+      const auto memory = estimate_memory(plan, options.budget);
+      check_memory(memory, diagnostics, rules.file.string());
+      t.memory.push_back(ms_since(phase));
+      t.total.push_back(ms_since(start));
+      modules = plan.visited.size();
+      tree_size = tree.size();
+    }
+    std::printf("bench check: %s, %s, %zu modules in the tree, %zu visited, %d runs, one thread\n",
+                options.model.arch.empty() ? options.model.model_path.c_str() : options.model.arch.c_str(),
+                options.profile.c_str(), tree_size, modules, std::max(1, repeat));
+    std::printf("%-10s %10s %10s\n", "phase", "min ms", "median ms");
+    const std::pair<const char*, const std::vector<double>*> rows[] = {
+        {"model", &t.describe}, {"parse", &t.parse}, {"walk", &t.walk},
+        {"validate", &t.validate}, {"memory", &t.memory}, {"total", &t.total}};
+    for (const auto& [name, values] : rows) std::printf("%-10s %10.2f %10.2f\n", name, minimum(*values), median(*values));
+    std::printf("target: total under 50 ms on one core (issue #2)\n");
+    return 0;
+  }
+};
+
+}  // namespace
+
+Runner add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks that print their ceilings beside the result");
+  bench->require_subcommand(1);
+  auto check = std::make_shared<BenchCheckCommand>();
+  CLI::App* sub = bench->add_subcommand("check", "time the dry run of a profile, phase by phase");
+  check->model.add_to(*sub);
+  sub->add_option("--repeat", check->repeat, "runs to time")->capture_default_str();
+  return [bench, check]() -> int {
+    if (bench->got_subcommand("check")) return check->run();
+    throw InputError("bench: give a benchmark (check)");
+  };
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,67 @@
+// switchyard split: an N-GPU profile from a base profile, balanced by bytes per GPU, then checked.
+#include <fstream>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "examples/commands.h"
+#include "examples/model_options.h"
+#include "placement/report.h"
+#include "placement/split.h"
+
+namespace switchyard::cli {
+namespace {
+
+struct SplitCommand {
+  ModelOptions model;
+  std::string out;
+
+  int run() const {
+    if (!model.gpus) throw InputError("split needs --gpus N");
+    CheckOptions target = model.to_check_options();
+    // The base is checked as written: its own GPUs, no GPU budgets (those are for the split).
+    CheckOptions base_options = target;
+    base_options.gpus.reset();
+    base_options.budget.gpu_bytes.clear();
+    const CheckResult base = run_check(base_options);
+    if (base.diagnostics.has_errors()) {
+      for (const Diagnostic& d : base.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
+      std::cerr << "switchyard split: the base profile has errors; fix them first\n";
+      return 1;
+    }
+    const SplitResult split = split_profile(base, *model.gpus, target.budget, model.profile);
+    if (out.empty() || out == "-") {
+      std::cout << split.yaml;
+    } else {
+      std::ofstream file(out, std::ios::binary);
+      if (!file || !(file << split.yaml)) throw InputError(out + ": cannot write");
+    }
+    target.profile = out.empty() || out == "-" ? std::string("<split output>") : out;
+    target.profile_text = split.yaml;
+    const CheckResult check = run_check(target);
+    std::ostream& log = out.empty() || out == "-" ? std::cerr : std::cout;
+    for (std::size_t g = 0; g < split.gpus.size(); ++g) {
+      const GpuShare& s = split.gpus[g];
+      log << "cuda:" << g << "  layers " << s.first_layer << "-" << s.last_layer << "  " << format_bytes(s.bytes);
+      if (s.budget_bytes) log << " of " << format_bytes(s.budget_bytes);
+      log << "\n";
+    }
+    for (const Diagnostic& d : check.diagnostics.sorted()) log << format_diagnostic(d) << "\n";
+    log << "check of the split profile: " << check.diagnostics.count(Severity::error) << " error(s), "
+        << check.diagnostics.count(Severity::warning) << " warning(s)"
+        << (out.empty() || out == "-" ? "" : "; wrote " + out) << "\n";
+    return check.diagnostics.has_errors() ? 1 : 0;
+  }
+};
+
+}  // namespace
+
+Runner add_split_command(CLI::App& app) {
+  auto command = std::make_shared<SplitCommand>();
+  CLI::App* sub = app.add_subcommand("split", "write an N-GPU profile from a base profile, balanced by memory");
+  command->model.add_to(*sub);
+  sub->add_option("-o,--out", command->out, "output YAML (default: standard output)");
+  return [command] { return command->run(); };
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,16 @@
+#pragma once
+// Subcommands of the `switchyard` executable. Each registers its options on the CLI11 app and
+// returns a runner that yields the process exit status (0 ok, 1 bad profile/model, 2 usage/IO).
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace switchyard::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_check_command(CLI::App& app);
+Runner add_split_command(CLI::App& app);
+Runner add_bench_command(CLI::App& app);
+
+}  // namespace switchyard::cli

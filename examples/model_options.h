@@ -1,0 +1,30 @@
+#pragma once
+// Options every model-describing subcommand shares: --arch | --model_path, --weight_dtype,
+// --gpus, --gpu_memory, --cpu_memory, --max_context, --default_device, and the profile path
+// (--optimize_config_path, alias --optimize_rule_path).
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "placement/check.h"
+
+namespace switchyard::cli {
+
+struct ModelOptions {
+  std::string arch;
+  std::string model_path;
+  std::string weight_dtype = "bf16";
+  std::string profile;
+  std::optional<int> gpus;
+  std::string gpu_memory;
+  std::string cpu_memory;
+  std::int64_t max_context = 4096;
+  std::string default_device;
+
+  void add_to(CLI::App& command, bool profile_required = true);
+  // Validates the combination and converts sizes; throws InputError (exit 2) on bad usage.
+  CheckOptions to_check_options() const;
+};
+
+}  // namespace switchyard::cli

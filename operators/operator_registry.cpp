@@ -1,0 +1,200 @@
+#include "operators/operator_registry.h"
+
+#include <deque>
+#include <unordered_map>
+
+namespace switchyard {
+namespace {
+
+const KwargSpec kGenerateDevice{"generate_device", KwargType::device, "device the operator runs on in decode", {}};
+const KwargSpec kPrefillDevice{"prefill_device", KwargType::device, "device the operator runs on in prefill", {}};
+const KwargSpec kGenerateOp{"generate_op", KwargType::op, "kernel used in decode", {}};
+const KwargSpec kPrefillOp{"prefill_op", KwargType::op, "kernel used in prefill", {}};
+
+std::vector<KwargSpec> devices_and(std::vector<KwargSpec> extra) {
+  std::vector<KwargSpec> all = {kGenerateDevice, kPrefillDevice};
+  all.insert(all.end(), extra.begin(), extra.end());
+  return all;
+}
+
+struct Registry {
+  std::deque<OperatorInfo> operators;
+  std::deque<ReplacementClass> classes;
+  std::unordered_map<std::string, const ReplacementClass*> by_spelling;
+  std::vector<std::string> spellings;
+
+  const OperatorInfo& add(OperatorInfo info) { return operators.emplace_back(std::move(info)); }
+  void spell(const OperatorInfo& op, std::string spelling, std::vector<std::string> replaces) {
+    const ReplacementClass& c = classes.emplace_back(ReplacementClass{spelling, &op, std::move(replaces)});
+    if (by_spelling.emplace(spelling, &c).second) spellings.push_back(spelling);
+  }
+
+  Registry() {
+    const std::string kt = "ktransformers.operators.";
+    const OperatorInfo& def = add({"default", OperatorKind::default_op,
+                                   "keep the module's own implementation; only place it", devices_and({}),
+                                   {}, "", "", std::nullopt, false});
+    spell(def, "default", {});
+
+    const OperatorInfo& linear = add(
+        {"Linear", OperatorKind::linear, "linear projection with a choice of kernels",
+         devices_and({kGenerateOp, kPrefillOp}),
+         {{"KLinearTorch", {"torch"}, OpDevice::any},
+          {"KLinearMarlin", {"marlin"}, OpDevice::cuda_only},
+          {"VLinearMarlin", {"vmarlin"}, OpDevice::cuda_only},
+          {"KLinearFP8", {"fp8"}, OpDevice::cuda_only},
+          {"KLinearCPUInfer", {"cpu"}, OpDevice::cpu_only}},
+         "KLinearMarlin", "KLinearTorch", std::nullopt, false});
+    spell(linear, "Linear", {"Linear"});
+    spell(linear, kt + "linear.KTransformersLinear", {"Linear"});
+
+    const OperatorInfo& experts = add(
+        {"Experts", OperatorKind::experts, "all routed experts of one MoE layer as one operator",
+         devices_and({kGenerateOp, kPrefillOp,
+                      {"out_device", KwargType::device, "device the experts' output is handed to", {}},
+                      {"backend", KwargType::choice, "CPU kernel family",
+                       {"auto", "llamafile", "AMXBF16", "AMXInt8", "AVX512"}}}),
+         {{"KExpertsCPU", {"cpu"}, OpDevice::cpu_only},
+          {"KExpertsTorch", {"torch"}, OpDevice::any},
+          {"KExpertsMarlin", {"marlin"}, OpDevice::cuda_only}},
+         "KExpertsCPU", "KExpertsTorch", Device::cpu(), true});
+    spell(experts, "Experts", {"ModuleList"});
+    spell(experts, kt + "experts.KTransformersExperts", {"ModuleList"});
+
+    const OperatorInfo& moe = add({"MoE", OperatorKind::moe,
+                                   "MoE block: gate, routed experts (possibly on the CPU) and shared experts",
+                                   devices_and({}), {}, "", "", std::nullopt, false});
+    spell(moe, "MoE", {"MoE"});
+    spell(moe, kt + "experts.KDeepseekV3MoE", {"DeepseekV3MoE"});
+    spell(moe, kt + "experts.KDeepseekV2MoE", {"DeepseekV2MoE"});
+    spell(moe, kt + "experts.KQwen3MoeSparseMoeBlock", {"Qwen3MoeSparseMoeBlock"});
+    spell(moe, kt + "experts.KMistralSparseMoEBlock", {"MixtralSparseMoeBlock"});
+
+    const OperatorInfo& gate = add({"Gate", OperatorKind::gate, "MoE router: scores and top-k expert selection",
+                                    devices_and({}), {}, "", "", std::nullopt, false});
+    spell(gate, "Gate", {"MoEGate"});
+    spell(gate, kt + "gate.KMoEGate", {"MoEGate"});
+    spell(gate, kt + "gate.KMoEGateDeepSeekV3", {"DeepseekV3MoEGate"});
+
+    const OperatorInfo& mla = add(
+        {"MLA", OperatorKind::attention, "multi-head latent attention with a compressed KV cache",
+         devices_and({{"absorb_for_prefill", KwargType::boolean, "use the absorbed form in prefill too", {}},
+                      {"chunck_size", KwargType::integer, "prefill chunk length (ktransformers' spelling)", {}},
+                      {"chunk_size", KwargType::integer, "prefill chunk length", {}}}),
+         {}, "", "", std::nullopt, false});
+    spell(mla, "MLA", {"DeepseekV3Attention", "DeepseekV2Attention"});
+    spell(mla, kt + "attention.KDeepseekV2Attention", {"DeepseekV3Attention", "DeepseekV2Attention"});
+
+    const OperatorInfo& gqa = add({"GQA", OperatorKind::attention, "grouped-query attention with a K/V cache",
+                                   devices_and({}), {}, "", "", std::nullopt, false});
+    spell(gqa, "GQA", {"Qwen3MoeAttention", "MixtralAttention"});
+    spell(gqa, kt + "balance_serve_attention.KQwen3MoeAttention", {"Qwen3MoeAttention"});
+
+    const OperatorInfo& rope = add({"RoPE", OperatorKind::rotary, "rotary position embedding", devices_and({}), {},
+                                    "", "", std::nullopt, false});
+    spell(rope, "RoPE", {"RotaryEmbedding"});
+    spell(rope, kt + "RoPE.RotaryEmbedding", {"RotaryEmbedding"});
+    spell(rope, kt + "RoPE.RotaryEmbeddingV3", {"RotaryEmbedding"});
+    const OperatorInfo& yarn = add({"YarnRoPE", OperatorKind::rotary, "YaRN-scaled rotary embedding (DeepSeek)",
+                                    devices_and({}), {}, "", "", std::nullopt, false});
+    spell(yarn, "YarnRoPE", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
+    spell(yarn, kt + "RoPE.YarnRotaryEmbedding", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
+    spell(yarn, kt + "RoPE.YarnRotaryEmbeddingV3", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
+
+    const OperatorInfo& model = add(
+        {"Model", OperatorKind::model, "the decoder stack; moves the hidden state across devices by transfer_map",
+         devices_and({{"transfer_map", KwargType::transfer_map, "layer -> device the hidden state moves to", {}},
+                      {"per_layer_prefill_intput_threshold", KwargType::integer,
+                       "prompt length from which prefill runs layer by layer (0: never)", {}},
+                      {"per_layer_prefill_device", KwargType::device, "device for layer-wise prefill", {}}}),
+         {}, "", "", std::nullopt, false});
+    spell(model, "Model", {"Model"});
+    spell(model, kt + "models.KDeepseekV2Model", {"DeepseekV3Model", "DeepseekV2Model"});
+    spell(model, kt + "models.KQwen3MoeModel", {"Qwen3MoeModel"});
+
+    const OperatorInfo& norm = add({"RMSNorm", OperatorKind::rms_norm, "fused RMSNorm", devices_and({}), {}, "", "",
+                                    std::nullopt, false});
+    spell(norm, "RMSNorm", {"RMSNorm"});
+    spell(norm, kt + "layernorm.RMSNorm", {"RMSNorm"});
+    spell(norm, kt + "layernorm.KDeepseekRMSNorm", {"DeepseekV3RMSNorm", "DeepseekV2RMSNorm"});
+    spell(norm, kt + "layernorm.KQwen3MoeRMSNorm", {"Qwen3MoeRMSNorm"});
+
+    const OperatorInfo& mlp = add({"MLP", OperatorKind::mlp, "fused SwiGLU MLP (dense layers, shared experts)",
+                                   devices_and({}), {}, "", "", std::nullopt, false});
+    spell(mlp, "MLP", {"MLP"});
+    spell(mlp, kt + "mlp.kDeepseekV3MLP", {"DeepseekV3MLP", "DeepseekV2MLP"});
+    spell(mlp, kt + "mlp.KQwen3MoeMLP", {"Qwen3MoeMLP"});
+  }
+};
+
+const Registry& registry() {
+  static const Registry r;
+  return r;
+}
+
+}  // namespace
+
+const char* kwarg_type_name(KwargType type) {
+  switch (type) {
+    case KwargType::device: return "a device (cpu, cuda:N)";
+    case KwargType::op: return "an op name";
+    case KwargType::integer: return "an integer";
+    case KwargType::boolean: return "true or false";
+    case KwargType::string: return "a string";
+    case KwargType::transfer_map: return "a map of layer -> device";
+    case KwargType::choice: return "one of the listed values";
+  }
+  return "a value";
+}
+
+const KwargSpec* OperatorInfo::find_kwarg(std::string_view kwarg) const {
+  for (const KwargSpec& k : kwargs)
+    if (k.name == kwarg) return &k;
+  return nullptr;
+}
+
+const OpInfo* OperatorInfo::find_op(std::string_view op) const {
+  for (const OpInfo& o : ops) {
+    if (o.name == op) return &o;
+    for (const std::string& alias : o.aliases)
+      if (alias == op) return &o;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> OperatorInfo::kwarg_names() const {
+  std::vector<std::string> names;
+  for (const KwargSpec& k : kwargs) names.push_back(k.name);
+  return names;
+}
+
+std::vector<std::string> OperatorInfo::op_spellings() const {
+  std::vector<std::string> names;
+  for (const OpInfo& o : ops) {
+    names.push_back(o.name);
+    names.insert(names.end(), o.aliases.begin(), o.aliases.end());
+  }
+  return names;
+}
+
+const ReplacementClass* find_replacement_class(std::string_view spelling) {
+  const auto& map = registry().by_spelling;
+  const auto it = map.find(std::string(spelling));
+  return it == map.end() ? nullptr : it->second;
+}
+
+const std::vector<std::string>& replacement_class_spellings() { return registry().spellings; }
+const OperatorInfo& default_operator() { return registry().operators.front(); }
+
+const std::vector<OperatorInfo>& operators() {
+  static const std::vector<OperatorInfo> all(registry().operators.begin(), registry().operators.end());
+  return all;
+}
+
+const OperatorInfo* find_operator(std::string_view native_name) {
+  for (const OperatorInfo& op : registry().operators)
+    if (op.name == native_name) return &op;
+  return nullptr;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,70 @@
+#pragma once
+// The operator registry: every replacement class a rule's `replace.class` may name, under our
+// short native names and ktransformers' Python paths, with the kwargs each one accepts, the
+// module classes it can replace and the ops (generate_op / prefill_op) it can run.
+// Placement validates profiles against this; the engine builds operators from it.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+#include "core/module_class.h"
+
+namespace switchyard {
+
+enum class KwargType { device, op, integer, boolean, string, transfer_map, choice };
+const char* kwarg_type_name(KwargType type);
+
+struct KwargSpec {
+  std::string name;
+  KwargType type;
+  std::string help;
+  std::vector<std::string> choices;  // KwargType::choice
+};
+
+// Where an op can run.
+enum class OpDevice { any, cpu_only, cuda_only };
+
+struct OpInfo {
+  std::string name;                  // canonical (ktransformers') name: "KExpertsCPU"
+  std::vector<std::string> aliases;  // our short names: "cpu"
+  OpDevice device = OpDevice::any;
+};
+
+enum class OperatorKind { default_op, linear, experts, moe, gate, attention, rotary, model, rms_norm, mlp };
+
+struct OperatorInfo {
+  std::string name;  // native name: "Experts"
+  OperatorKind kind = OperatorKind::default_op;
+  std::string description;
+  std::vector<KwargSpec> kwargs;
+  std::vector<OpInfo> ops;  // values of generate_op / prefill_op; empty when the operator has none
+  std::string default_generate_op;
+  std::string default_prefill_op;
+  // Devices when a rule does not give them: nullopt means the default device (--default_device).
+  std::optional<Device> default_generate_device;
+  // True when the operator itself hands its output to `out_device`, so it may run on another
+  // device than its layer (CPU experts). Other operators must sit on their layer's device.
+  bool has_out_device = false;
+
+  const KwargSpec* find_kwarg(std::string_view kwarg) const;
+  const OpInfo* find_op(std::string_view op) const;
+  std::vector<std::string> kwarg_names() const;
+  std::vector<std::string> op_spellings() const;
+};
+
+// A spelling a rule may use for a replacement class, and the module classes it may replace.
+struct ReplacementClass {
+  std::string spelling;                 // "ktransformers.operators.experts.KDeepseekV3MoE" or "MoE"
+  const OperatorInfo* op = nullptr;
+  std::vector<std::string> replaces;    // native module class names; empty: any module
+};
+
+const ReplacementClass* find_replacement_class(std::string_view spelling);
+const std::vector<std::string>& replacement_class_spellings();
+const OperatorInfo& default_operator();
+const std::vector<OperatorInfo>& operators();
+const OperatorInfo* find_operator(std::string_view native_name);
+
+}  // namespace switchyard

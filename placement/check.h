@@ -1,0 +1,40 @@
+#pragma once
+// The dry run behind `switchyard check` (and later `run --dry_run`): describe the model, parse
+// the profile, walk, validate, estimate memory. One placement path for every command.
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.h"
+#include "core/model_description.h"
+#include "placement/memory_estimate.h"
+#include "placement/placement_plan.h"
+#include "placement/rule_set.h"
+
+namespace switchyard {
+
+struct CheckOptions {
+  ModelSpec model;
+  std::filesystem::path profile;
+  std::optional<std::string> profile_text;  // parse this instead of reading `profile` (tests)
+  std::optional<int> gpus;                  // default: what --gpu_memory lists, else what the profile names
+  std::optional<Device> default_device;     // default: cuda:0, or cpu with no GPUs
+  MemoryBudget budget;
+};
+
+struct CheckResult {
+  std::unique_ptr<ModuleTree> tree;  // stable address: the plan points into it
+  std::unique_ptr<RuleSet> rules;
+  PlacementPlan plan;
+  std::vector<DeviceMemory> memory;
+  Diagnostics diagnostics;
+  std::string weight_dtype;
+};
+
+// Throws InputError when the model or the profile cannot be read at all; everything else is a
+// diagnostic in the result.
+CheckResult run_check(const CheckOptions& options);
+
+}  // namespace switchyard

@@ -1,0 +1,61 @@
+#include "placement/memory_estimate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/units.h"
+
+namespace switchyard {
+
+std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const MemoryBudget& budget) {
+  const ModuleTree& tree = *plan.tree;
+  std::map<Device, DeviceMemory> by_device;
+  for (int g = 0; g < plan.options.gpus; ++g) by_device[Device::cuda(g)].device = Device::cuda(g);
+  by_device[Device::cpu()].device = Device::cpu();
+
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    const Module& module = tree.at(static_cast<int>(i));
+    if (module.params.empty()) continue;
+    const Device device = plan.owner_of(static_cast<int>(i)).generate_device;
+    DeviceMemory& memory = by_device[device];
+    memory.device = device;
+    memory.weight_bytes += module.own_bytes();
+  }
+  const std::uint64_t kv_per_layer =
+      tree.config().kv_cache_bytes_per_token_per_layer(budget.kv_cache_element_bytes) *
+      static_cast<std::uint64_t>(budget.max_context);
+  for (const ModulePlacement& p : plan.visited) {
+    const Module& module = tree.at(p.module);
+    if (module.cls->role != ModuleRole::attention) continue;
+    DeviceMemory& memory = by_device[p.generate_device];
+    memory.device = p.generate_device;
+    memory.kv_cache_bytes += kv_per_layer;
+  }
+  std::vector<DeviceMemory> out;
+  for (auto& [device, memory] : by_device) {
+    if (device.is_cuda() && !budget.gpu_bytes.empty()) {
+      const std::size_t slot = budget.gpu_bytes.size() == 1 ? 0 : static_cast<std::size_t>(device.index);
+      if (slot < budget.gpu_bytes.size()) memory.budget_bytes = budget.gpu_bytes[slot];
+    }
+    if (device.is_cpu()) memory.budget_bytes = budget.cpu_bytes;
+    out.push_back(memory);
+  }
+  // std::map orders cpu before cuda; reports list the GPUs first.
+  std::stable_partition(out.begin(), out.end(), [](const DeviceMemory& m) { return m.device.is_cuda(); });
+  return out;
+}
+
+void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file) {
+  for (const DeviceMemory& m : devices) {
+    if (!m.budget_bytes || m.total_bytes() <= *m.budget_bytes) continue;
+    diagnostics.error("over-budget",
+                      m.device.str() + " needs " + format_bytes(m.total_bytes()) + " (weights " +
+                          format_bytes(m.weight_bytes) + ", KV cache " + format_bytes(m.kv_cache_bytes) +
+                          ") but its budget is " + format_bytes(*m.budget_bytes) + "; move " +
+                          format_bytes(m.total_bytes() - *m.budget_bytes) +
+                          " elsewhere (fewer layers on it, experts to the CPU) or shorten --max_context",
+                      SourceLocation{file, 0, 0});
+  }
+}
+
+}  // namespace switchyard

@@ -1,0 +1,35 @@
+#pragma once
+// Per-device memory a plan needs: the weights each device holds in decode (a module's weights
+// live where its owning operator runs) plus the KV cache of the attention layers it runs, for
+// --max_context tokens. Checked against --gpu_memory / --cpu_memory budgets.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/device.h"
+#include "core/diagnostics.h"
+#include "placement/placement_plan.h"
+
+namespace switchyard {
+
+struct DeviceMemory {
+  Device device;
+  std::uint64_t weight_bytes = 0;
+  std::uint64_t kv_cache_bytes = 0;
+  std::optional<std::uint64_t> budget_bytes;
+  std::uint64_t total_bytes() const { return weight_bytes + kv_cache_bytes; }
+};
+
+struct MemoryBudget {
+  std::vector<std::uint64_t> gpu_bytes;  // one per GPU, or one for all
+  std::optional<std::uint64_t> cpu_bytes;
+  std::int64_t max_context = 4096;       // tokens of KV cache per attention layer
+  int kv_cache_element_bytes = 2;        // bf16 cache
+};
+
+// Devices in order: cuda:0.., then cpu. Every GPU below options.gpus is listed, used or not.
+std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const MemoryBudget& budget);
+// Errors for devices over budget.
+void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file);
+
+}  // namespace switchyard

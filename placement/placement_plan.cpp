@@ -1,0 +1,125 @@
+#include "placement/placement_plan.h"
+
+namespace switchyard {
+namespace {
+
+const std::vector<TransferMapEntry> kNoTransferMap;
+
+class Walker {
+ public:
+  Walker(const ModuleTree& tree, const RuleSet& rules, const PlacementOptions& options, Diagnostics& diagnostics)
+      : tree_(tree), rules_(rules), diagnostics_(diagnostics), limit_reported_(rules.rules.size(), false) {
+    plan_.tree = &tree;
+    plan_.rules = &rules;
+    plan_.options = options;
+    plan_.visit_of.assign(tree.size(), -1);
+    plan_.rule_wins.assign(rules.rules.size(), 0);
+  }
+
+  PlacementPlan run() {
+    plan_.visited.reserve(tree_.size() / 8 + 16);
+    visit(0);
+    assign_owners();
+    return std::move(plan_);
+  }
+
+ private:
+  int first_matching_rule(const Module& module) {
+    for (const Rule& rule : rules_.rules) {
+      if (limit_reported_[static_cast<std::size_t>(rule.index)]) continue;
+      switch (match_rule(rule, module)) {
+        case RuleMatch::match: return rule.index;
+        case RuleMatch::regex_limit:
+          limit_reported_[static_cast<std::size_t>(rule.index)] = true;
+          diagnostics_.error("regex-match-limit",
+                             "regex '" + *rule.name_pattern + "' exceeded its backtracking limit on '" + module.name +
+                                 "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
+                                 "The rule is ignored from here on",
+                             rule.name_location, rule.index);
+          break;
+        default: break;
+      }
+    }
+    return -1;
+  }
+
+  void visit(int index) {
+    const Module& module = tree_.at(index);
+    ModulePlacement p;
+    p.module = index;
+    p.rule = first_matching_rule(module);
+    const Device fallback = plan_.options.default_device;
+    if (p.rule < 0) {
+      p.op = &default_operator();
+      p.generate_device = p.prefill_device = fallback;
+    } else {
+      const Rule& rule = rules_.rules[static_cast<std::size_t>(p.rule)];
+      ++plan_.rule_wins[static_cast<std::size_t>(p.rule)];
+      p.op = &rule.op();
+      p.generate_device = rule.generate_device.value_or(p.op->default_generate_device.value_or(fallback));
+      p.prefill_device = rule.prefill_device.value_or(fallback);
+      if (p.op->has_out_device) p.out_device = rule.out_device.value_or(fallback);
+      p.generate_op = rule.generate_op.empty() ? p.op->default_generate_op : rule.generate_op;
+      p.prefill_op = rule.prefill_op.empty() ? p.op->default_prefill_op : rule.prefill_op;
+      p.recursive = rule.recursive;
+      if (module.cls->role == ModuleRole::model && plan_.model_rule < 0) plan_.model_rule = p.rule;
+    }
+    plan_.visit_of[static_cast<std::size_t>(index)] = static_cast<int>(plan_.visited.size());
+    plan_.visited.push_back(std::move(p));
+    if (!plan_.visited.back().recursive) return;
+    for (int child : module.children) visit(child);
+  }
+
+  // Modules below a `recursive: false` module belong to its operator, weights included.
+  void assign_owners() {
+    plan_.weight_owner.assign(tree_.size(), 0);
+    for (std::size_t i = 0; i < tree_.size(); ++i) {
+      const int v = plan_.visit_of[i];
+      plan_.weight_owner[i] = v >= 0 ? v : plan_.weight_owner[static_cast<std::size_t>(tree_.at(static_cast<int>(i)).parent)];
+    }
+  }
+
+  const ModuleTree& tree_;
+  const RuleSet& rules_;
+  Diagnostics& diagnostics_;
+  std::vector<bool> limit_reported_;
+  PlacementPlan plan_;
+};
+
+}  // namespace
+
+RuleMatch match_rule(const Rule& rule, const Module& module) {
+  if (!rule.matchable) return RuleMatch::unusable;
+  // The class test is an integer walk up the hierarchy; do it before the regex.
+  if (rule.match_class && !module.cls->is_a(*rule.match_class)) return RuleMatch::class_mismatch;
+  if (rule.name_pattern) {
+    switch (rule.name_regex.search(module.name)) {
+      case Regex::Outcome::match: break;
+      case Regex::Outcome::no_match: return RuleMatch::name_mismatch;
+      case Regex::Outcome::limit_exceeded: return RuleMatch::regex_limit;
+    }
+  }
+  return RuleMatch::match;
+}
+
+const std::vector<TransferMapEntry>& PlacementPlan::transfer_map() const {
+  return model_rule < 0 ? kNoTransferMap : rules->rules[static_cast<std::size_t>(model_rule)].transfer_map;
+}
+
+Device PlacementPlan::layer_device(int layer) const {
+  Device device = options.default_device;
+  if (model_rule >= 0) {
+    const Rule& rule = rules->rules[static_cast<std::size_t>(model_rule)];
+    if (rule.generate_device) device = *rule.generate_device;
+  }
+  for (const TransferMapEntry& entry : transfer_map())
+    if (entry.layer <= layer) device = entry.device;
+  return device;
+}
+
+PlacementPlan plan_placement(const ModuleTree& tree, const RuleSet& rules, const PlacementOptions& options,
+                             Diagnostics& diagnostics) {
+  return Walker(tree, rules, options, diagnostics).run();
+}
+
+}  // namespace switchyard

@@ -1,0 +1,78 @@
+#include "placement/report.h"
+
+namespace switchyard {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+ordered_json model_json(const CheckResult& result) {
+  const ModuleTree& tree = *result.tree;
+  const ModelConfig& c = tree.config();
+  return ordered_json{{"source", c.source},
+                      {"model_type", c.model_type},
+                      {"num_hidden_layers", c.num_hidden_layers},
+                      {"n_routed_experts", c.n_routed_experts},
+                      {"parameters", tree.total_parameter_count()},
+                      {"weight_dtype", result.weight_dtype},
+                      {"gpus", result.plan.options.gpus},
+                      {"default_device", result.plan.options.default_device.str()}};
+}
+
+ordered_json module_json(const CheckResult& result, const ModulePlacement& p) {
+  const Module& module = result.tree->at(p.module);
+  const Rule* rule = p.rule >= 0 ? &result.rules->rules[static_cast<std::size_t>(p.rule)] : nullptr;
+  ordered_json m;
+  m["name"] = module.name;
+  m["class"] = module.cls->display_name();
+  m["op"] = p.op->name;
+  m["generate_device"] = p.generate_device.str();
+  m["prefill_device"] = p.prefill_device.str();
+  m["generate_op"] = p.generate_op.empty() ? ordered_json(nullptr) : ordered_json(p.generate_op);
+  m["prefill_op"] = p.prefill_op.empty() ? ordered_json(nullptr) : ordered_json(p.prefill_op);
+  if (p.out_device) m["out_device"] = p.out_device->str();
+  m["rule"] = rule ? ordered_json(rule->index) : ordered_json(nullptr);
+  m["line"] = rule ? ordered_json(rule->location.line) : ordered_json(nullptr);
+  m["kwargs"] = rule ? rule->kwargs : ordered_json::object();
+  m["recursive"] = p.recursive;
+  m["weight_bytes"] = p.recursive ? module.own_bytes() : result.tree->subtree_bytes(p.module);
+  return m;
+}
+
+ordered_json diagnostic_json(const Diagnostic& d) {
+  return ordered_json{{"severity", severity_name(d.severity)},
+                      {"code", d.code},
+                      {"message", d.message},
+                      {"file", d.location.file.empty() ? ordered_json(nullptr) : ordered_json(d.location.file)},
+                      {"line", d.location.line > 0 ? ordered_json(d.location.line) : ordered_json(nullptr)},
+                      {"column", d.location.column > 0 ? ordered_json(d.location.column) : ordered_json(nullptr)},
+                      {"rule", d.rule ? ordered_json(*d.rule) : ordered_json(nullptr)}};
+}
+
+}  // namespace
+
+ordered_json check_to_json(const CheckResult& result, const MemoryBudget& budget) {
+  ordered_json out;
+  out["model"] = model_json(result);
+  ordered_json modules = ordered_json::array();
+  for (const ModulePlacement& p : result.plan.visited) modules.push_back(module_json(result, p));
+  out["modules"] = std::move(modules);
+  ordered_json map = ordered_json::object();
+  for (const TransferMapEntry& e : result.plan.transfer_map()) map[std::to_string(e.layer)] = e.device.str();
+  out["transfer_map"] = std::move(map);
+  ordered_json devices = ordered_json::array();
+  for (const DeviceMemory& m : result.memory)
+    devices.push_back(ordered_json{{"device", m.device.str()},
+                                   {"weight_bytes", m.weight_bytes},
+                                   {"kv_cache_bytes", m.kv_cache_bytes},
+                                   {"total_bytes", m.total_bytes()},
+                                   {"budget_bytes", m.budget_bytes ? ordered_json(*m.budget_bytes) : ordered_json(nullptr)}});
+  out["devices"] = std::move(devices);
+  out["max_context"] = budget.max_context;
+  ordered_json diagnostics = ordered_json::array();
+  for (const Diagnostic& d : result.diagnostics.sorted()) diagnostics.push_back(diagnostic_json(d));
+  out["diagnostics"] = std::move(diagnostics);
+  return out;
+}
+
+}  // namespace switchyard

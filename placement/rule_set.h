@@ -1,0 +1,71 @@
+#pragma once
+// RuleSet: a parsed optimize-rule profile. Each rule keeps the file position of every part, so
+// every later finding can point at the rule, key or value at fault.
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "core/diagnostics.h"
+#include "core/module_class.h"
+#include "operators/operator_registry.h"
+#include "placement/regex.h"
+
+namespace switchyard {
+
+struct TransferMapEntry {
+  int layer = 0;
+  Device device;
+  SourceLocation location;
+};
+
+struct Rule {
+  int index = 0;            // 0-based position in the file
+  SourceLocation location;  // the rule's "- " item
+
+  // match
+  std::optional<std::string> name_pattern;
+  Regex name_regex;  // valid() when name_pattern compiled
+  SourceLocation name_location;
+  std::optional<std::string> class_text;
+  const ModuleClass* match_class = nullptr;
+  SourceLocation class_location;
+  bool matchable = true;  // false when the match part is broken: the rule takes part in no walk
+
+  // replace
+  std::string replace_text = "default";
+  const ReplacementClass* replacement = nullptr;  // nullptr only when replace_text is unknown
+  SourceLocation replace_location;
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // as written
+  std::map<std::string, SourceLocation> kwarg_locations;
+  std::optional<Device> generate_device, prefill_device, out_device;
+  std::string generate_op, prefill_op;  // canonical op names; "" when not given; "None" for none
+  std::vector<TransferMapEntry> transfer_map;  // sorted by layer
+  bool has_transfer_map = false;
+
+  bool recursive = true;
+
+  const OperatorInfo& op() const { return replacement ? *replacement->op : default_operator(); }
+  SourceLocation kwarg_location(std::string_view kwarg) const;
+};
+
+struct RuleSet {
+  std::filesystem::path file;
+  std::vector<Rule> rules;
+  // Every device any rule names, for "is this a multi-GPU profile" and --gpus defaults.
+  std::vector<Device> devices_named() const;
+  int gpus_named() const;  // highest cuda ordinal named + 1; 0 when none
+};
+
+// Parses profile text; problems go to `diagnostics` with `file_name` and positions. A profile that
+// is not a list of rules yields an empty RuleSet and an error.
+RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics);
+// Reads and parses a file; throws InputError when it cannot be read.
+RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics);
+
+}  // namespace switchyard
