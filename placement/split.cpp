@@ -68,18 +68,47 @@ std::string regex_escape(std::string_view text) {
   return out;
 }
 
-// "mlp.experts.*.down_proj" -> "mlp\.experts\.[0-9]+\.down_proj"
-std::string suffix_regex(const std::string& suffix) {
-  std::string out;
-  std::size_t start = 0;
-  while (true) {
-    const auto star = suffix.find('*', start);
-    out += regex_escape(suffix.substr(start, star == std::string::npos ? std::string::npos : star - start));
-    if (star == std::string::npos) break;
-    out += "[0-9]+";
-    start = star + 1;
+// Suffixes such as "mlp.experts.*.down_proj" as one regex, factored by common leading
+// components so a person can read it: {self_attn.q_proj, self_attn.o_proj, mlp} ->
+// "(self_attn\.(q_proj|o_proj)|mlp)". "*" stands for an index.
+struct SuffixTrie {
+  std::string component;
+  bool terminal = false;
+  std::vector<SuffixTrie> children;
+};
+
+void trie_insert(std::vector<SuffixTrie>& level, const std::vector<std::string>& parts, std::size_t i) {
+  auto it = std::find_if(level.begin(), level.end(), [&](const SuffixTrie& n) { return n.component == parts[i]; });
+  if (it == level.end()) it = level.insert(level.end(), SuffixTrie{parts[i], false, {}});
+  if (i + 1 == parts.size()) it->terminal = true;
+  else trie_insert(it->children, parts, i + 1);
+}
+
+std::string trie_regex(const std::vector<SuffixTrie>& level, bool wrap) {
+  std::vector<std::string> alternatives;
+  for (const SuffixTrie& node : level) {
+    std::string text = node.component == "*" ? "[0-9]+" : regex_escape(node.component);
+    if (!node.children.empty()) {
+      const std::string tail = "\\." + trie_regex(node.children, true);
+      text += node.terminal ? "(" + tail + ")?" : tail;
+    }
+    alternatives.push_back(text);
   }
-  return out;
+  const std::string joined = join(alternatives, "|");
+  return wrap && alternatives.size() > 1 ? "(" + joined + ")" : joined;
+}
+
+std::string suffixes_regex(const std::vector<std::string>& suffixes) {
+  std::vector<SuffixTrie> root;
+  for (const std::string& suffix : suffixes) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = suffix.find('.', start)) != std::string::npos; start = dot + 1)
+      parts.push_back(suffix.substr(start, dot - start));
+    parts.push_back(suffix.substr(start));
+    trie_insert(root, parts, 0);
+  }
+  return trie_regex(root, true);
 }
 
 Device retarget(const Device& device, const Device& gpu) { return device.is_cuda() ? gpu : device; }
@@ -278,7 +307,8 @@ SplitResult split_profile(const CheckResult& base, int gpus, const MemoryBudget&
   Emitter e;
   const ModelConfig& config = tree.config();
   e.out << "# " << gpus << "-GPU profile for " << config.source << " (" << config.model_type << ", " << layers
-        << " layers), made by `switchyard split` from " << base_name << ".\n";
+        << " layers), made from " << base_name
+        << "\n# by `switchyard split --gpus " << gpus << "`; edit freely, then run `switchyard check` on it.\n";
   e.out << "# Layers per GPU (bytes on the GPU incl. KV cache at the base's --max_context):\n";
   for (int g = 0; g < gpus; ++g) {
     const GpuShare& s = result.gpus[static_cast<std::size_t>(g)];
@@ -299,9 +329,7 @@ SplitResult split_profile(const CheckResult& base, int gpus, const MemoryBudget&
            placed_kwargs(rule, *p, Device::cuda(0)), p->recursive);
   }
   for (const LayerGroup& group : groups) {
-    std::vector<std::string> alternatives;
-    for (const std::string& suffix : group.suffixes) alternatives.push_back(suffix_regex(suffix));
-    const std::string suffixes = alternatives.size() == 1 ? alternatives[0] : "(" + join(alternatives, "|") + ")";
+    const std::string suffixes = suffixes_regex(group.suffixes);
     for (int g = 0; g < gpus; ++g) {
       const GpuShare& s = result.gpus[static_cast<std::size_t>(g)];
       const std::string comment =
