@@ -54,6 +54,10 @@ std::string explain_module(const CheckResult& result, std::string_view module_na
       out << "not tried (rule #" << placement.rule << " already matched)\n";
       continue;
     }
+    if (plan.runaway_rules[static_cast<std::size_t>(rule.index)]) {
+      out << "ignored: its regex exceeded the backtracking limit\n";
+      continue;
+    }
     switch (match_rule(rule, module)) {
       case RuleMatch::match: out << "MATCH -> " << rule.op().name << " (" << rule.replace_text << ")\n"; break;
       case RuleMatch::class_mismatch:

@@ -8,12 +8,13 @@ const std::vector<TransferMapEntry> kNoTransferMap;
 class Walker {
  public:
   Walker(const ModuleTree& tree, const RuleSet& rules, const PlacementOptions& options, Diagnostics& diagnostics)
-      : tree_(tree), rules_(rules), diagnostics_(diagnostics), limit_reported_(rules.rules.size(), false) {
+      : tree_(tree), rules_(rules), diagnostics_(diagnostics) {
     plan_.tree = &tree;
     plan_.rules = &rules;
     plan_.options = options;
     plan_.visit_of.assign(tree.size(), -1);
     plan_.rule_wins.assign(rules.rules.size(), 0);
+    plan_.runaway_rules.assign(rules.rules.size(), false);
   }
 
   PlacementPlan run() {
@@ -26,11 +27,11 @@ class Walker {
  private:
   int first_matching_rule(const Module& module) {
     for (const Rule& rule : rules_.rules) {
-      if (limit_reported_[static_cast<std::size_t>(rule.index)]) continue;
+      if (plan_.runaway_rules[static_cast<std::size_t>(rule.index)]) continue;
       switch (match_rule(rule, module)) {
         case RuleMatch::match: return rule.index;
         case RuleMatch::regex_limit:
-          limit_reported_[static_cast<std::size_t>(rule.index)] = true;
+          plan_.runaway_rules[static_cast<std::size_t>(rule.index)] = true;
           diagnostics_.error("regex-match-limit",
                              "regex '" + *rule.name_pattern + "' exceeded its backtracking limit on '" + module.name +
                                  "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
@@ -82,7 +83,6 @@ class Walker {
   const ModuleTree& tree_;
   const RuleSet& rules_;
   Diagnostics& diagnostics_;
-  std::vector<bool> limit_reported_;
   PlacementPlan plan_;
 };
 

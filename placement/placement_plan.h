@@ -39,6 +39,7 @@ struct PlacementPlan {
   std::vector<int> weight_owner;         // module index -> index into `visited` whose device holds its weights
   std::vector<int> rule_wins;            // per rule: modules it placed
   int model_rule = -1;                   // rule that placed the decoder stack ("model"), if any
+  std::vector<bool> runaway_rules;       // per rule: its regex hit the backtracking limit; ignored since
 
   const ModulePlacement* placement_of(int module) const {
     const int v = visit_of[static_cast<std::size_t>(module)];

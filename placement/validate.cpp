@@ -234,7 +234,8 @@ void check_default_fallbacks(const PlacementPlan& plan, Diagnostics& diagnostics
 void check_dead_rules(const PlacementPlan& plan, Diagnostics& diagnostics) {
   const ModuleTree& tree = *plan.tree;
   for (const Rule& rule : plan.rules->rules) {
-    if (!rule.matchable || plan.rule_wins[static_cast<std::size_t>(rule.index)] > 0) continue;
+    const auto i = static_cast<std::size_t>(rule.index);
+    if (!rule.matchable || plan.rule_wins[i] > 0 || plan.runaway_rules[i]) continue;
     std::string reason;
     for (const ModulePlacement& p : plan.visited) {
       if (match_rule(rule, tree.at(p.module)) != RuleMatch::match) continue;

@@ -1,0 +1,83 @@
+#pragma once
+// Helpers shared by the placement and command-line tests.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "placement/check.h"
+
+namespace switchyard::testing {
+
+struct CheckSetup {
+  std::string arch = "tiny-deepseek-v3";
+  std::optional<int> gpus;
+  std::vector<std::uint64_t> gpu_bytes;
+  std::optional<std::uint64_t> cpu_bytes;
+  std::optional<Device> default_device;
+  std::string weight_dtype = "bf16";
+};
+
+inline CheckResult check_yaml(const std::string& yaml, const CheckSetup& setup = {}) {
+  CheckOptions options;
+  options.model.arch = setup.arch;
+  options.model.weight_dtype = setup.weight_dtype;
+  options.profile = "test.yaml";
+  options.profile_text = yaml;
+  options.gpus = setup.gpus;
+  options.default_device = setup.default_device;
+  options.budget.gpu_bytes = setup.gpu_bytes;
+  options.budget.cpu_bytes = setup.cpu_bytes;
+  return run_check(options);
+}
+
+inline std::vector<Diagnostic> with_code(const CheckResult& result, const std::string& code) {
+  std::vector<Diagnostic> out;
+  for (const Diagnostic& d : result.diagnostics.sorted())
+    if (d.code == code) out.push_back(d);
+  return out;
+}
+
+// The one diagnostic with `code`; fails the test when there is not exactly one.
+inline Diagnostic only(const CheckResult& result, const std::string& code) {
+  const auto found = with_code(result, code);
+  INFO("diagnostics with code " << code);
+  for (const Diagnostic& d : result.diagnostics.items()) INFO(format_diagnostic(d));
+  REQUIRE(found.size() == 1);
+  return found.front();
+}
+
+inline const ModulePlacement& placement(const CheckResult& result, const std::string& module) {
+  const int index = result.tree->find(module);
+  REQUIRE_MESSAGE(index >= 0, "no module " << module);
+  const ModulePlacement* p = result.plan.placement_of(index);
+  REQUIRE_MESSAGE(p != nullptr, module << " was not visited");
+  return *p;
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout only
+};
+
+// Runs the built switchyard binary with `arguments` (a shell-quoted string), stderr discarded.
+inline CommandResult run_switchyard(const std::string& arguments) {
+  const std::string command = std::string(SWITCHYARD_BINARY) + " " + arguments + " 2>/dev/null";
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  std::size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+inline std::string source_path(const std::string& relative) { return std::string(SWITCHYARD_SOURCE_DIR) + "/" + relative; }
+
+}  // namespace switchyard::testing
