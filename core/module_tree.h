@@ -49,6 +49,16 @@ struct Module {
 class ModuleTree {
  public:
   explicit ModuleTree(ModelConfig config) : config_(std::move(config)) {}
+  // A copy rebuilds its own name index: the original's holds views of the original's names.
+  ModuleTree(const ModuleTree& other) : config_(other.config_), modules_(other.modules_) {}
+  ModuleTree& operator=(const ModuleTree& other) {
+    config_ = other.config_;
+    modules_ = other.modules_;
+    index_.clear();
+    return *this;
+  }
+  ModuleTree(ModuleTree&&) = default;  // moving the vector keeps its buffer, so the views stay valid
+  ModuleTree& operator=(ModuleTree&&) = default;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<Module>& modules() const { return modules_; }

@@ -65,6 +65,18 @@ SafetensorsTensor parse_entry(const std::string& name, const json& entry, std::u
   return t;
 }
 
+// The header length from the file's first 8 bytes (`prefix`), checked against the file's size.
+std::uint64_t checked_header_length(std::string_view prefix, std::uint64_t file_bytes,
+                                    const std::filesystem::path& file) {
+  if (file_bytes < 8 || prefix.size() < 8)
+    fail(file, "too short to be a safetensors file (" + std::to_string(file_bytes) + " bytes)");
+  std::uint64_t header_bytes = 0;
+  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | static_cast<unsigned char>(prefix[i]);
+  if (header_bytes > kMaxSafetensorsHeaderBytes) fail(file, "header length " + std::to_string(header_bytes) + " is not plausible");
+  if (header_bytes > file_bytes - 8) fail(file, "header length exceeds the file (truncated file?)");
+  return header_bytes;
+}
+
 }  // namespace
 
 SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::uint64_t file_bytes,
@@ -84,8 +96,11 @@ SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::
     if (name.empty()) fail(file, "header has a tensor with an empty name");
     h.tensors.push_back(parse_entry(name, entry, data_bytes, file));
   }
-  std::sort(h.tensors.begin(), h.tensors.end(),
-            [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.begin < b.begin; });
+  // By (begin, end), as the safetensors crate does: an empty tensor sorts before one that starts at
+  // its offset, so whether a file is accepted does not depend on the order of its header keys.
+  std::sort(h.tensors.begin(), h.tensors.end(), [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   for (std::size_t i = 1; i < h.tensors.size(); ++i)
     if (h.tensors[i].begin < h.tensors[i - 1].end)
       fail(file, "tensors '" + h.tensors[i - 1].name + "' and '" + h.tensors[i].name + "' overlap");
@@ -98,16 +113,17 @@ SafetensorsHeader read_safetensors_header(const std::filesystem::path& file) {
   if (ec) fail(file, "cannot read (" + ec.message() + ")");
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file, "cannot open");
-  unsigned char length_bytes[8];
-  if (file_bytes < 8 || !in.read(reinterpret_cast<char*>(length_bytes), 8))
-    fail(file, "too short to be a safetensors file (" + std::to_string(file_bytes) + " bytes)");
-  std::uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | length_bytes[i];
-  if (header_bytes > kMaxSafetensorsHeaderBytes) fail(file, "header length " + std::to_string(header_bytes) + " is not plausible");
-  if (header_bytes > file_bytes - 8) fail(file, "header length exceeds the file (truncated file?)");
+  char prefix[8] = {};
+  if (file_bytes >= 8 && !in.read(prefix, 8)) fail(file, "cannot read the header length");
+  const std::uint64_t header_bytes = checked_header_length(std::string_view(prefix, 8), file_bytes, file);
   std::string header(header_bytes, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(header_bytes))) fail(file, "cannot read the header");
   return parse_safetensors_header(header, file_bytes, file);
+}
+
+SafetensorsHeader parse_safetensors_bytes(std::string_view file_bytes, const std::filesystem::path& file) {
+  const std::uint64_t header_bytes = checked_header_length(file_bytes.substr(0, 8), file_bytes.size(), file);
+  return parse_safetensors_header(std::string(file_bytes.substr(8, header_bytes)), file_bytes.size(), file);
 }
 
 CheckpointIndex read_checkpoint_index(const std::filesystem::path& dir) {

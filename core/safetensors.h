@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -36,6 +37,9 @@ constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100ULL << 20;
 SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::uint64_t file_bytes,
                                            const std::filesystem::path& file);
 SafetensorsHeader read_safetensors_header(const std::filesystem::path& file);
+// The same checks on a whole file held in memory (`file_bytes`: length prefix, header, data);
+// `file` names it in errors. For fuzzing and for callers that already hold the bytes.
+SafetensorsHeader parse_safetensors_bytes(std::string_view file_bytes, const std::filesystem::path& file);
 
 // Every tensor of a checkpoint directory: model.safetensors.index.json with its shards, or the
 // *.safetensors files in the directory. Each tensor remembers its shard.

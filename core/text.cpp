@@ -4,6 +4,12 @@
 #include <cctype>
 
 namespace switchyard {
+namespace {
+
+// std::tolower takes an unsigned char's value; a plain char above 0x7f (UTF-8) is negative.
+char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+}  // namespace
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -13,7 +19,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t above = row[j];
-      const std::size_t substitute = diagonal + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
+      const std::size_t substitute = diagonal + (lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1);
       row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
       diagonal = above;
     }

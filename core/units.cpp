@@ -33,7 +33,8 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   else return std::nullopt;
   const double bytes = value * scale;
   if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) return std::nullopt;
-  return static_cast<std::uint64_t>(std::llround(bytes));
+  // std::round, not std::llround: sizes up to 1.8e19 do not fit the long long llround returns.
+  return static_cast<std::uint64_t>(std::round(bytes));
 }
 
 std::string format_bytes(std::uint64_t bytes) {

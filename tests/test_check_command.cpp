@@ -1,0 +1,157 @@
+// The `switchyard check` command line: exit statuses, the JSON document, --explain, and the
+// shipped profiles, which must pass with no errors and no warnings.
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+
+using namespace switchyard::testing;
+using nlohmann::json;
+
+namespace {
+
+json parse_document(const std::string& text) {
+  const json doc = json::parse(text, nullptr, false);
+  REQUIRE_MESSAGE(!doc.is_discarded(), "stdout is not one JSON document:\n" << text);
+  return doc;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("switchyard-test-" + name)).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("check command: shipped profiles are clean against their architectures") {
+  const std::pair<const char*, const char*> shipped[] = {
+      {"DeepSeek-V3-Chat.yaml", "deepseek-v3"},
+      {"DeepSeek-V3-Chat-cpu.yaml", "deepseek-v3"},
+      {"DeepSeek-V3-Chat-multi-gpu-4.yaml", "deepseek-v3"},
+      {"DeepSeek-V3-Chat-multi-gpu-6.yaml", "deepseek-v3"},
+      {"DeepSeek-V3-Chat-multi-gpu-8.yaml", "deepseek-v3"},
+      {"DeepSeek-V2-Lite-Chat.yaml", "deepseek-v2-lite"},
+      {"Qwen3-MoE.yaml", "qwen3-30b-a3b"},
+      {"Mixtral.yaml", "mixtral-8x7b"},
+  };
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(source_path("optimize_rules")))
+    if (entry.path().extension() == ".yaml") ++files;
+  CHECK_MESSAGE(files == std::size(shipped), "every shipped profile needs an entry in this test");
+  for (const auto& [file, arch] : shipped) {
+    switchyard::CheckOptions options;
+    options.model.arch = arch;
+    options.profile = source_path(std::string("optimize_rules/") + file);
+    const auto result = switchyard::run_check(options);
+    INFO(file);
+    for (const auto& d : result.diagnostics.items()) INFO(switchyard::format_diagnostic(d));
+    CHECK(result.diagnostics.items().empty());
+    // Routed experts stay on the CPU in decode in every shipped profile.
+    const int experts = result.tree->find(result.tree->config().arch == switchyard::Architecture::mixtral
+                                              ? "model.layers.1.block_sparse_moe.experts"
+                                              : "model.layers.5.mlp.experts");
+    REQUIRE(experts >= 0);
+    CHECK(result.plan.owner_of(experts).generate_device.is_cpu());
+  }
+}
+
+TEST_CASE("check command: JSON output has the documented shape") {
+  const auto run = run_switchyard("check --arch tiny-deepseek-v3 --optimize_config_path " +
+                                  source_path("tests/fixtures/tiny-deepseek-v3-2gpu.yaml") + " --format json --gpu_memory 1GiB");
+  CHECK(run.exit_code == 0);
+  const json doc = parse_document(run.output);
+  for (const char* key : {"model", "modules", "transfer_map", "devices", "diagnostics"}) CHECK(doc.contains(key));
+  REQUIRE(doc["modules"].is_array());
+  REQUIRE(doc["modules"].size() > 10);
+  for (const json& m : doc["modules"])
+    for (const char* key : {"name", "class", "op", "generate_device", "prefill_device", "generate_op", "prefill_op",
+                            "rule", "line", "kwargs"})
+      CHECK_MESSAGE(m.contains(key), m.dump());
+  // Walk order starts at the root; unmatched modules have rule and line null.
+  CHECK(doc["modules"][0]["name"] == "");
+  CHECK(doc["modules"][0]["rule"].is_null());
+  CHECK(doc["modules"][0]["line"].is_null());
+  // Children of a recursive: false match are not listed.
+  bool experts_listed = false, expert_child_listed = false;
+  for (const json& m : doc["modules"]) {
+    if (m["name"] == "model.layers.1.mlp.experts") {
+      experts_listed = true;
+      CHECK(m["rule"].is_number_integer());
+      CHECK(m["line"].is_number_integer());
+      CHECK(m["generate_device"] == "cpu");
+      CHECK(m["kwargs"]["out_device"] == "cuda:0");
+    }
+    if (std::string(m["name"]).rfind("model.layers.1.mlp.experts.", 0) == 0) expert_child_listed = true;
+  }
+  CHECK(experts_listed);
+  CHECK_FALSE(expert_child_listed);
+  CHECK(doc["transfer_map"]["2"] == "cuda:1");
+  REQUIRE(doc["devices"].size() == 3);
+  CHECK(doc["devices"][0]["device"] == "cuda:0");
+  CHECK(doc["devices"][0]["budget_bytes"] == 1ULL << 30);
+  CHECK(doc["devices"][0]["total_bytes"] ==
+        doc["devices"][0]["weight_bytes"].get<std::uint64_t>() + doc["devices"][0]["kv_cache_bytes"].get<std::uint64_t>());
+  CHECK(doc["devices"][2]["device"] == "cpu");
+  CHECK(doc["devices"][2]["budget_bytes"].is_null());
+  CHECK(doc["diagnostics"].empty());
+}
+
+TEST_CASE("check command: JSON is one document also when the profile is broken") {
+  const std::string profile = write_temp("broken.yaml", "- match: {name: '(unclosed'}\n  replace: {class: default}\n");
+  const auto run = run_switchyard("check --arch tiny-deepseek-v3 --optimize_config_path " + profile + " --format json");
+  CHECK(run.exit_code == 1);
+  const json doc = parse_document(run.output);
+  REQUIRE(doc["diagnostics"].size() >= 1);
+  const json& d = doc["diagnostics"][0];
+  CHECK(d["severity"] == "error");
+  CHECK(d["code"] == "regex-compile");
+  CHECK(d["line"] == 1);
+  CHECK(d["column"].is_number_integer());
+  CHECK(d["rule"] == 0);
+  CHECK(d["file"] == profile);
+}
+
+TEST_CASE("check command: exit statuses") {
+  const std::string good = source_path("optimize_rules/DeepSeek-V2-Lite-Chat.yaml");
+  CHECK(run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " + good).exit_code == 0);
+  // The alias spelling of the flag.
+  CHECK(run_switchyard("check --arch deepseek-v2-lite --optimize_rule_path " + good).exit_code == 0);
+  // A profile error is 1.
+  CHECK(run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " + good + " --gpu_memory 1GiB").exit_code == 1);
+  // Usage and I/O problems are 2, also in JSON mode, which still prints one document.
+  CHECK(run_switchyard("check --arch deepseek-v2-lite").exit_code == 2);
+  CHECK(run_switchyard("check --arch no-such-model --optimize_config_path " + good).exit_code == 2);
+  CHECK(run_switchyard("check --arch deepseek-v2-lite --optimize_config_path /nonexistent.yaml").exit_code == 2);
+  CHECK(run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " + good + " --gpu_memory lots").exit_code == 2);
+  CHECK(run_switchyard("check --model_path /nonexistent --optimize_config_path " + good).exit_code == 2);
+  const auto json_run = run_switchyard("check --arch deepseek-v2-lite --optimize_config_path /nonexistent.yaml --format json");
+  CHECK(json_run.exit_code == 2);
+  CHECK(parse_document(json_run.output)["diagnostics"][0]["code"] == "input");
+  CHECK(run_switchyard("frobnicate").exit_code == 2);
+}
+
+TEST_CASE("check command: --explain shows each rule tried") {
+  const auto run = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
+                                  source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+                                  " --explain model.layers.20.mlp.experts");
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("rule #1") != std::string::npos);
+  CHECK(run.output.find("ModuleList is not a Linear") != std::string::npos);  // class test of rule #1
+  CHECK(run.output.find("MATCH -> Experts") != std::string::npos);
+  CHECK(run.output.find("not tried") != std::string::npos);
+  CHECK(run.output.find("recursive: false") != std::string::npos);
+  const auto attention = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
+                                        source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+                                        " --explain model.layers.20.self_attn");
+  CHECK(attention.output.find("rule #4 (line 46) name '^model\\.layers\\..*\\.mlp\\.experts$': no: the name regex does not match") !=
+        std::string::npos);
+  CHECK(attention.output.find("MATCH -> MLA") != std::string::npos);
+  const auto below = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
+                                    source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+                                    " --explain model.layers.20.mlp.experts.3.up_proj");
+  CHECK(below.output.find("not visited") != std::string::npos);
+  const auto typo = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
+                                   source_path("optimize_rules/DeepSeek-V3-Chat.yaml") + " --explain model.layers.20.mlp.expert");
+  CHECK(typo.exit_code == 2);
+  CHECK(typo.output.find("closest: model.layers.20.mlp.experts") != std::string::npos);
+}
