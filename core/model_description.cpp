@@ -56,7 +56,7 @@ void apply_checkpoint(ModuleTree& tree, const CheckpointIndex& checkpoint, Diagn
       const TensorKind kind = local == "weight_scale_inv" ? TensorKind::block_scale
                               : owner.params.empty()      ? TensorKind::attention
                                                           : owner.params.front().kind;
-      owner.params.push_back(Parameter{local, shape, t.dtype, kind});
+      tree.add_param(module, local, shape, t.dtype, kind);
       seen[static_cast<std::size_t>(module)].push_back(true);
       continue;
     }
@@ -78,7 +78,7 @@ void apply_checkpoint(ModuleTree& tree, const CheckpointIndex& checkpoint, Diagn
       if (!seen[m][p]) {
         const Module& module = tree.at(static_cast<int>(m));
         if (missing++ < kMaxReported)
-          diagnostics.error("missing-tensor", "tensor '" + module.name + "." + module.params[p].name + "' (" +
+          diagnostics.error("missing-tensor", "tensor '" + std::string(module.name) + "." + std::string(module.params[p].name) + "' (" +
                                                   module.params[p].shape.str() + ") is not in the checkpoint");
       }
   if (missing > kMaxReported)

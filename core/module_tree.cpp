@@ -1,5 +1,6 @@
 #include "core/module_tree.h"
 
+#include <charconv>
 #include <stdexcept>
 
 namespace switchyard {
@@ -36,13 +37,29 @@ std::uint64_t Module::own_bytes() const {
 }
 
 int ModuleTree::find(std::string_view name) const {
-  if (index_.size() != modules_.size()) {
-    index_.clear();
-    index_.reserve(modules_.size());
-    for (std::size_t i = 0; i < modules_.size(); ++i) index_.emplace(modules_[i].name, static_cast<int>(i));
+  if (modules_.empty()) return -1;
+  int current = 0;
+  if (name.empty()) return current;
+  if (name.back() == '.') return -1;  // "model." names no module; the loop would stop at "model"
+  while (!name.empty()) {
+    const auto dot = name.find('.');
+    const std::string_view component = name.substr(0, dot);
+    name = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
+    if (component.empty()) return -1;
+    const std::vector<int>& children = at(current).children;
+    // Numbered children (layers, experts) sit at their number: try that slot first.
+    std::size_t slot = 0;
+    const auto [end, ec] = std::from_chars(component.data(), component.data() + component.size(), slot);
+    int next = -1;
+    if (ec == std::errc() && end == component.data() + component.size() && slot < children.size() &&
+        at(children[slot]).local_name() == component)
+      next = children[slot];
+    for (std::size_t i = 0; next < 0 && i < children.size(); ++i)
+      if (at(children[i]).local_name() == component) next = children[i];
+    if (next < 0) return -1;
+    current = next;
   }
-  const auto it = index_.find(name);
-  return it == index_.end() ? -1 : it->second;
+  return current;
 }
 
 std::uint64_t ModuleTree::subtree_bytes(int index) const {
@@ -70,10 +87,8 @@ int ModuleTree::add_root(const ModuleClass& cls) {
 int ModuleTree::add(int parent, std::string_view local_name, const ModuleClass& cls) {
   Module m;
   const Module& p = at(parent);
-  m.name.reserve(p.name.size() + 1 + local_name.size());
-  m.name = p.name;
-  if (!m.name.empty()) m.name += '.';
-  m.name += local_name;
+  m.name = p.name.empty() ? names_.store(local_name)
+                          : names_.store(p.name, ".", local_name);
   m.cls = &cls;
   m.parent = parent;
   m.layer = p.layer;
@@ -81,12 +96,11 @@ int ModuleTree::add(int parent, std::string_view local_name, const ModuleClass& 
   const int index = static_cast<int>(modules_.size());
   modules_.push_back(std::move(m));
   at(parent).children.push_back(index);
-  index_.clear();
   return index;
 }
 
-void ModuleTree::add_param(int module, std::string name, Shape shape, DType dtype, TensorKind kind) {
-  at(module).params.push_back(Parameter{std::move(name), shape, dtype, kind});
+void ModuleTree::add_param(int module, std::string_view name, Shape shape, DType dtype, TensorKind kind) {
+  at(module).params.push_back(Parameter{names_.store(name), shape, dtype, kind});
 }
 
 }  // namespace switchyard

@@ -7,12 +7,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/model_config.h"
 #include "core/module_class.h"
+#include "core/string_arena.h"
 #include "core/weight_scheme.h"
 
 namespace switchyard {
@@ -26,7 +26,7 @@ struct Shape {
 };
 
 struct Parameter {
-  std::string name;  // local: "weight", "e_score_correction_bias"
+  std::string_view name;  // local: "weight", "e_score_correction_bias"; owned by the tree
   Shape shape;
   DType dtype = DType::bf16;
   TensorKind kind = TensorKind::attention;
@@ -34,7 +34,7 @@ struct Parameter {
 };
 
 struct Module {
-  std::string name;  // full dotted name, "" for the root
+  std::string_view name;  // full dotted name, "" for the root; owned by the tree
   const ModuleClass* cls = nullptr;
   int parent = -1;
   std::vector<int> children;      // in registration (walk) order
@@ -49,17 +49,11 @@ struct Module {
 class ModuleTree {
  public:
   explicit ModuleTree(ModelConfig config) : config_(std::move(config)) {}
-  // A copy rebuilds its own name index: the original's holds views of the original's names.
-  ModuleTree(const ModuleTree& other) : config_(other.config_), modules_(other.modules_) {}
-  ModuleTree& operator=(const ModuleTree& other) {
-    config_ = other.config_;
-    modules_ = other.modules_;
-    index_.clear();
-    return *this;
-  }
-  ModuleTree(ModuleTree&&) = default;  // moving the vector keeps its buffer, so the views stay valid
+  // Names are views into the tree's own arena: a tree moves, it is not copied.
+  ModuleTree(ModuleTree&&) = default;
   ModuleTree& operator=(ModuleTree&&) = default;
-
+  ModuleTree(const ModuleTree&) = delete;
+  ModuleTree& operator=(const ModuleTree&) = delete;
   const ModelConfig& config() const { return config_; }
   const std::vector<Module>& modules() const { return modules_; }
   const Module& at(int index) const { return modules_[static_cast<std::size_t>(index)]; }
@@ -67,8 +61,10 @@ class ModuleTree {
   std::size_t size() const { return modules_.size(); }
   int num_layers() const { return config_.num_hidden_layers; }
 
-  // Index of the module with this full name, or -1.
+  // Index of the module with this full name, or -1. Walks down from the root component by
+  // component, so no name index has to be built for a 60k-module tree.
   int find(std::string_view name) const;
+  void reserve(std::size_t modules) { modules_.reserve(modules); }
   // Parameter bytes of the module and everything below it.
   std::uint64_t subtree_bytes(int index) const;
   std::uint64_t total_parameter_count() const;
@@ -76,12 +72,12 @@ class ModuleTree {
   // Builder API: modules are added parent first, children in registration order.
   int add_root(const ModuleClass& cls);
   int add(int parent, std::string_view local_name, const ModuleClass& cls);
-  void add_param(int module, std::string name, Shape shape, DType dtype, TensorKind kind);
+  void add_param(int module, std::string_view name, Shape shape, DType dtype, TensorKind kind);
 
  private:
   ModelConfig config_;
   std::vector<Module> modules_;
-  mutable std::unordered_map<std::string_view, int> index_;  // built on first find()
+  StringArena names_;
 };
 
 // The module tree of `config`'s architecture, with dtypes chosen by `scheme`.

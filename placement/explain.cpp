@@ -18,7 +18,7 @@ std::string closest_module(const ModuleTree& tree, std::string_view name) {
   std::size_t best_distance = SIZE_MAX;
   for (const Module& m : tree.modules()) {
     const std::size_t d = edit_distance(name, m.name);
-    if (d < best_distance) best_distance = d, best = m.name;
+    if (d < best_distance) best_distance = d, best = std::string(m.name);
   }
   return best;
 }

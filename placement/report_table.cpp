@@ -67,7 +67,7 @@ std::vector<Row> group_rows(const CheckResult& result) {
     const std::uint64_t bytes = p.recursive ? module.own_bytes() : tree.subtree_bytes(p.module);
     const bool in_layer = module.layer >= 0;
     if (in_layer) row.suffix = module_group_suffix(module);
-    else row.name = module.name.empty() ? "(root)" : module.name;
+    else row.name = module.name.empty() ? std::string("(root)") : std::string(module.name);
     row.key = (in_layer ? "L|" + row.suffix : "N|" + row.name) + "|" + row.op + "|" + row.decode + "|" + row.prefill +
               "|" + row.rule;
     auto [it, inserted] = index.emplace(row.key, rows.size());

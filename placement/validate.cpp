@@ -99,7 +99,7 @@ void check_replacement_classes(const PlacementPlan& plan, Diagnostics& diagnosti
                                   [&](const std::string& cls) { return module.cls->is_a(module_class(cls)); });
     if (fits || !reported.insert(rule.index).second) continue;
     diagnostics.error("incompatible-replacement",
-                      rule.replace_text + " cannot replace " + module.name + " (a " + module.cls->display_name() +
+                      rule.replace_text + " cannot replace " + std::string(module.name) + " (a " + module.cls->display_name() +
                           "); it replaces " + join(rule.replacement->replaces, ", ") +
                           ". Narrow the rule with match.class or a tighter name regex",
                       rule.replace_location, rule.index);
@@ -127,7 +127,7 @@ void check_layer_devices(const PlacementPlan& plan, bool multi_gpu, Diagnostics&
   std::map<int, Mismatch> uncovered;  // layer -> modules that fell to the default device
   auto note = [&](Mismatch& m, int layer, const Module& module) {
     m.layers.push_back(layer);
-    if (m.modules++ == 0) m.first_module = module.name;
+    if (m.modules++ == 0) m.first_module = std::string(module.name);
   };
   for (const ModulePlacement& p : plan.visited) {
     const Module& module = tree.at(p.module);
@@ -219,7 +219,7 @@ void check_default_fallbacks(const PlacementPlan& plan, Diagnostics& diagnostics
     if (p.rule >= 0 || module.layer >= 0) continue;
     std::uint64_t bytes = module.own_bytes();
     if (!p.recursive) bytes = tree.subtree_bytes(p.module);
-    if (bytes > 0) names.push_back(module.name);
+    if (bytes > 0) names.emplace_back(module.name);
   }
   if (names.empty()) return;
   diagnostics.warning("default-device-fallback",
@@ -239,7 +239,7 @@ void check_dead_rules(const PlacementPlan& plan, Diagnostics& diagnostics) {
     std::string reason;
     for (const ModulePlacement& p : plan.visited) {
       if (match_rule(rule, tree.at(p.module)) != RuleMatch::match) continue;
-      reason = "every module it matches is taken by an earlier rule (e.g. " + tree.at(p.module).name + " by " +
+      reason = "every module it matches is taken by an earlier rule (e.g. " + std::string(tree.at(p.module).name) + " by " +
                rule_ref(plan.rules->rules[static_cast<std::size_t>(p.rule)]) + ")";
       break;
     }
@@ -247,8 +247,8 @@ void check_dead_rules(const PlacementPlan& plan, Diagnostics& diagnostics) {
       for (std::size_t i = 0; i < tree.size() && reason.empty(); ++i) {
         if (plan.visit_of[i] >= 0 || match_rule(rule, tree.at(static_cast<int>(i))) != RuleMatch::match) continue;
         const ModulePlacement& owner = plan.owner_of(static_cast<int>(i));
-        reason = "the modules it matches (e.g. " + tree.at(static_cast<int>(i)).name + ") sit below " +
-                 tree.at(owner.module).name + ", which " +
+        reason = "the modules it matches (e.g. " + std::string(tree.at(static_cast<int>(i)).name) + ") sit below " +
+                 std::string(tree.at(owner.module).name) + ", which " +
                  (owner.rule >= 0 ? rule_ref(plan.rules->rules[static_cast<std::size_t>(owner.rule)]) : std::string("a rule")) +
                  " places with recursive: false";
       }

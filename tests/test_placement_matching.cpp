@@ -181,7 +181,7 @@ TEST_CASE("placement: class matching follows isinstance") {
 TEST_CASE("placement: the walk is depth first in module order") {
   const auto result = check_yaml("- match: {name: '^lm_head$'}\n  replace: {class: default}\n");
   std::vector<std::string> names;
-  for (const ModulePlacement& p : result.plan.visited) names.push_back(result.tree->at(p.module).name);
+  for (const ModulePlacement& p : result.plan.visited) names.emplace_back(result.tree->at(p.module).name);
   REQUIRE(names.size() == result.tree->size());  // no recursive: false, so everything is visited
   CHECK(names[0] == "");
   CHECK(names[1] == "model");

@@ -128,7 +128,7 @@ TEST_CASE("split: every base profile splits into profiles that pass check") {
       for (const ModulePlacement& p : base.plan.visited) {
         const Module& m = base.tree->at(p.module);
         if (m.name.size() < 8 || m.name.compare(m.name.size() - 8, 8, ".experts") != 0) continue;
-        const ModulePlacement& after = placement(result, m.name);
+        const ModulePlacement& after = placement(result, std::string(m.name));
         CHECK(after.generate_device.is_cpu() == p.generate_device.is_cpu());
         CHECK(after.recursive == p.recursive);
         CHECK(after.op == p.op);

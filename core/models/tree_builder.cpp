@@ -5,14 +5,22 @@ namespace switchyard::models {
 Shape shape1(std::int64_t a) { return Shape{{a, 0, 0, 0}, 1}; }
 Shape shape2(std::int64_t a, std::int64_t b) { return Shape{{a, b, 0, 0}, 2}; }
 
+const ModuleClass& TreeBuilder::resolve(const char* native_name) {
+  for (const auto& [name, cls] : classes_)
+    if (name == native_name) return *cls;
+  const ModuleClass& cls = module_class(native_name);
+  classes_.emplace_back(native_name, &cls);
+  return cls;
+}
+
 int TreeBuilder::layer(int parent, int index, const char* cls) {
-  const int m = tree_.add(parent, std::to_string(index), module_class(cls));
+  const int m = tree_.add(parent, std::to_string(index), resolve(cls));
   tree_.at(m).layer = index;
   return m;
 }
 
 int TreeBuilder::expert(int parent, int index, const char* cls) {
-  const int m = tree_.add(parent, std::to_string(index), module_class(cls));
+  const int m = tree_.add(parent, std::to_string(index), resolve(cls));
   tree_.at(m).expert = index;
   return m;
 }
@@ -62,6 +70,9 @@ namespace switchyard {
 
 ModuleTree build_module_tree(const ModelConfig& config, const WeightScheme& scheme) {
   ModuleTree tree(config);
+  // Experts dominate: each is a module with three projections. Reserving once avoids moving
+  // 60k modules around while the vector grows.
+  tree.reserve(static_cast<std::size_t>(config.num_hidden_layers) * (4 * static_cast<std::size_t>(config.n_routed_experts) + 32) + 16);
   models::TreeBuilder builder(tree, scheme);
   switch (config.arch) {
     case Architecture::deepseek_v3:

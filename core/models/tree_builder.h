@@ -10,8 +10,8 @@ class TreeBuilder {
   TreeBuilder(ModuleTree& tree, const WeightScheme& scheme) : tree_(tree), scheme_(scheme) {}
 
   ModuleTree& tree() { return tree_; }
-  int root(const char* cls) { return tree_.add_root(module_class(cls)); }
-  int module(int parent, std::string_view name, const char* cls) { return tree_.add(parent, name, module_class(cls)); }
+  int root(const char* cls) { return tree_.add_root(resolve(cls)); }
+  int module(int parent, std::string_view name, const char* cls) { return tree_.add(parent, name, resolve(cls)); }
   // A decoder layer (or an expert) is a module whose index its descendants inherit.
   int layer(int parent, int index, const char* cls);
   int expert(int parent, int index, const char* cls);
@@ -27,8 +27,12 @@ class TreeBuilder {
               const char* down_name = "down_proj");
 
  private:
+  // Class lookups by the literal's address: the builders ask for the same few classes 60k times.
+  const ModuleClass& resolve(const char* native_name);
+
   ModuleTree& tree_;
   const WeightScheme& scheme_;
+  std::vector<std::pair<const char*, const ModuleClass*>> classes_;
 };
 
 Shape shape1(std::int64_t a);
