@@ -48,12 +48,15 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
 void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file) {
   for (const DeviceMemory& m : devices) {
     if (!m.budget_bytes || m.total_bytes() <= *m.budget_bytes) continue;
+    const std::string advice = m.device.is_cuda()
+                                   ? "spread the layers over more GPUs (switchyard split), keep the routed experts on "
+                                     "the CPU, store smaller weights (--weight_dtype) or shorten --max_context"
+                                   : "store smaller weights (--weight_dtype q4_k_m) or move some experts to a GPU";
     diagnostics.error("over-budget",
                       m.device.str() + " needs " + format_bytes(m.total_bytes()) + " (weights " +
                           format_bytes(m.weight_bytes) + ", KV cache " + format_bytes(m.kv_cache_bytes) +
-                          ") but its budget is " + format_bytes(*m.budget_bytes) + "; move " +
-                          format_bytes(m.total_bytes() - *m.budget_bytes) +
-                          " elsewhere (fewer layers on it, experts to the CPU) or shorten --max_context",
+                          ") but its budget is " + format_bytes(*m.budget_bytes) + ", " +
+                          format_bytes(m.total_bytes() - *m.budget_bytes) + " too much; " + advice,
                       SourceLocation{file, 0, 0});
   }
 }
