@@ -1,0 +1,26 @@
+// libFuzzer target for the safetensors header parser: the input is a whole file (8-byte
+// little-endian header length, JSON header, data). Rejecting it with InputError is the expected
+// outcome for most inputs; any other exception, a crash or a sanitizer report is a bug.
+// Build and run: docs/fuzzing.md.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view file(reinterpret_cast<const char*>(data), size);
+  try {
+    const switchyard::SafetensorsHeader header = switchyard::parse_safetensors_bytes(file, "fuzz.safetensors");
+    // What the parser promises about an accepted file: tensors in data order, inside the data.
+    std::uint64_t previous_end = 0;
+    for (const switchyard::SafetensorsTensor& t : header.tensors) {
+      if (t.begin > t.end || t.end > header.file_bytes - header.data_offset || t.begin < previous_end)
+        __builtin_trap();
+      previous_end = t.end;
+    }
+  } catch (const switchyard::InputError&) {
+  }
+  return 0;
+}
