@@ -120,7 +120,9 @@ void parse_moe(const Fields& f, ModelConfig& c) {
       if (c.n_routed_experts % c.n_group) f.fail("n_group", "must divide n_routed_experts");
       break;
     case Architecture::qwen3_moe:
-      c.n_routed_experts = static_cast<int>(f.integer("num_experts", 1, kMaxExperts));
+      // Qwen's releases say num_experts; transformers >= 5 saves it as num_local_experts.
+      c.n_routed_experts = static_cast<int>(
+          f.integer(f.has("num_experts") || !f.has("num_local_experts") ? "num_experts" : "num_local_experts", 1, kMaxExperts));
       c.moe_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxWidth);
       c.decoder_sparse_step = static_cast<int>(f.integer_or("decoder_sparse_step", 1, 1, kMaxLayers));
       c.norm_topk_prob = f.boolean_or("norm_topk_prob", false);
@@ -140,6 +142,32 @@ void parse_moe(const Fields& f, ModelConfig& c) {
       break;
   }
   c.num_experts_per_tok = static_cast<int>(f.integer("num_experts_per_tok", 1, c.n_routed_experts));
+}
+
+// Beginning- and end-of-text token ids of each family's released tokenizer.
+struct SpecialTokens {
+  std::int64_t bos;
+  std::int64_t eos;
+};
+SpecialTokens release_special_tokens(Architecture arch) {
+  switch (arch) {
+    case Architecture::deepseek_v3: return {0, 1};
+    case Architecture::deepseek_v2: return {100000, 100001};
+    case Architecture::qwen3_moe: return {151643, 151645};
+    case Architecture::mixtral: return {1, 2};
+  }
+  return {0, 1};
+}
+
+// transformers' class for AutoModelForCausalLM, listed under "architectures" in config.json.
+const char* architecture_causal_lm_class(Architecture arch) {
+  switch (arch) {
+    case Architecture::deepseek_v3: return "DeepseekV3ForCausalLM";
+    case Architecture::deepseek_v2: return "DeepseekV2ForCausalLM";
+    case Architecture::qwen3_moe: return "Qwen3MoeForCausalLM";
+    case Architecture::mixtral: return "MixtralForCausalLM";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -223,6 +251,7 @@ ModelConfig load_model_config(const std::filesystem::path& path) {
 
 json model_config_to_json(const ModelConfig& c) {
   json j;
+  j["architectures"] = json::array({architecture_causal_lm_class(c.arch)});
   j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
@@ -236,6 +265,16 @@ json model_config_to_json(const ModelConfig& c) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
   j["torch_dtype"] = c.torch_dtype;
+  // Fields transformers' config classes define with these values as defaults for all four
+  // families; written out so that readers other than transformers need not know the defaults.
+  j["hidden_act"] = "silu";
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  const SpecialTokens tokens = release_special_tokens(c.arch);
+  if (tokens.bos < c.vocab_size && tokens.eos < c.vocab_size) {  // tiny presets' vocabularies may be too small
+    j["bos_token_id"] = tokens.bos;
+    j["eos_token_id"] = tokens.eos;
+  }
   j["num_experts_per_tok"] = c.num_experts_per_tok;
   j["norm_topk_prob"] = c.norm_topk_prob;
   if (c.is_deepseek()) {

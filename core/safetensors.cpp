@@ -146,6 +146,10 @@ CheckpointIndex read_checkpoint_index(const std::filesystem::path& dir) {
       names.insert(shard_name);
     }
     for (const std::string& name : names) shard_files.push_back(dir / name);
+  } else if (std::filesystem::exists(dir / "model.safetensors")) {
+    // What save_pretrained writes for a single shard; other .safetensors files beside it
+    // (adapters, reference outputs) are not part of the model.
+    shard_files.push_back(dir / "model.safetensors");
   } else {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec))

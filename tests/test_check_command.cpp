@@ -155,3 +155,24 @@ TEST_CASE("check command: --explain shows each rule tried") {
   CHECK(typo.exit_code == 2);
   CHECK(typo.output.find("closest: model.layers.20.mlp.experts") != std::string::npos);
 }
+
+TEST_CASE("check command: checkpoints saved by transformers match the module trees") {
+  // tests/fixtures/fidelity holds tiny models saved by transformers' save_pretrained
+  // (tests/fidelity/make_fixtures.py): their tensor names and shapes must be exactly our trees'.
+  for (const char* name : {"deepseek_v3", "deepseek_v2", "qwen3_moe", "mixtral"}) {
+    INFO(name);
+    switchyard::Diagnostics diagnostics;
+    switchyard::ModelSpec spec;
+    spec.model_path = source_path(std::string("tests/fixtures/fidelity/") + name);
+    const switchyard::ModuleTree tree = switchyard::describe_model(spec, diagnostics);
+    for (const auto& d : diagnostics.items()) INFO(switchyard::format_diagnostic(d));
+    CHECK(diagnostics.items().empty());
+    std::size_t tensors = 0;
+    for (const auto& m : tree.modules())
+      for (const auto& p : m.params) {
+        CHECK(p.dtype == switchyard::DType::f32);
+        ++tensors;
+      }
+    CHECK(tensors > 40);
+  }
+}
