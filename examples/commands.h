@@ -10,7 +10,9 @@ namespace switchyard::cli {
 using Runner = std::function<int()>;
 
 Runner add_check_command(CLI::App& app);
+Runner add_run_command(CLI::App& app);
 Runner add_split_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
+Runner add_make_model_command(CLI::App& app);
 
 }  // namespace switchyard::cli

@@ -9,9 +9,11 @@ int main(int argc, char** argv) {
   CLI::App app{"switchyard: place MoE model modules on GPUs and CPU by YAML rules, check profiles, run models"};
   app.require_subcommand(1);
   std::map<std::string, switchyard::cli::Runner> runners;
+  runners["run"] = switchyard::cli::add_run_command(app);
   runners["check"] = switchyard::cli::add_check_command(app);
   runners["split"] = switchyard::cli::add_split_command(app);
   runners["bench"] = switchyard::cli::add_bench_command(app);
+  runners["make-model"] = switchyard::cli::add_make_model_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

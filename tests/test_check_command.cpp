@@ -31,6 +31,9 @@ TEST_CASE("check command: shipped profiles are clean against their architectures
       {"DeepSeek-V3-Chat-multi-gpu-6.yaml", "deepseek-v3"},
       {"DeepSeek-V3-Chat-multi-gpu-8.yaml", "deepseek-v3"},
       {"DeepSeek-V2-Lite-Chat.yaml", "deepseek-v2-lite"},
+      {"DeepSeek-V2-Lite-Chat-cpu.yaml", "deepseek-v2-lite"},
+      {"Qwen3-MoE-cpu.yaml", "qwen3-30b-a3b"},
+      {"Mixtral-cpu.yaml", "mixtral-8x7b"},
       {"Qwen3-MoE.yaml", "qwen3-30b-a3b"},
       {"Mixtral.yaml", "mixtral-8x7b"},
   };

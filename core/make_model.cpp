@@ -1,0 +1,197 @@
+#include "core/make_model.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "core/arch_presets.h"
+#include "core/error.h"
+#include "core/module_tree.h"
+#include "core/random_weights.h"
+#include "core/safetensors_writer.h"
+#include "core/text.h"
+
+namespace switchyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Generated and written per chunk, so memory stays at this size whatever the tensor's.
+constexpr std::uint64_t kChunkBytes = 16ULL << 20;
+
+struct PlannedTensor {
+  SafetensorsEntry entry;
+  WeightInit init;
+};
+using Shard = std::vector<PlannedTensor>;
+
+const WeightScheme& scheme_for_dtype(const std::string& dtype) {
+  if (dtype != "bf16" && dtype != "f32")
+    throw InputError("--dtype '" + dtype + "' is not supported; make-model writes bf16 or f32");
+  return *find_weight_scheme(dtype);
+}
+
+ModelConfig preset_config(const MakeModelOptions& o) {
+  if (!find_arch_preset(o.preset)) {
+    std::vector<std::string> names;
+    for (const ArchPreset& p : arch_presets()) names.push_back(p.name);
+    throw InputError("unknown --preset '" + o.preset + "'" + did_you_mean(o.preset, names) + "; presets: " + join(names, ", "));
+  }
+  ModelConfig config = preset_model_config(o.preset);
+  if (o.layers) {
+    if (*o.layers < 1 || *o.layers > 1024)
+      throw InputError("--layers " + std::to_string(*o.layers) + " is outside [1, 1024]");
+    config.num_hidden_layers = *o.layers;
+  }
+  config.torch_dtype = o.dtype == "f32" ? "float32" : "bfloat16";
+  return config;
+}
+
+bool is_checkpoint_weight_file(const std::string& name) {
+  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  return name == "model.safetensors" || name == "model.safetensors.index.json" || std::regex_match(name, shard);
+}
+
+// Refuses a non-empty directory without `force`; with it, removes the weight files of an earlier
+// checkpoint so that stale shards cannot mix with the new ones.
+void prepare_out_dir(const fs::path& dir, bool force) {
+  if (dir.empty()) throw InputError("--out is empty; give the directory to write the checkpoint into");
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw InputError(dir.string() + ": exists and is not a directory");
+  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec)) {
+    if (!force)
+      throw InputError(dir.string() + ": directory is not empty; pass --force to overwrite the checkpoint in it");
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
+      if (entry.is_regular_file() && is_checkpoint_weight_file(entry.path().filename().string()) &&
+          !fs::remove(entry.path(), ec))
+        throw InputError(entry.path().string() + ": cannot remove the old file (" + ec.message() + ")");
+  }
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(dir.string() + ": cannot create directory (" + ec.message() + ")");
+}
+
+std::vector<PlannedTensor> plan_tensors(const ModuleTree& tree) {
+  std::vector<PlannedTensor> tensors;
+  for (const Module& m : tree.modules())  // preorder: the tree's (and the checkpoint's) order
+    for (const Parameter& p : m.params)
+      tensors.push_back({SafetensorsEntry{std::string(m.name) + "." + std::string(p.name), p.dtype,
+                                          std::vector<std::int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.rank)},
+                         weight_init_for(p)});
+  return tensors;
+}
+
+// huggingface_hub's split: fill a shard in order until the next tensor would pass the limit; a
+// tensor larger than the limit gets a shard of its own.
+std::vector<Shard> plan_shards(std::vector<PlannedTensor> tensors, std::uint64_t max_shard_bytes) {
+  std::vector<Shard> shards(1);
+  std::uint64_t shard_bytes = 0;
+  for (PlannedTensor& t : tensors) {
+    const std::uint64_t bytes = t.entry.bytes();
+    if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shard_bytes += bytes;
+    shards.back().push_back(std::move(t));
+  }
+  return shards;
+}
+
+std::string shard_file_name(std::size_t index, std::size_t count) {
+  if (count == 1) return "model.safetensors";
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
+
+void write_text_file(const fs::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw InputError(file.string() + ": cannot create");
+  out << text;
+  out.close();
+  if (!out) throw InputError(file.string() + ": write failed (disk full?)");
+}
+
+// Chunk k + 1 is generated (on all cores) while a helper thread writes chunk k, so the disk and the
+// generator work at the same time; two buffers of kChunkBytes are all the memory this takes.
+void write_shard(const fs::path& file, const Shard& shard, std::uint64_t seed,
+                 std::array<std::vector<std::byte>, 2>& buffers) {
+  std::vector<SafetensorsEntry> entries;
+  for (const PlannedTensor& t : shard) entries.push_back(t.entry);
+  SafetensorsWriter writer(file, std::move(entries));
+  std::future<void> in_flight;  // destroyed (waited for) before the writer
+  const auto wait_for_write = [&in_flight] {
+    if (in_flight.valid()) in_flight.get();  // rethrows the write's InputError
+  };
+  std::size_t next = 0;
+  for (const PlannedTensor& t : shard) {
+    const std::uint64_t key = tensor_stream_key(seed, t.entry.name);
+    const std::uint64_t element_bytes = static_cast<std::uint64_t>(dtype_info(t.entry.dtype).block_bytes);
+    const std::uint64_t chunk_elements = kChunkBytes / element_bytes;
+    const std::uint64_t elements = t.entry.bytes() / element_bytes;
+    std::uint64_t first = 0;
+    do {
+      const std::span<std::byte> chunk(buffers[next].data(), std::min(chunk_elements, elements - first) * element_bytes);
+      generate_weight_bytes(t.init, key, t.entry.dtype, first, chunk);
+      wait_for_write();
+      if (first == 0) writer.begin_tensor(t.entry.name);
+      in_flight = std::async(std::launch::async, [&writer, chunk] { writer.write(chunk); });
+      next ^= 1;
+      first += chunk_elements;
+    } while (first < elements);
+  }
+  wait_for_write();
+  writer.finish();
+}
+
+}  // namespace
+
+MakeModelSummary make_model(const MakeModelOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const WeightScheme& scheme = scheme_for_dtype(options.dtype);
+  MakeModelSummary summary;
+  summary.config = preset_config(options);
+  if (options.max_shard_bytes == 0) throw InputError("max_shard_bytes must be positive");
+  prepare_out_dir(options.out_dir, options.force);
+
+  const ModuleTree tree = build_module_tree(summary.config, scheme);
+  summary.parameters = tree.total_parameter_count();
+  for (int layer = 0; layer < summary.config.num_hidden_layers; ++layer)
+    summary.has_moe_layer = summary.has_moe_layer || summary.config.is_moe_layer(layer);
+  write_text_file(options.out_dir / "config.json", model_config_to_json(summary.config).dump(2) + "\n");
+
+  const std::vector<Shard> shards = plan_shards(plan_tensors(tree), options.max_shard_bytes);
+  nlohmann::json weight_map = nlohmann::json::object();
+  std::array<std::vector<std::byte>, 2> buffers = {std::vector<std::byte>(kChunkBytes), std::vector<std::byte>(kChunkBytes)};
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string name = shard_file_name(s, shards.size());
+    const fs::path file = options.out_dir / name;
+    write_shard(file, shards[s], options.seed, buffers);
+    std::error_code ec;
+    const std::uint64_t file_bytes = fs::file_size(file, ec);
+    if (ec) throw InputError(file.string() + ": cannot read its size (" + ec.message() + ")");
+    for (const PlannedTensor& t : shards[s]) {
+      weight_map[t.entry.name] = name;
+      summary.tensor_bytes += t.entry.bytes();
+      ++summary.tensors;
+    }
+    summary.file_bytes += file_bytes;
+    summary.files.push_back(file);
+    if (options.on_file_written) options.on_file_written(file, file_bytes);
+  }
+  if (shards.size() > 1) {
+    const nlohmann::json index = {{"metadata", {{"total_size", summary.tensor_bytes}}}, {"weight_map", weight_map}};
+    write_text_file(options.out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,45 @@
+#pragma once
+// make_model: a complete HF-format checkpoint of a built-in preset with random weights (config.json,
+// then model.safetensors, or model-0000K-of-0000N.safetensors shards with
+// model.safetensors.index.json past `max_shard_bytes`, as save_pretrained lays them out). The tensors
+// are exactly the module tree's parameters, in tree order; values come from core/random_weights.h,
+// so the same seed gives the same bytes.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model_config.h"
+
+namespace switchyard {
+
+struct MakeModelOptions {
+  std::string preset;                           // "tiny-deepseek-v3", "deepseek-v2-lite", ...
+  std::filesystem::path out_dir;
+  std::uint64_t seed = 0;
+  std::string dtype = "bf16";                   // bf16 or f32 (bf16: e_score_correction_bias stays f32)
+  std::optional<int> layers;                    // overrides num_hidden_layers
+  bool force = false;                           // write into a non-empty out_dir
+  std::uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB": tensor bytes per shard
+  // Called after each safetensors file is closed, with its path and size in bytes.
+  std::function<void(const std::filesystem::path&, std::uint64_t)> on_file_written;
+};
+
+struct MakeModelSummary {
+  ModelConfig config;                        // as written to config.json
+  std::uint64_t parameters = 0;
+  std::uint64_t tensors = 0;
+  std::uint64_t tensor_bytes = 0;            // data only, the index's total_size
+  std::uint64_t file_bytes = 0;              // the safetensors files, headers included
+  std::vector<std::filesystem::path> files;  // safetensors files, in shard order
+  double seconds = 0;
+  bool has_moe_layer = false;
+};
+
+// Throws InputError (exit status 2) for an unknown preset, an unsupported dtype, a bad layer count,
+// a non-empty out_dir without `force`, and any file that cannot be written, naming it.
+MakeModelSummary make_model(const MakeModelOptions& options);
+
+}  // namespace switchyard

@@ -1,0 +1,163 @@
+#include "core/random_weights.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <utility>
+
+#include "core/error.h"
+
+namespace switchyard {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; so must the host be");
+
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;  // splitmix64's state increment
+
+std::uint64_t splitmix64_finalize(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Output n (n >= 1) of a splitmix64 sequence started at `key`, reached without stepping through the
+// n - 1 before it: that is what makes the generator counter-based.
+std::uint64_t splitmix64_at(std::uint64_t key, std::uint64_t n) { return splitmix64_finalize(key + n * kGolden); }
+
+// ln(u) for u in (0, 1]: exponent times ln 2 plus an odd series in s = (f - 1) / (f + 1) for the
+// mantissa f in [sqrt(1/2), sqrt(2)), where |s| < 0.172 and five terms reach float precision.
+// Branch-free: the mantissa's range is shifted by offsetting the bits before splitting them.
+float log_unit_interval(float u) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(u) + (0x3f800000u - 0x3f3504f3u);
+  const float exponent = static_cast<float>(static_cast<int>(bits >> 23) - 127);
+  const float f = std::bit_cast<float>((bits & 0x7fffffu) + 0x3f3504f3u);
+  const float s = (f - 1.0f) / (f + 1.0f);
+  const float s2 = s * s;
+  const float series = s * (2.0f + s2 * (2.0f / 3 + s2 * (2.0f / 5 + s2 * (2.0f / 7 + s2 * (2.0f / 9)))));
+  return exponent * std::numbers::ln2_v<float> + series;
+}
+
+// (cos, sin) of the angle turn_fraction * 2 pi, turn_fraction = turn24 / 2^24. The top two bits pick
+// the quadrant, the rest give x in [0, pi/2), where Taylor series to x^11 and x^12 are within 6e-8;
+// the quadrant then rotates (cos x, sin x) with bit masks rather than an unpredictable branch.
+std::pair<float, float> cos_sin_of_turn(std::uint32_t turn24) {
+  const std::uint32_t quadrant = turn24 >> 22;
+  const float x = static_cast<float>(turn24 & 0x3fffffu) * (0x1p-22f * std::numbers::pi_v<float> / 2);
+  const float x2 = x * x;
+  const float s = x * (1.0f + x2 * (-1.0f / 6 + x2 * (1.0f / 120 + x2 * (-1.0f / 5040 + x2 * (1.0f / 362880 +
+                                                                                              x2 * (-1.0f / 39916800))))));
+  const float c = 1.0f + x2 * (-0.5f + x2 * (1.0f / 24 + x2 * (-1.0f / 720 + x2 * (1.0f / 40320 +
+                                                                             x2 * (-1.0f / 3628800 + x2 * (1.0f / 479001600))))));
+  const std::uint32_t swap = 0u - (quadrant & 1u);  // odd quadrants: (cos, sin) = (-sin x, cos x)
+  const std::uint32_t sign = (quadrant & 2u) << 30; // quadrants 2, 3: both negated
+  const std::uint32_t cb = std::bit_cast<std::uint32_t>(c), sb = std::bit_cast<std::uint32_t>(s);
+  return {std::bit_cast<float>(((cb & ~swap) | ((sb ^ 0x80000000u) & swap)) ^ sign),
+          std::bit_cast<float>(((sb & ~swap) | (cb & swap)) ^ sign)};
+}
+
+// Box-Muller on pair `pair` of the stream: elements 2*pair (cosine) and 2*pair + 1 (sine). Only
+// +, -, *, / and sqrt, no libm calls: twice the speed of logf/sincosf, values within 1e-6 of the
+// exact transform, and the same bits whichever libm the program links. u1 keeps 53 bits of range,
+// so the tail reaches 8.5 sigma.
+std::pair<float, float> normal_pair(std::uint64_t key, std::uint64_t pair) {
+  const std::uint64_t a = splitmix64_at(key, 2 * pair + 1);
+  const std::uint64_t b = splitmix64_at(key, 2 * pair + 2);
+  // (0, 1]: log is finite. Through int64 because x86-64 converts signed 64-bit integers directly.
+  const float u1 = static_cast<float>(static_cast<std::int64_t>((a >> 11) + 1)) * 0x1p-53f;
+  const float radius = std::sqrt(-2.0f * log_unit_interval(u1));
+  const auto [c, s] = cos_sin_of_turn(static_cast<std::uint32_t>(b >> 40));
+  return {radius * c, radius * s};
+}
+
+// Elements are stored one at a time through `store(offset, value)`; offsets count from `first`.
+template <typename Store>
+void fill_normal(std::uint64_t key, float std, std::uint64_t first, std::uint64_t count, Store store) {
+  std::uint64_t i = first;
+  const std::uint64_t end = first + count;
+  if (i < end && (i & 1)) {  // the range starts on a pair's second element
+    store(i - first, std * normal_pair(key, i >> 1).second);
+    ++i;
+  }
+  for (; i + 1 < end; i += 2) {
+    const auto [z0, z1] = normal_pair(key, i >> 1);
+    store(i - first, std * z0);
+    store(i + 1 - first, std * z1);
+  }
+  if (i < end) store(i - first, std * normal_pair(key, i >> 1).first);
+}
+
+template <typename Store>
+void fill_block(const WeightInit& init, std::uint64_t key, std::uint64_t first, std::uint64_t count, Store store) {
+  switch (init.kind) {
+    case WeightInit::Kind::normal: fill_normal(key, init.std, first, count, store); return;
+    case WeightInit::Kind::ones:
+      for (std::uint64_t i = 0; i < count; ++i) store(i, 1.0f);
+      return;
+    case WeightInit::Kind::zeros:
+      for (std::uint64_t i = 0; i < count; ++i) store(i, 0.0f);
+      return;
+  }
+}
+
+// Elements per OpenMP work item: large enough to amortise scheduling, small enough to balance.
+constexpr std::uint64_t kBlockElements = 1 << 15;
+
+}  // namespace
+
+WeightInit weight_init_for(const Parameter& param) {
+  switch (param.kind) {
+    case TensorKind::norm:
+      // The tree files Linear biases (attention_bias) under `norm` too: they are f32 vectors.
+      return param.name == "bias" ? WeightInit{WeightInit::Kind::zeros, 0.0f} : WeightInit{WeightInit::Kind::ones, 0.0f};
+    case TensorKind::block_scale: return {WeightInit::Kind::ones, 0.0f};  // FP8 dequantisation scale of 1
+    case TensorKind::router_bias:  // randomised on purpose, see the header
+    default: return {WeightInit::Kind::normal, kInitializerRange};
+  }
+}
+
+std::uint64_t tensor_stream_key(std::uint64_t seed, std::string_view tensor_name) {
+  std::uint64_t name_hash = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  for (char c : tensor_name) name_hash = (name_hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return splitmix64_finalize(splitmix64_finalize(seed + kGolden) ^ name_hash);
+}
+
+float standard_normal_at(std::uint64_t key, std::uint64_t index) {
+  const auto [z0, z1] = normal_pair(key, index >> 1);
+  return (index & 1) ? z1 : z0;
+}
+
+std::uint16_t bf16_bits_from_f32(float value) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // ties go to the even upper half
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+float f32_from_bf16_bits(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+
+void generate_weight_bytes(const WeightInit& init, std::uint64_t key, DType dtype, std::uint64_t first_element,
+                           std::span<std::byte> out) {
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    throw InputError(std::string("random weights can be written as f32 or bf16, not ") + dtype_name(dtype));
+  const std::uint64_t element_bytes = dtype == DType::f32 ? 4 : 2;
+  if (out.size() % element_bytes) throw InputError("random weights: output buffer is not a whole number of elements");
+  const std::uint64_t count = out.size() / element_bytes;
+  const std::int64_t blocks = static_cast<std::int64_t>((count + kBlockElements - 1) / kBlockElements);
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::uint64_t begin = static_cast<std::uint64_t>(b) * kBlockElements;
+    const std::uint64_t n = std::min(kBlockElements, count - begin);
+    std::byte* dst = out.data() + begin * element_bytes;
+    if (dtype == DType::f32)
+      fill_block(init, key, first_element + begin, n, [dst](std::uint64_t i, float v) { std::memcpy(dst + 4 * i, &v, 4); });
+    else
+      fill_block(init, key, first_element + begin, n, [dst](std::uint64_t i, float v) {
+        const std::uint16_t h = bf16_bits_from_f32(v);
+        std::memcpy(dst + 2 * i, &h, 2);
+      });
+  }
+}
+
+}  // namespace switchyard

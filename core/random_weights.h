@@ -1,0 +1,46 @@
+#pragma once
+// Deterministic random weights for test and benchmark checkpoints. Element i of tensor `name`
+// depends only on (seed, name, i): a counter-based generator (splitmix64 over a per-tensor key and
+// the element's pair index, Box-Muller on each pair), so the bytes are the same whatever the thread
+// count or the chunking. Values follow transformers' initialisation of these models.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/module_tree.h"
+
+namespace switchyard {
+
+// transformers' `initializer_range` default for all four families: std of Linear/Embedding weights.
+constexpr float kInitializerRange = 0.02f;
+
+struct WeightInit {
+  enum class Kind { normal, ones, zeros };
+  Kind kind = Kind::normal;
+  float std = kInitializerRange;  // for Kind::normal; mean is 0
+};
+
+// How `param` is initialised: normal(0, 0.02) for Linear and Embedding weights, exactly 1 for RMSNorm
+// weights, 0 for Linear biases. DeepSeek-V3's `e_score_correction_bias` is normal(0, 0.02) too,
+// where transformers starts it at zero: with zeros, picking experts with the bias and weighting
+// them without it would agree, and a test could not tell the two apart.
+WeightInit weight_init_for(const Parameter& param);
+
+// Key of one tensor's random stream: a hash of the seed and the tensor's full name.
+std::uint64_t tensor_stream_key(std::uint64_t seed, std::string_view tensor_name);
+// The standard-normal value of element `index` of the stream `key` (before scaling by std).
+float standard_normal_at(std::uint64_t key, std::uint64_t index);
+
+// f32 -> bf16 bits, rounding to nearest, ties to even; NaN stays a (quiet) NaN.
+std::uint16_t bf16_bits_from_f32(float value);
+float f32_from_bf16_bits(std::uint16_t bits);
+
+// Writes elements [first_element, first_element + out.size() / element size) of the tensor as
+// `dtype` (f32 or bf16; others throw InputError) into `out`, in parallel (OpenMP) for large ranges.
+// `out.size()` must be a whole number of elements.
+void generate_weight_bytes(const WeightInit& init, std::uint64_t key, DType dtype, std::uint64_t first_element,
+                           std::span<std::byte> out);
+
+}  // namespace switchyard

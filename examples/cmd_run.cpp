@@ -1,0 +1,155 @@
+// switchyard run: place the model by the profile (the same plan `check` prints), build the
+// operators, prefill the prompt and decode. Without --model_path it runs a built-in tiny
+// DeepSeek-V3 model generated from a fixed seed.
+#include <omp.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/make_model.h"
+#include "examples/commands.h"
+#include "examples/model_options.h"
+#include "operators/causal_lm.h"
+#include "operators/generator.h"
+#include "placement/report.h"
+
+namespace switchyard::cli {
+namespace {
+
+constexpr const char* kEmbeddedPreset = "tiny-deepseek-v3";
+constexpr std::uint64_t kEmbeddedSeed = 20261129;
+// The profile `run` uses when given none: every module on the CPU with its own implementation.
+constexpr const char* kCpuProfile = R"(- match:
+    name: ""
+  replace:
+    class: default
+    kwargs: {generate_device: "cpu", prefill_device: "cpu"}
+)";
+
+// A scratch directory for the embedded model, in memory (/dev/shm) where the system has it.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    const std::filesystem::path base = std::filesystem::is_directory("/dev/shm") && access("/dev/shm", W_OK) == 0
+                                           ? std::filesystem::path("/dev/shm")
+                                           : std::filesystem::temp_directory_path();
+    path = base / ("switchyard-embedded-" + std::to_string(getpid()));
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+std::vector<std::int32_t> parse_ids(const std::string& text) {
+  std::vector<std::int32_t> ids;
+  std::stringstream list(text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const long value = std::stol(item, &used);
+      if (used != item.size() || value < 0 || value > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<std::int32_t>(value));
+    } catch (const std::exception&) {
+      throw InputError("--prompt_ids: '" + item + "' is not a token id (write e.g. 1,2,3)");
+    }
+  }
+  return ids;
+}
+
+struct RunCommand {
+  ModelOptions model;
+  std::string prompt_ids = "1,17,42,99,7";
+  std::string prompt;
+  int max_new_tokens = 16;
+  int cpu_infer = 0;
+  std::uint64_t seed = 0;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  bool dry_run = false;
+
+  int run() {
+    if (!prompt.empty())
+      throw InputError("--prompt needs a tokenizer, which this build does not have yet; pass --prompt_ids 1,2,3");
+    ScratchDir scratch;
+    ModelOptions chosen = model;
+    if (chosen.model_path.empty() && chosen.arch.empty()) {
+      MakeModelOptions make;
+      make.preset = kEmbeddedPreset;
+      make.out_dir = scratch.path;
+      make.seed = kEmbeddedSeed;
+      make.dtype = "bf16";
+      make_model(make);
+      chosen.model_path = scratch.path.string();
+      std::printf("model: built-in %s (random weights, seed %llu)\n", kEmbeddedPreset,
+                  static_cast<unsigned long long>(kEmbeddedSeed));
+    } else if (chosen.model_path.empty()) {
+      throw InputError("run needs weights: give --model_path DIR (make one with `switchyard make-model`)");
+    }
+    CheckOptions options = chosen.to_check_options();
+    if (chosen.profile.empty()) {
+      options.profile = "<built-in CPU profile>";
+      options.profile_text = kCpuProfile;
+    }
+    const CheckResult check = run_check(options);
+    if (dry_run || check.diagnostics.has_errors()) {
+      std::cout << format_check_table(check, options.budget);
+      return check.diagnostics.has_errors() ? 1 : 0;
+    }
+    for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
+    if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
+    const Checkpoint weights = Checkpoint::open(options.model.model_path);
+    const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context};
+    CausalLM lm(context);
+
+    const std::vector<std::int32_t> ids = parse_ids(prompt_ids);
+    GenerationOptions generation;
+    generation.max_new_tokens = max_new_tokens;
+    generation.seed = seed;
+    generation.sampling.temperature = temperature;
+    generation.sampling.top_k = top_k;
+    generation.sampling.top_p = top_p;
+    std::printf("prompt ids: %s\ngenerated ids:", prompt_ids.c_str());
+    std::fflush(stdout);
+    const GenerationResult result = generate(lm, ids, generation, [](std::int32_t id) {
+      std::printf(" %d", id);
+      std::fflush(stdout);
+    });
+    const GenerationStats& s = result.stats;
+    std::printf("\n\nprompt eval count:    %lld token(s)\n", static_cast<long long>(s.prompt_tokens));
+    std::printf("prompt eval duration: %.4fs\n", s.prompt_seconds);
+    std::printf("prompt eval rate:     %.2f tokens/s\n", s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0);
+    std::printf("eval count:           %lld token(s)\n", static_cast<long long>(s.generated_tokens));
+    std::printf("eval duration:        %.4fs\n", s.decode_seconds);
+    std::printf("eval rate:            %.2f tokens/s\n", s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0);
+    std::printf("threads: %d, KV cache: %.1f MiB for %lld tokens\n", omp_get_max_threads(),
+                static_cast<double>(lm.kv_cache_bytes()) / (1 << 20), static_cast<long long>(lm.max_context()));
+    return 0;
+  }
+};
+
+}  // namespace
+
+Runner add_run_command(CLI::App& app) {
+  auto command = std::make_shared<RunCommand>();
+  CLI::App* sub = app.add_subcommand("run", "run a model placed by a profile: prefill the prompt, then decode");
+  command->model.add_to(*sub, /*profile_required=*/false);
+  command->model.max_context = 1024;
+  sub->add_option("--prompt_ids", command->prompt_ids, "prompt token ids, comma separated")->capture_default_str();
+  sub->add_option("--prompt", command->prompt, "prompt text (needs a tokenizer)");
+  sub->add_option("--max_new_tokens", command->max_new_tokens, "tokens to generate")->capture_default_str();
+  sub->add_option("--cpu_infer", command->cpu_infer, "CPU threads (default: all cores)");
+  sub->add_option("--seed", command->seed, "sampling seed")->capture_default_str();
+  sub->add_option("--temperature", command->temperature, "0: greedy")->capture_default_str();
+  sub->add_option("--top_k", command->top_k, "sample from the k most likely tokens (0: all)")->capture_default_str();
+  sub->add_option("--top_p", command->top_p, "nucleus sampling mass (1: all)")->capture_default_str();
+  sub->add_flag("--dry_run", command->dry_run, "check the placement and stop (same output as `switchyard check`)");
+  return [command] { return command->run(); };
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,65 @@
+#pragma once
+// Attention operators. Each owns its layer's KV cache ("KV caches live with attention") and runs
+// new tokens at positions [position, position + tokens) against everything cached before them.
+#include <memory>
+#include <vector>
+
+#include "operators/build_context.h"
+#include "operators/cpu/rope.h"
+#include "operators/linear_op.h"
+
+namespace switchyard {
+
+class AttentionOp {
+ public:
+  virtual ~AttentionOp() = default;
+  // x: [tokens, hidden] f32 (already normalised) -> out: [tokens, hidden] f32
+  virtual void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) = 0;
+  // Bytes of KV cache held.
+  virtual std::size_t cache_bytes() const = 0;
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3). The cache holds, per position, the normalised
+// compressed latent [kv_lora_rank] and the rotated shared rope key [qk_rope_head_dim]; prefill and
+// decode both run in the absorbed form, so the latent is read once per head and never expanded.
+class MlaAttention final : public AttentionOp {
+ public:
+  MlaAttention(const BuildContext& context, const Module& self_attn);
+  void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
+  std::size_t cache_bytes() const override { return (latent_cache_.size() + rope_cache_.size()) * sizeof(float); }
+
+ private:
+  std::int64_t heads_, nope_, rope_, v_dim_, latent_;
+  float scale_;
+  bool has_q_lora_;
+  LinearOp q_a_, q_b_, q_, kv_a_, o_;
+  NormOp q_a_norm_, kv_a_norm_;
+  std::vector<float> w_uk_;  // [heads, nope, latent]: kv_b_proj rows that make keys, f32
+  std::vector<float> w_uv_;  // [heads, v_dim, latent]: kv_b_proj rows that make values, f32
+  cpu::RopeFrequencies frequencies_;
+  std::vector<float> latent_cache_;  // [max_context, latent]
+  std::vector<float> rope_cache_;    // [max_context, rope]
+  std::int64_t max_context_;
+};
+
+// Grouped-query attention (Qwen3-MoE with per-head q/k RMSNorm, Mixtral without). The cache holds
+// rotated keys and values, [max_context, kv_heads, head_dim] each.
+class GqaAttention final : public AttentionOp {
+ public:
+  GqaAttention(const BuildContext& context, const Module& self_attn);
+  void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
+  std::size_t cache_bytes() const override { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+
+ private:
+  std::int64_t heads_, kv_heads_, head_dim_;
+  float scale_;
+  LinearOp q_, k_, v_, o_;
+  std::unique_ptr<NormOp> q_norm_, k_norm_;
+  cpu::RopeFrequencies frequencies_;
+  std::vector<float> k_cache_, v_cache_;
+  std::int64_t max_context_;
+};
+
+std::unique_ptr<AttentionOp> make_attention(const BuildContext& context, const Module& self_attn);
+
+}  // namespace switchyard

@@ -1,0 +1,31 @@
+#pragma once
+// What building the placed operators needs: the module tree, the placement plan that says where
+// each module runs, and the checkpoint that holds the weights. Weights are requested with the
+// shape the tree (config.json) predicts, so a checkpoint that disagrees fails with the tensor's
+// name before anything runs.
+#include <initializer_list>
+#include <string_view>
+
+#include "core/checkpoint.h"
+#include "core/module_tree.h"
+#include "placement/placement_plan.h"
+
+namespace switchyard {
+
+struct BuildContext {
+  const ModuleTree& tree;
+  const PlacementPlan& plan;
+  const Checkpoint& weights;
+  std::int64_t max_context = 4096;  // KV-cache length in tokens
+
+  const Module& child(const Module& parent, std::string_view local_name) const;
+  // The module's parameter `name` from the checkpoint, in one of `dtypes`.
+  Tensor param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const;
+  // The same converted to f32 (small tensors: norms, biases).
+  std::vector<float> param_f32(const Module& module, std::string_view name) const;
+  // Throws InputError when the plan runs `module` anywhere but the CPU: this build's operators
+  // are CPU operators (the CUDA backend comes with issue #4).
+  void require_cpu(const Module& module) const;
+};
+
+}  // namespace switchyard

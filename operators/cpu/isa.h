@@ -1,0 +1,19 @@
+#pragma once
+// The x86-64 instruction sets our CPU kernels have variants for, detected at run time so that one
+// binary runs on any x86-64 and uses the widest vectors the machine offers. Tests force each
+// variant the machine supports and compare it with the plain reference.
+namespace switchyard::cpu {
+
+enum class Isa {
+  scalar,  // portable C++, any CPU
+  avx2,    // AVX2 + FMA + F16C (Haswell and later, Zen)
+  avx512,  // AVX-512 F/BW/VL (Skylake-SP and later, Zen 4)
+};
+
+const char* isa_name(Isa isa);
+// Whether this CPU (and OS, for the wider register state) can run the variant.
+bool isa_supported(Isa isa);
+// The widest supported variant; what the kernels use unless told otherwise.
+Isa best_isa();
+
+}  // namespace switchyard::cpu

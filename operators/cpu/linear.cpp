@@ -1,0 +1,104 @@
+#include "operators/cpu/linear.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "operators/cpu/linear_kernels.h"
+
+namespace switchyard::cpu {
+namespace {
+
+using detail::LinearBlock;
+using detail::LinearProblem;
+using detail::LinearWeight;
+
+// Threads own whole groups of 16 rows: one 64-byte line of y per token, so no two threads write
+// the same cache line.
+constexpr std::int64_t kRowGroup = 16;
+// Below this many multiply-adds a parallel region costs more than it saves.
+constexpr std::int64_t kMinParallelWork = 1 << 16;
+// A thread's share of tokens when tokens are split too (few rows, many tokens).
+constexpr std::int64_t kMinTokensPerThread = 16;
+
+using BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
+
+BlockFn block_function(Isa isa) {
+  if (!isa_supported(isa))
+    throw std::invalid_argument(std::string("linear: this CPU cannot run the ") + isa_name(isa) + " variant");
+  switch (isa) {
+#if defined(SWITCHYARD_CPU_X86)
+    case Isa::avx512: return detail::linear_block_avx512;
+    case Isa::avx2: return detail::linear_block_avx2;
+#else
+    case Isa::avx512:
+    case Isa::avx2:
+#endif
+    case Isa::scalar: return detail::linear_block_scalar;
+  }
+  return detail::linear_block_scalar;
+}
+
+LinearWeight weight_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return LinearWeight::f32;
+    case DType::bf16: return LinearWeight::bf16;
+    case DType::f16: return LinearWeight::f16;
+    default: break;
+  }
+  throw std::invalid_argument(std::string("linear: weights of dtype ") + dtype_name(dtype) +
+                              " are not supported (f32, bf16 and f16 are)");
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Splits y among `threads` threads: by row groups, and by tokens as well when there are too few
+// row groups to go round and enough tokens to share. Returns thread `id`'s block (maybe empty).
+LinearBlock block_of_thread(const LinearProblem& p, std::int64_t threads, std::int64_t id) {
+  const std::int64_t row_groups = ceil_div(p.out, kRowGroup);
+  std::int64_t token_parts = 1;
+  if (row_groups < 2 * threads)
+    token_parts = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(row_groups, 1), 1,
+                                           std::max<std::int64_t>(p.tokens / kMinTokensPerThread, 1));
+  const std::int64_t row_parts = std::max<std::int64_t>(threads / token_parts, 1);
+  if (id >= row_parts * token_parts) return {0, 0, 0, 0};
+  const std::int64_t row_part = id % row_parts, token_part = id / row_parts;
+  return LinearBlock{
+      std::min(p.out, row_groups * row_part / row_parts * kRowGroup),
+      std::min(p.out, row_groups * (row_part + 1) / row_parts * kRowGroup),
+      p.tokens * token_part / token_parts,
+      p.tokens * (token_part + 1) / token_parts,
+  };
+}
+
+}  // namespace
+
+bool linear_supports(DType weight_dtype) {
+  return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16;
+}
+
+void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y) {
+  const BlockFn run_block = block_function(isa);
+  const LinearProblem problem{x, tokens, in, weight, weight_type(weight_dtype), out, y};
+  if (tokens <= 0 || out <= 0) return;
+  if (in <= 0) {
+    std::fill(y, y + tokens * out, 0.0f);
+    return;
+  }
+  const bool parallel = tokens * in * out >= kMinParallelWork;
+#pragma omp parallel if (parallel)
+  {
+    const LinearBlock block = block_of_thread(problem, omp_get_num_threads(), omp_get_thread_num());
+    if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+  }
+}
+
+void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y) {
+  linear(best_isa(), x, tokens, in, weight, weight_dtype, out, y);
+}
+
+}  // namespace switchyard::cpu

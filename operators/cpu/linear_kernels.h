@@ -1,0 +1,39 @@
+#pragma once
+// Internal to linear(): the per-instruction-set halves, one translation unit each (compiled with
+// that set's flags), and what linear.cpp hands them. Plain data only: a shared inline function
+// here could be emitted by an AVX-512 unit and picked by the linker for every caller.
+#include <cstdint>
+
+namespace switchyard::cpu::detail {
+
+enum class LinearWeight { f32, bf16, f16 };
+
+// Raw 16-bit weights, typed so that templates can tell bf16 from f16.
+struct Bf16Bits {
+  std::uint16_t bits;
+};
+struct F16Bits {
+  std::uint16_t bits;
+};
+
+struct LinearProblem {
+  const float* x;      // [tokens, in] f32
+  std::int64_t tokens;
+  std::int64_t in;
+  const void* weight;  // [out, in] in weight_type
+  LinearWeight weight_type;
+  std::int64_t out;
+  float* y;            // [tokens, out] f32
+};
+
+// One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
+struct LinearBlock {
+  std::int64_t row_begin, row_end;
+  std::int64_t token_begin, token_end;
+};
+
+void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block);
+void linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
+void linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
+
+}  // namespace switchyard::cpu::detail

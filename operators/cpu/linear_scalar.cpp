@@ -1,0 +1,39 @@
+// linear(): the portable variant, for CPUs without AVX2 and as the baseline the tests compare.
+#include "operators/cpu/half.h"
+#include "operators/cpu/linear_tiling.h"
+
+namespace switchyard::cpu::detail {
+namespace {
+
+inline float widen(float w) { return w; }
+inline float widen(Bf16Bits w) { return bf16_to_f32(w.bits); }
+inline float widen(F16Bits w) { return f16_to_f32(w.bits); }
+
+struct ScalarKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+
+  template <int Rows, int Tokens, class W>
+  static void tile(const TileArgs<W>& a) {
+    float acc[Rows][Tokens] = {};
+    for (std::int64_t k = 0; k < a.input_count; ++k) {
+      for (int r = 0; r < Rows; ++r) {
+        const float w = widen(a.w[r * a.w_stride + k]);
+        for (int t = 0; t < Tokens; ++t) acc[r][t] += w * a.x[t * a.x_stride + k];
+      }
+    }
+    for (int t = 0; t < Tokens; ++t)
+      for (int r = 0; r < Rows; ++r) {
+        float& out = a.y[t * a.y_stride + r];
+        out = a.accumulate ? out + acc[r][t] : acc[r][t];
+      }
+  }
+};
+
+}  // namespace
+
+void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block) {
+  linear_block_any<ScalarKernel>(problem, block);
+}
+
+}  // namespace switchyard::cpu::detail

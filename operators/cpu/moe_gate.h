@@ -1,0 +1,76 @@
+#pragma once
+// MoE routing: from router logits to each token's top-k experts and their weights, for every
+// routing scheme of the models we run. One configurable algorithm; the presets below fill it in
+// the way transformers does for each model. Sources (transformers main, early 2026):
+//   DeepSeek-V3  modeling_deepseek_v3.py DeepseekV3TopkRouter.get_topk_indices / forward
+//                (v5: DeepseekV3MoE.route_tokens_to_experts), topk_method "noaux_tc".
+//   DeepSeek-V2  modular_deepseek_v2.py DeepseekV2Moe.route_tokens_to_experts, "greedy" and
+//                "group_limited_greedy".
+//   Qwen3-MoE    Qwen3MoeSparseMoeBlock / Qwen3MoeTopKRouter.
+//   Mixtral      MixtralSparseMoeBlock / MixtralTopKRouter.
+//
+// The algorithm, per token:
+//   1. scores = softmax(logits) or sigmoid(logits), f32.
+//   2. choice = scores + score_correction_bias (when given).
+//   3. Group-limited routing: experts form n_group equal groups in index order; a group's score is
+//      the max of its choices (V2) or the sum of its two largest (V3); the topk_group best groups
+//      are kept and every expert of the others gets choice = masked_choice. transformers fills
+//      0.0 there (masked_fill(..., 0.0)), not -inf: when choices can be negative (V3's bias), a
+//      masked expert at 0.0 can beat a kept one whose choice is below 0 and so be routed to.
+//      DeepSeek's own inference code uses -inf, which never picks outside the kept groups.
+//   4. ids = the top_k experts by choice, best first.
+//   5. weights = the scores at ids, without bias or mask, when weights_from_scores (V3:
+//      `scores.gather`); otherwise the masked choices at ids (V2 keeps topk's values).
+//   6. If normalize: weights /= sum(weights) + normalize_epsilon. Then, if scale_when_normalized or
+//      not normalize: weights *= routed_scaling_factor.
+// Ties (top-k of experts and of groups): the lower index wins, as torch.topk does on the CPU in
+// practice; outputs are ordered by descending choice, which torch (sorted=False) leaves open.
+#include <cstdint>
+#include <limits>
+
+namespace switchyard::cpu {
+
+enum class GateScoring { softmax, sigmoid };
+enum class GroupScore { none, max, sum_of_top2 };
+
+struct MoeGateConfig {
+  int n_experts = 0;
+  int top_k = 0;
+  GateScoring scoring = GateScoring::softmax;
+  const float* score_correction_bias = nullptr;  // [n_experts] f32, or nullptr
+  GroupScore group_score = GroupScore::none;
+  int n_group = 1;
+  int topk_group = 1;
+  float masked_choice = 0.0f;  // transformers; -infinity for DeepSeek's inference code
+  bool weights_from_scores = false;
+  bool normalize = false;
+  float normalize_epsilon = 0.0f;
+  float routed_scaling_factor = 1.0f;
+  bool scale_when_normalized = true;
+};
+
+// DeepSeek-V3 "noaux_tc": sigmoid, bias, groups by sum of top-2, weights without bias,
+// normalised (+1e-20) when norm_topk_prob, then scaled.
+MoeGateConfig deepseek_v3_gate(int n_experts, int top_k, int n_group, int topk_group, const float* correction_bias,
+                               bool norm_topk_prob, float routed_scaling_factor);
+
+// DeepSeek-V2 "greedy" (n_group = 0) or "group_limited_greedy": softmax, groups by max, scaled.
+// transformers' native DeepseekV2Moe ignores norm_topk_prob, and so does this preset. DeepSeek's
+// remote code (modeling_deepseek.py) normalises instead of scaling when top_k > 1 and
+// norm_topk_prob: set normalize = true, normalize_epsilon = 1e-20, scale_when_normalized = false.
+// Every released V2 checkpoint has norm_topk_prob false, where all of these agree.
+MoeGateConfig deepseek_v2_gate(int n_experts, int top_k, int n_group, int topk_group, float routed_scaling_factor);
+
+// Qwen3-MoE: softmax, top-k, weights divided by their sum (no epsilon) when norm_topk_prob.
+MoeGateConfig qwen3_moe_gate(int n_experts, int top_k, bool norm_topk_prob);
+
+// Mixtral: softmax, top-k, weights always divided by their sum.
+MoeGateConfig mixtral_gate(int n_experts, int top_k);
+
+// logits: [tokens, n_experts] f32; expert_ids: [tokens, top_k]; weights: [tokens, top_k] f32.
+// Throws std::invalid_argument for an inconsistent config (top_k > n_experts, groups that do not
+// divide the experts, fewer than 2 experts per group for sum_of_top2, ...).
+void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
+              float* weights);
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,63 @@
+#pragma once
+// Feed-forward operators of a decoder layer: the dense SwiGLU MLP, and the MoE block (router,
+// routed experts, shared experts).
+#include <memory>
+#include <vector>
+
+#include "operators/build_context.h"
+#include "operators/cpu/moe_gate.h"
+#include "operators/linear_op.h"
+
+namespace switchyard {
+
+class FeedForwardOp {
+ public:
+  virtual ~FeedForwardOp() = default;
+  // x: [tokens, hidden] f32 (normalised) -> out: [tokens, hidden] f32
+  virtual void forward(const float* x, std::int64_t tokens, float* out) = 0;
+};
+
+// down(silu(gate(x)) * up(x)); DeepSeek's dense MLP and shared experts, Qwen3's dense layers.
+class MlpOp final : public FeedForwardOp {
+ public:
+  MlpOp(const BuildContext& context, const Module& mlp, const char* gate = "gate_proj", const char* up = "up_proj",
+        const char* down = "down_proj");
+  void forward(const float* x, std::int64_t tokens, float* out) override;
+
+ private:
+  LinearOp gate_, up_, down_;
+};
+
+// The routed experts of one layer as one operator over all experts: tokens are grouped by expert
+// and each expert's projections run once over its group. Weights stay in the checkpoint mapping.
+class RoutedExperts {
+ public:
+  RoutedExperts(const BuildContext& context, const Module& experts);
+  // x: [tokens, hidden]; ids, weights: [tokens, top_k]; out: [tokens, hidden] (overwritten)
+  void forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
+               float* out) const;
+
+ private:
+  struct Expert {
+    LinearOp gate, up, down;
+  };
+  std::vector<Expert> experts_;
+  std::int64_t hidden_ = 0;
+};
+
+class MoeOp final : public FeedForwardOp {
+ public:
+  MoeOp(const BuildContext& context, const Module& moe);
+  void forward(const float* x, std::int64_t tokens, float* out) override;
+
+ private:
+  LinearOp router_;                       // gate weight [n_experts, hidden]
+  std::vector<float> correction_bias_;    // DeepSeek-V3 e_score_correction_bias, or empty
+  cpu::MoeGateConfig gate_;
+  RoutedExperts experts_;
+  std::unique_ptr<MlpOp> shared_;
+};
+
+std::unique_ptr<FeedForwardOp> make_feed_forward(const BuildContext& context, const Module& mlp);
+
+}  // namespace switchyard

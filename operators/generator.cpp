@@ -1,0 +1,46 @@
+#include "operators/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace switchyard {
+
+GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                          const std::function<void(std::int32_t)>& on_token) {
+  using Clock = std::chrono::steady_clock;
+  if (prompt.empty()) throw InputError("the prompt is empty; give at least one token id");
+  if (static_cast<std::int64_t>(prompt.size()) + options.max_new_tokens > model.max_context())
+    throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus --max_new_tokens " +
+                     std::to_string(options.max_new_tokens) + " exceeds --max_context " +
+                     std::to_string(model.max_context()));
+  GenerationResult result;
+  cpu::Sampler sampler(options.seed);
+  auto is_stop = [&](std::int32_t id) {
+    return std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end();
+  };
+  if (options.max_new_tokens <= 0) return result;
+
+  auto start = Clock::now();
+  std::vector<float> logits = model.forward(prompt, 0);
+  std::int32_t next = sampler.sample(logits.data(), model.vocab_size(), options.sampling);
+  result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  result.stats.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.tokens.push_back(next);
+  if (on_token) on_token(next);
+
+  start = Clock::now();
+  auto position = static_cast<std::int64_t>(prompt.size());
+  while (static_cast<int>(result.tokens.size()) < options.max_new_tokens && !is_stop(next)) {
+    logits = model.forward(std::span(&next, 1), position++);
+    next = sampler.sample(logits.data(), model.vocab_size(), options.sampling);
+    result.tokens.push_back(next);
+    ++result.stats.generated_tokens;
+    if (on_token) on_token(next);
+  }
+  result.stats.decode_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,37 @@
+#pragma once
+// Generation: prefill the prompt, then decode one token at a time through the KV cache, sampling
+// each next token; timings as ktransformers and ollama users know them.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "operators/causal_lm.h"
+#include "operators/cpu/sampling.h"
+
+namespace switchyard {
+
+struct GenerationOptions {
+  int max_new_tokens = 32;
+  cpu::SamplingParams sampling;  // temperature <= 0: greedy
+  std::uint64_t seed = 0;
+  std::vector<std::int32_t> stop_tokens;  // generation ends after emitting one of these
+};
+
+struct GenerationStats {
+  std::int64_t prompt_tokens = 0;
+  double prompt_seconds = 0;
+  std::int64_t generated_tokens = 0;  // tokens produced by decode steps (the first comes from prefill)
+  double decode_seconds = 0;
+};
+
+struct GenerationResult {
+  std::vector<std::int32_t> tokens;  // generated ids, prompt excluded
+  GenerationStats stats;
+};
+
+// `on_token` sees each generated id as soon as it is chosen.
+GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                          const std::function<void(std::int32_t)>& on_token = {});
+
+}  // namespace switchyard

@@ -1,0 +1,145 @@
+// CPU Linear (operators/cpu/linear.h): every instruction-set variant this machine runs, every
+// weight dtype, shapes that hit every tile edge, against the double-precision reference.
+//
+// Tolerance, all dtypes: |y - y_ref| <= 2 * 2^-24 * sqrt(in) * sum_k |x_k * w_k|. bf16 and f16
+// weights widen to f32 exactly, so only the f32 accumulation rounds; sum_k |x_k w_k| is the scale
+// its errors grow with, and sqrt(in) their growth for a sum of `in` terms in any order. A wrong or
+// missing term (about sum / in) exceeds the bound for every `in` up to ~10^6.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "operators/cpu/half.h"
+#include "operators/cpu/linear.h"
+#include "operators/cpu/reference.h"
+
+namespace sy = switchyard;
+namespace cpu = switchyard::cpu;
+
+namespace {
+
+// A fresh seed per run, or SWITCHYARD_TEST_SEED to replay one that failed.
+std::uint32_t test_seed() {
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  return std::random_device{}();
+}
+
+struct Weights {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> half;  // bf16 or f16 bits
+  const void* data(sy::DType dtype) const {
+    return dtype == sy::DType::f32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(half.data());
+  }
+};
+
+// Uniform in [-1, 1], away from zero so that no product vanishes.
+float nonzero_uniform(std::mt19937& random) {
+  std::uniform_real_distribution<float> magnitude(0.01f, 1.0f);
+  return std::bernoulli_distribution(0.5)(random) ? magnitude(random) : -magnitude(random);
+}
+
+Weights random_weights(std::mt19937& random, std::int64_t count, sy::DType dtype) {
+  Weights w;
+  w.f32.resize(count);
+  for (float& v : w.f32) v = nonzero_uniform(random);
+  if (dtype == sy::DType::bf16)
+    for (float v : w.f32) w.half.push_back(cpu::f32_to_bf16(v));
+  if (dtype == sy::DType::f16)
+    for (float v : w.f32) w.half.push_back(cpu::f32_to_f16(v));
+  return w;
+}
+
+void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64_t in, std::int64_t out,
+                  std::mt19937& random) {
+  INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens " << tokens << ", in "
+              << in << ", out " << out);
+  std::vector<float> x(tokens * in);
+  for (float& v : x) v = nonzero_uniform(random);
+  const Weights w = random_weights(random, out * in, dtype);
+  std::vector<float> y(tokens * out, NAN);
+  cpu::linear(isa, x.data(), tokens, in, w.data(dtype), dtype, out, y.data());
+
+  std::vector<double> expected(tokens * out), magnitude(tokens * out);
+  cpu::reference::linear(x.data(), tokens, in, w.data(dtype), dtype, out, expected.data(), magnitude.data());
+  const double unit = std::ldexp(1.0, -24);
+  int failures = 0;
+  for (std::int64_t i = 0; i < tokens * out && failures < 5; ++i) {
+    const double bound = 2 * unit * std::sqrt(static_cast<double>(in)) * magnitude[i];
+    if (!(std::fabs(y[i] - expected[i]) <= bound)) {
+      ++failures;
+      FAIL_CHECK("y[" << i / out << ", " << i % out << "] = " << y[i] << ", reference " << expected[i] << ", bound "
+                      << bound);
+    }
+  }
+}
+
+std::vector<cpu::Isa> supported_isas() {
+  std::vector<cpu::Isa> isas;
+  for (cpu::Isa isa : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (cpu::isa_supported(isa))
+      isas.push_back(isa);
+    else
+      MESSAGE("this CPU lacks " << std::string(cpu::isa_name(isa)) << "; its linear variant is not tested here");
+  }
+  return isas;
+}
+
+constexpr sy::DType kWeightDtypes[] = {sy::DType::f32, sy::DType::bf16, sy::DType::f16};
+
+}  // namespace
+
+TEST_CASE("cpu kernels: linear matches the reference at every tile edge, for every variant and dtype") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  // Inputs around the vector widths (8, 16) and rows/tokens around the tile sizes (4 x 2, 4 x 4).
+  const std::int64_t ins[] = {1, 7, 8, 15, 16, 17, 33, 100};
+  const std::int64_t shapes[][2] = {{1, 1}, {1, 5}, {1, 16}, {1, 37}, {2, 3}, {3, 4}, {4, 9}, {5, 17}, {9, 6}};
+  for (cpu::Isa isa : supported_isas())
+    for (sy::DType dtype : kWeightDtypes)
+      for (std::int64_t in : ins)
+        for (const auto& shape : shapes) check_linear(isa, dtype, shape[0], in, shape[1], random);
+}
+
+TEST_CASE("cpu kernels: linear matches the reference on decode and prefill sizes, across thread counts") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const int threads_before = omp_get_max_threads();
+  // (tokens, in, out): decode rows split over threads; prefill with several input blocks (512)
+  // and token blocks (64); few rows and many tokens, where threads split tokens instead.
+  const std::int64_t sizes[][3] = {{1, 1100, 300}, {2, 2049, 70}, {3, 513, 129}, {70, 1100, 40}, {130, 700, 21}};
+  for (int threads : {1, 3, 8}) {
+    omp_set_num_threads(threads);
+    INFO("threads " << threads);
+    for (cpu::Isa isa : supported_isas())
+      for (sy::DType dtype : kWeightDtypes)
+        for (const auto& size : sizes) check_linear(isa, dtype, size[0], size[1], size[2], random);
+  }
+  omp_set_num_threads(threads_before);
+}
+
+TEST_CASE("cpu kernels: linear with random shapes uses the best variant") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it); best variant " << std::string(cpu::isa_name(cpu::best_isa())));
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<std::int64_t> tokens(1, 12), in(1, 600), out(1, 90);
+  for (int i = 0; i < 20; ++i)
+    for (sy::DType dtype : kWeightDtypes) check_linear(cpu::best_isa(), dtype, tokens(random), in(random), out(random), random);
+  CHECK(cpu::isa_supported(cpu::best_isa()));
+}
+
+TEST_CASE("cpu kernels: linear refuses weight dtypes it cannot read") {
+  std::vector<float> x(4, 1.0f), y(2);
+  std::vector<std::uint8_t> weight(8, 1);
+  CHECK_FALSE(cpu::linear_supports(sy::DType::q4_k));
+  CHECK_THROWS_AS(cpu::linear(x.data(), 1, 4, weight.data(), sy::DType::i8, 2, y.data()), std::invalid_argument);
+}
