@@ -97,6 +97,17 @@ struct RunCommand {
       options.profile_text = kCpuProfile;
     }
     const CheckResult check = run_check(options);
+    // A checkpoint that disagrees with its config.json is a model problem, not a profile problem.
+    bool broken_model = false;
+    for (const Diagnostic& d : check.diagnostics.items())
+      if (d.code == "missing-tensor" || d.code == "tensor-shape-mismatch") broken_model = true;
+    if (broken_model) {
+      for (const Diagnostic& d : check.diagnostics.sorted())
+        if (d.severity == Severity::error) std::cerr << format_diagnostic(d) << "\n";
+      std::cerr << "switchyard run: the checkpoint in " << options.model.model_path.string()
+                << " does not match its config.json\n";
+      return 2;
+    }
     if (dry_run || check.diagnostics.has_errors()) {
       std::cout << format_check_table(check, options.budget);
       return check.diagnostics.has_errors() ? 1 : 0;
@@ -139,7 +150,6 @@ Runner add_run_command(CLI::App& app) {
   auto command = std::make_shared<RunCommand>();
   CLI::App* sub = app.add_subcommand("run", "run a model placed by a profile: prefill the prompt, then decode");
   command->model.add_to(*sub, /*profile_required=*/false);
-  command->model.max_context = 1024;
   sub->add_option("--prompt_ids", command->prompt_ids, "prompt token ids, comma separated")->capture_default_str();
   sub->add_option("--prompt", command->prompt, "prompt text (needs a tokenizer)");
   sub->add_option("--max_new_tokens", command->max_new_tokens, "tokens to generate")->capture_default_str();

@@ -1,0 +1,93 @@
+// `switchyard run` end to end: the embedded default, make-model checkpoints of every family with
+// the shipped CPU profiles, sampling, and the errors a user can cause.
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/make_model.h"
+#include "tests/test_support.h"
+
+using namespace switchyard::testing;
+
+namespace {
+
+std::string generated_ids(const std::string& output) {
+  const auto at = output.find("generated ids:");
+  REQUIRE_MESSAGE(at != std::string::npos, output);
+  return output.substr(at, output.find('\n', at) - at);
+}
+
+struct TempModel {
+  std::filesystem::path dir;
+  TempModel(const std::string& preset, std::uint64_t seed) {
+    dir = std::filesystem::temp_directory_path() /
+          ("switchyard-run-test-" + preset + "-" + std::to_string(seed) + "-" + std::to_string(std::random_device{}()));
+    switchyard::MakeModelOptions options;
+    options.preset = preset;
+    options.out_dir = dir;
+    options.seed = seed;
+    switchyard::make_model(options);
+  }
+  ~TempModel() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("run command: the embedded default generates, deterministically") {
+  const auto first = run_switchyard("run --max_new_tokens 8");
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.find("prompt eval rate:") != std::string::npos);
+  CHECK(first.output.find("eval rate:") != std::string::npos);
+  const std::string ids = generated_ids(first.output);
+  CHECK(std::count(ids.begin(), ids.end(), ' ') == 8 + 1);  // "generated ids:" then 8 ids
+  CHECK(generated_ids(run_switchyard("run --max_new_tokens 8 --cpu_infer 1").output) == ids);
+  // Sampling is reproducible for a seed.
+  const auto sampled = run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7");
+  CHECK(sampled.exit_code == 0);
+  CHECK(generated_ids(sampled.output) ==
+        generated_ids(run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7").output));
+}
+
+TEST_CASE("run command: make-model checkpoints of every family run with the shipped CPU profiles") {
+  const std::pair<const char*, const char*> cases[] = {{"tiny-deepseek-v3", "DeepSeek-V3-Chat-cpu.yaml"},
+                                                      {"tiny-deepseek-v2", "DeepSeek-V2-Lite-Chat-cpu.yaml"},
+                                                      {"tiny-qwen3-moe", "Qwen3-MoE-cpu.yaml"},
+                                                      {"tiny-mixtral", "Mixtral-cpu.yaml"}};
+  for (const auto& [preset, profile] : cases) {
+    INFO(preset);
+    const TempModel model(preset, 3);
+    const auto run = run_switchyard("run --model_path " + model.dir.string() + " --optimize_config_path " +
+                                    source_path(std::string("optimize_rules/") + profile) +
+                                    " --prompt_ids 3,1,4,1,5,9 --max_new_tokens 6");
+    CHECK(run.exit_code == 0);
+    CHECK(run.output.find("eval count:           5 token(s)") != std::string::npos);
+    const auto dry = run_switchyard("run --dry_run --model_path " + model.dir.string() + " --optimize_config_path " +
+                                    source_path(std::string("optimize_rules/") + profile));
+    CHECK(dry.exit_code == 0);
+    CHECK(dry.output.find("0 error(s)") != std::string::npos);
+  }
+}
+
+TEST_CASE("run command: errors a user can cause") {
+  const TempModel model("tiny-mixtral", 5);
+  const std::string base = "run --model_path " + model.dir.string();
+  CHECK(run_switchyard(base + " --prompt_ids 1,x").exit_code == 2);
+  CHECK(run_switchyard(base + " --prompt_ids 1,99999").exit_code == 2);  // outside the vocabulary
+  CHECK(run_switchyard(base + " --prompt 'hello'").exit_code == 2);      // no tokenizer yet
+  CHECK(run_switchyard(base + " --max_context 4 --max_new_tokens 8").exit_code == 2);
+  CHECK(run_switchyard("run --model_path /nonexistent").exit_code == 2);
+  CHECK(run_switchyard("run --arch tiny-mixtral").exit_code == 2);  // no weights
+  // A GPU profile on this CPU-only build: a clear error, not a crash.
+  CHECK(run_switchyard(base + " --optimize_config_path " + source_path("optimize_rules/Mixtral.yaml")).exit_code == 2);
+  // A checkpoint that lacks a tensor its config.json implies.
+  std::ifstream in(model.dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  config["num_hidden_layers"] = config["num_hidden_layers"].get<int>() + 1;
+  std::ofstream(model.dir / "config.json") << config.dump(2);
+  CHECK(run_switchyard(base).exit_code == 2);
+}
