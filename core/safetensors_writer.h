@@ -3,7 +3,9 @@
 // list (name, dtype, shape) is given up front, so the header (8-byte little-endian length, JSON with
 // "__metadata__": {"format": "pt"}, padded with spaces to a multiple of 8 bytes as the safetensors
 // crate pads it) goes out first; then each tensor's bytes follow in the order given, in chunks of
-// any size. The writer counts every tensor's bytes and refuses too many or too few.
+// any size. The writer counts every tensor's bytes and refuses too many or too few. Unlike the crate,
+// it keeps the caller's order rather than sorting by dtype size, so a checkpoint's data follows its
+// module tree; offsets stay aligned to each dtype as long as tensors hold even element counts.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "examples/bench_experts.h"
 #include "examples/commands.h"
 #include "examples/model_options.h"
 #include "placement/check.h"
@@ -86,9 +87,20 @@ Runner add_bench_command(CLI::App& app) {
   CLI::App* sub = bench->add_subcommand("check", "time the dry run of a profile, phase by phase");
   check->model.add_to(*sub);
   sub->add_option("--repeat", check->repeat, "runs to time")->capture_default_str();
-  return [bench, check]() -> int {
+  auto experts = std::make_shared<ExpertsBenchOptions>();
+  CLI::App* experts_sub = bench->add_subcommand("experts", "CPU routed experts (bf16) vs STREAM: decode GB/s, prefill TFLOP/s");
+  experts_sub->add_option("--shape", experts->shapes, "presets whose expert shapes to time (default deepseek-v2-lite deepseek-v3)");
+  experts_sub->add_option("--threads", experts->threads, "CPU threads (default: all cores)");
+  experts_sub->add_option("--repeat", experts->repeat, "decode steps timed")->capture_default_str();
+  experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")->capture_default_str();
+  experts_sub->add_option("--stream_mib", [experts](const CLI::results_t& r) {
+    experts->stream_bytes = std::stoull(r[0]) << 20;
+    return true;
+  }, "STREAM array size in MiB (default 512)");
+  return [bench, check, experts]() -> int {
     if (bench->got_subcommand("check")) return check->run();
-    throw InputError("bench: give a benchmark (check)");
+    if (bench->got_subcommand("experts")) return run_bench_experts(*experts);
+    throw InputError("bench: give a benchmark (check, experts)");
   };
 }
 

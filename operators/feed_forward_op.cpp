@@ -53,6 +53,10 @@ RoutedExperts::RoutedExperts(const BuildContext& context, const Module& experts)
   hidden_ = context.tree.config().hidden_size;
 }
 
+RoutedExperts::RoutedExperts(std::vector<Expert> experts) : experts_(std::move(experts)) {
+  hidden_ = experts_.empty() ? 0 : experts_.front().gate.in_features();
+}
+
 void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
                             int top_k, float* out) const {
   std::fill(out, out + tokens * hidden_, 0.0f);

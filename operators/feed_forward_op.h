@@ -32,15 +32,16 @@ class MlpOp final : public FeedForwardOp {
 // and each expert's projections run once over its group. Weights stay in the checkpoint mapping.
 class RoutedExperts {
  public:
+  struct Expert {
+    LinearOp gate, up, down;  // [inter, hidden], [inter, hidden], [hidden, inter]
+  };
   RoutedExperts(const BuildContext& context, const Module& experts);
+  explicit RoutedExperts(std::vector<Expert> experts);
   // x: [tokens, hidden]; ids, weights: [tokens, top_k]; out: [tokens, hidden] (overwritten)
   void forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
                float* out) const;
 
  private:
-  struct Expert {
-    LinearOp gate, up, down;
-  };
   std::vector<Expert> experts_;
   std::int64_t hidden_ = 0;
 };

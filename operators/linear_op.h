@@ -9,6 +9,8 @@ class LinearOp {
  public:
   LinearOp() = default;
   LinearOp(const BuildContext& context, const Module& linear);
+  // A weight that does not come from a checkpoint (benchmarks, tests): [out, in].
+  explicit LinearOp(Tensor weight) : weight_(std::move(weight)) {}
   // x: [tokens, in] f32 -> y: [tokens, out] f32
   void forward(const float* x, std::int64_t tokens, float* y) const;
   std::int64_t in_features() const { return weight_.dim(1); }

@@ -2,9 +2,11 @@
 // logits, the group-limited schemes' promise never to route outside the kept groups, and the one
 // case where transformers' 0.0 fill does.
 //
-// Inputs are redrawn until every two routing values of a token (choices, group scores) differ by
-// at least 1e-5, far above f32 rounding (~1e-7), so the kernel (f32) and the reference (double)
-// must make the same decisions. Then expert ids must be identical, in order, and
+// Inputs are redrawn until rounding cannot reorder a token's routing values: for softmax gates
+// (monotonic in the logits, groups by max) every two logits differ by at least 1e-4, far above the
+// relative error of an f32 softmax (~1e-6); for sigmoid gates every two choices and every two group
+// scores differ by at least 1e-5, far above f32 rounding (~1e-7). So the kernel (f32) and the
+// reference (double) must make the same decisions. Then expert ids must be identical, in order, and
 // |w - w_ref| <= 2e-6 * |w_ref| + 1e-7 (a few f32 roundings in softmax/sigmoid and the sums).
 #include <algorithm>
 #include <cmath>
@@ -38,6 +40,8 @@ bool separated(std::vector<double> values, double gap) {
 
 // Whether a token's choices and group scores are far enough apart that rounding cannot reorder them.
 bool well_separated(const cpu::MoeGateConfig& c, const float* logits) {
+  if (c.scoring == cpu::GateScoring::softmax && !c.score_correction_bias)
+    return separated(std::vector<double>(logits, logits + c.n_experts), 1e-4);
   std::vector<double> choice(c.n_experts);
   if (c.scoring == cpu::GateScoring::softmax) {
     cpu::reference::softmax(logits, 1, c.n_experts, choice.data());

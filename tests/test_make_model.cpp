@@ -3,6 +3,7 @@
 // size limit, refusing to overwrite), the streaming safetensors writer and bf16 rounding.
 #include <omp.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -214,6 +215,24 @@ TEST_CASE("make-model: weights are normal(0, 0.02), norms exactly 1, the router 
     const std::vector<float>& bias = values.at("model.layers.1.mlp.gate.e_score_correction_bias");
     CHECK(std::set<float>(bias.begin(), bias.end()).size() == bias.size());  // random, not zeros
     for (float x : bias) CHECK(std::fabs(x) < 6 * 0.02);
+  }
+}
+
+TEST_CASE("make-model: the generator follows the standard normal CDF, tails included") {
+  constexpr std::size_t kSamples = 1 << 20;
+  std::vector<float> z(kSamples);
+  sy::generate_weight_bytes(sy::WeightInit{sy::WeightInit::Kind::normal, 1.0f}, sy::tensor_stream_key(3, "cdf"),
+                            sy::DType::f32, 0, std::as_writable_bytes(std::span(z)));
+  float largest = 0;
+  for (float v : z) largest = std::max(largest, std::fabs(v));
+  CHECK(largest < 8.6f);  // u1 >= 2^-53 bounds the radius at sqrt(2 * 53 * ln 2)
+  CHECK(largest > 4.0f);  // P(|z| > 4) = 6.3e-5: about 66 of 2^20 samples pass it
+  for (double x : {-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0}) {
+    const double expected = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    double below = 0;
+    for (float v : z) below += v <= x ? 1 : 0;
+    INFO("P(z <= " << x << ") = " << below / kSamples << ", expected " << expected);
+    CHECK(std::fabs(below / kSamples - expected) < 5 * std::sqrt(expected * (1 - expected) / kSamples));
   }
 }
 

@@ -15,11 +15,11 @@ inline __m256 load8(const Bf16Bits* p) {
 }
 inline __m256 load8(const F16Bits* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-inline float widen(float w) { return w; }
-inline float widen(Bf16Bits w) {
+inline float to_f32(float w) { return w; }
+inline float to_f32(Bf16Bits w) {
   return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(std::uint32_t{w.bits} << 16))));
 }
-inline float widen(F16Bits w) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(w.bits))); }
+inline float to_f32(F16Bits w) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(w.bits))); }
 
 inline float sum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -31,6 +31,19 @@ inline float sum8(__m256 v) {
 struct Avx2Kernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 2;
+
+  // panel[r * panel_stride + k] = w[r * w_stride + k] as f32.
+  template <class W>
+  static void widen(const W* w, std::int64_t w_stride, int rows, std::int64_t count, float* panel,
+                    std::int64_t panel_stride) {
+    for (int r = 0; r < rows; ++r) {
+      const W* from = w + r * w_stride;
+      float* to = panel + r * panel_stride;
+      std::int64_t k = 0;
+      for (; k + 8 <= count; k += 8) _mm256_storeu_ps(to + k, load8(from + k));
+      for (; k < count; ++k) to[k] = to_f32(from[k]);
+    }
+  }
 
   template <int Rows, int Tokens, class W>
   static void tile(const TileArgs<W>& a) {
@@ -56,7 +69,7 @@ struct Avx2Kernel {
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
         float sum = sum8(acc[r][t]);
-        for (std::int64_t j = k; j < a.input_count; ++j) sum += widen(a.w[r * a.w_stride + j]) * a.x[t * a.x_stride + j];
+        for (std::int64_t j = k; j < a.input_count; ++j) sum += to_f32(a.w[r * a.w_stride + j]) * a.x[t * a.x_stride + j];
         float& out = a.y[t * a.y_stride + r];
         out = a.accumulate ? out + sum : sum;
       }

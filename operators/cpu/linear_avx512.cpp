@@ -30,9 +30,29 @@ struct Avx512Kernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 4;
 
+  // panel[r * panel_stride + k] = w[r * w_stride + k] as f32.
+  template <class W>
+  static void widen(const W* w, std::int64_t w_stride, int rows, std::int64_t count, float* panel,
+                    std::int64_t panel_stride) {
+    for (int r = 0; r < rows; ++r) {
+      const W* from = w + r * w_stride;
+      float* to = panel + r * panel_stride;
+      std::int64_t k = 0;
+      for (; k + 16 <= count; k += 16) _mm512_storeu_ps(to + k, load16(from + k));
+      if (k < count) {
+        const auto mask = static_cast<__mmask16>((1u << (count - k)) - 1u);
+        _mm512_mask_storeu_ps(to + k, mask, load16(from + k, mask));
+      }
+    }
+  }
+
   template <int Rows, int Tokens, class W, class Load>
   static inline void step(const TileArgs<W>& a, std::int64_t k, __m512 (&acc)[Rows][Tokens], Load load) {
     __m512 w[Rows];
+#ifdef EXPERIMENT_PREFETCH
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) _mm_prefetch(reinterpret_cast<const char*>(a.w + r * a.w_stride + k + EXPERIMENT_PREFETCH), _MM_HINT_T0);
+#endif
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) w[r] = load(a.w + r * a.w_stride + k);
 #pragma GCC unroll 8

@@ -5,20 +5,29 @@
 namespace switchyard::cpu::detail {
 namespace {
 
-inline float widen(float w) { return w; }
-inline float widen(Bf16Bits w) { return bf16_to_f32(w.bits); }
-inline float widen(F16Bits w) { return f16_to_f32(w.bits); }
+
+inline float to_f32(float w) { return w; }
+inline float to_f32(Bf16Bits w) { return bf16_to_f32(w.bits); }
+inline float to_f32(F16Bits w) { return f16_to_f32(w.bits); }
 
 struct ScalarKernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 2;
+
+  // panel[r * panel_stride + k] = w[r * w_stride + k] as f32.
+  template <class W>
+  static void widen(const W* w, std::int64_t w_stride, int rows, std::int64_t count, float* panel,
+                    std::int64_t panel_stride) {
+    for (int r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < count; ++k) panel[r * panel_stride + k] = to_f32(w[r * w_stride + k]);
+  }
 
   template <int Rows, int Tokens, class W>
   static void tile(const TileArgs<W>& a) {
     float acc[Rows][Tokens] = {};
     for (std::int64_t k = 0; k < a.input_count; ++k) {
       for (int r = 0; r < Rows; ++r) {
-        const float w = widen(a.w[r * a.w_stride + k]);
+        const float w = to_f32(a.w[r * a.w_stride + k]);
         for (int t = 0; t < Tokens; ++t) acc[r][t] += w * a.x[t * a.x_stride + k];
       }
     }

@@ -5,13 +5,16 @@
 // Loop order (outer to inner): token block (kTokenBlock tokens) > input-dimension block
 // (kInputBlock) > kRows weight rows > kTokens tokens. A kRows x kInputBlock slice of weights stays
 // in L1 while every token of the block passes over it, and the token block's x slice stays in L2
-// while the thread's rows pass over it. In decode (no more tokens than one tile) the input
-// dimension is not split: each weight row is streamed once, start to end.
+// while the thread's rows pass over it. bf16/f16 slices are widened once into an f32 panel there,
+// so the conversion is paid once per token block, not once per tile. With few tokens (decode, up
+// to kSmallBatch) the input dimension is not split and nothing is packed: each weight row is
+// streamed once, start to end, widened in registers, while x (at most kSmallBatch rows) sits in L2.
 //
 // Everything here is in an unnamed namespace on purpose: each instruction set's translation unit
 // gets its own copy, compiled with its own flags, so the linker can never hand an AVX-512 copy to a
 // machine without AVX-512.
 #include <cstdint>
+#include <type_traits>
 
 #include "operators/cpu/linear_kernels.h"
 
@@ -20,6 +23,7 @@ namespace {
 
 constexpr std::int64_t kTokenBlock = 64;
 constexpr std::int64_t kInputBlock = 512;
+constexpr std::int64_t kSmallBatch = 16;
 
 inline std::int64_t min_of(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
@@ -55,15 +59,33 @@ void dispatch_tile(int rows, int tokens, const TileArgs<W>& args) {
 
 template <class Kernel, class W>
 void linear_block_typed(const LinearProblem& p, const LinearBlock& block) {
+#ifdef EXPERIMENT_NO_PANELS
+  constexpr bool widen_panels = false;
+#else
+  constexpr bool widen_panels = !std::is_same_v<W, float>;
+#endif
   const W* weight = static_cast<const W*>(p.weight);
-  const bool decode = block.token_end - block.token_begin <= Kernel::kTokens;
+  const bool decode = block.token_end - block.token_begin <= kSmallBatch;
   const std::int64_t input_block = decode ? p.in : kInputBlock;
+  alignas(64) float panel[widen_panels ? Kernel::kRows * kInputBlock : 1];  // [kRows, kInputBlock]
   for (std::int64_t t0 = block.token_begin; t0 < block.token_end; t0 += kTokenBlock) {
     const std::int64_t t1 = min_of(t0 + kTokenBlock, block.token_end);
     for (std::int64_t k0 = 0; k0 < p.in; k0 += input_block) {
       const std::int64_t k_count = min_of(input_block, p.in - k0);
       for (std::int64_t r = block.row_begin; r < block.row_end; r += Kernel::kRows) {
         const int rows = static_cast<int>(min_of(Kernel::kRows, block.row_end - r));
+        if constexpr (widen_panels) {
+          if (!decode) {
+            Kernel::widen(weight + r * p.in + k0, p.in, rows, k_count, panel, kInputBlock);
+            for (std::int64_t t = t0; t < t1; t += Kernel::kTokens) {
+              const int tokens = static_cast<int>(min_of(Kernel::kTokens, t1 - t));
+              const TileArgs<float> args{p.x + t * p.in + k0, p.in, panel, kInputBlock, k_count, k0 > 0,
+                                         p.y + t * p.out + r, p.out};
+              dispatch_tile<Kernel, float>(rows, tokens, args);
+            }
+            continue;
+          }
+        }
         for (std::int64_t t = t0; t < t1; t += Kernel::kTokens) {
           const int tokens = static_cast<int>(min_of(Kernel::kTokens, t1 - t));
           const TileArgs<W> args{p.x + t * p.in + k0, p.in, weight + r * p.in + k0, p.in, k_count, k0 > 0,
