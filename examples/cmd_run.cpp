@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -140,6 +141,12 @@ struct RunCommand {
     std::printf("eval rate:            %.2f tokens/s\n", s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0);
     std::printf("threads: %d, KV cache: %.1f MiB for %lld tokens\n", omp_get_max_threads(),
                 static_cast<double>(lm.kv_cache_bytes()) / (1 << 20), static_cast<long long>(lm.max_context()));
+    std::uint64_t checkpoint_bytes = 0;
+    for (const SafetensorsHeader& shard : weights.index().shards) checkpoint_bytes += shard.file_bytes;
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)\n", static_cast<double>(usage.ru_maxrss) / 1024.0,
+                static_cast<double>(checkpoint_bytes) / (1 << 20));
     return 0;
   }
 };
