@@ -1,5 +1,6 @@
 #include "core/safetensors.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <fstream>
 #include <map>

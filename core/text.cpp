@@ -1,5 +1,6 @@
 #include "core/text.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 

@@ -1,6 +1,7 @@
 // switchyard run: place the model by the profile (the same plan `check` prints), build the
 // operators, prefill the prompt and decode. Without --model_path it runs a built-in tiny
 // DeepSeek-V3 model generated from a fixed seed.
+#include <cstdint>
 #include <omp.h>
 
 #include <cstdio>

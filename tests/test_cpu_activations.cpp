@@ -6,14 +6,14 @@
 // softmax: |out_i - ref_i| <= ref_i * (1e-6 + 2^-23 * (|x_i - max| + sum_j ref_j |x_j - max|)): the
 // f32 difference x_i - max rounds by up to 2^-24 of itself, which exp turns into that relative
 // error of e^(x_i - max), and the normalising sum inherits the weighted mean of those errors.
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "operators/cpu/reference.h"
 #include "operators/cpu/silu_and_mul.h"
@@ -24,7 +24,8 @@ namespace cpu = switchyard::cpu;
 namespace {
 
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 

@@ -1,14 +1,14 @@
 // bf16 / f16 conversions (operators/cpu/half.h): widening checked exhaustively against the formats'
 // definitions, narrowing against the nearest representable value (ties to even) found in double,
 // and f16 narrowing against the F16C instruction where the CPU has it. Exact: no tolerance.
+#include <doctest/doctest.h>
+#include <immintrin.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
-
-#include <doctest/doctest.h>
-#include <immintrin.h>
 
 #include "operators/cpu/half.h"
 
@@ -17,7 +17,8 @@ namespace cpu = switchyard::cpu;
 namespace {
 
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -103,8 +104,8 @@ TEST_CASE("cpu kernels: f32 narrows to the nearest bf16 and f16, ties to even") 
         if (low + step < 0x7c00 && f16_value(low + step) <= std::fabs(v)) low += step;
       const std::uint16_t sign = v < 0 ? 0x8000 : 0;
       const std::uint16_t expected = f16_value(low) == std::fabs(v) ? low
-                                     : low + 1 == 0x7c00             ? low
-                                                                     : nearest(std::fabs(v), low, low + 1, f16_value);
+                                     : low + 1 == 0x7c00            ? low
+                                                                    : nearest(std::fabs(v), low, low + 1, f16_value);
       REQUIRE((f16 & 0x7fff) == expected);
       if (expected != 0) REQUIRE((f16 & 0x8000) == sign);
     }

@@ -5,6 +5,7 @@
 // weights widen to f32 exactly, so only the f32 accumulation rounds; sum_k |x_k w_k| is the scale
 // its errors grow with, and sqrt(in) their growth for a sum of `in` terms in any order. A wrong or
 // missing term (about sum / in) exceeds the bound for every `in` up to ~10^6.
+#include <doctest/doctest.h>
 #include <omp.h>
 
 #include <cmath>
@@ -14,8 +15,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "operators/cpu/half.h"
 #include "operators/cpu/linear.h"
@@ -28,7 +27,8 @@ namespace {
 
 // A fresh seed per run, or SWITCHYARD_TEST_SEED to replay one that failed.
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -59,8 +59,8 @@ Weights random_weights(std::mt19937& random, std::int64_t count, sy::DType dtype
 
 void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64_t in, std::int64_t out,
                   std::mt19937& random) {
-  INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens " << tokens << ", in "
-              << in << ", out " << out);
+  INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens "
+              << tokens << ", in " << in << ", out " << out);
   std::vector<float> x(tokens * in);
   for (float& v : x) v = nonzero_uniform(random);
   const Weights w = random_weights(random, out * in, dtype);
@@ -129,11 +129,13 @@ TEST_CASE("cpu kernels: linear matches the reference on decode and prefill sizes
 
 TEST_CASE("cpu kernels: linear with random shapes uses the best variant") {
   const std::uint32_t seed = test_seed();
-  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it); best variant " << std::string(cpu::isa_name(cpu::best_isa())));
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it); best variant "
+               << std::string(cpu::isa_name(cpu::best_isa())));
   std::mt19937 random(seed);
   std::uniform_int_distribution<std::int64_t> tokens(1, 12), in(1, 600), out(1, 90);
   for (int i = 0; i < 20; ++i)
-    for (sy::DType dtype : kWeightDtypes) check_linear(cpu::best_isa(), dtype, tokens(random), in(random), out(random), random);
+    for (sy::DType dtype : kWeightDtypes)
+      check_linear(cpu::best_isa(), dtype, tokens(random), in(random), out(random), random);
   CHECK(cpu::isa_supported(cpu::best_isa()));
 }
 

@@ -8,6 +8,8 @@
 // scores differ by at least 1e-5, far above f32 rounding (~1e-7). So the kernel (f32) and the
 // reference (double) must make the same decisions. Then expert ids must be identical, in order, and
 // |w - w_ref| <= 2e-6 * |w_ref| + 1e-7 (a few f32 roundings in softmax/sigmoid and the sums).
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,8 +19,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include <doctest/doctest.h>
-
 #include "operators/cpu/moe_gate.h"
 #include "operators/cpu/reference.h"
 
@@ -27,7 +27,8 @@ namespace cpu = switchyard::cpu;
 namespace {
 
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -239,8 +240,10 @@ TEST_CASE("cpu kernels: moe_gate refuses inconsistent configurations") {
   CHECK_THROWS_AS(cpu::moe_gate(cpu::mixtral_gate(8, 9), logits.data(), 1, ids, weights), std::invalid_argument);
   CHECK_THROWS_AS(cpu::moe_gate(cpu::deepseek_v2_gate(16, 2, 3, 1, 1.0f), logits.data(), 1, ids, weights),
                   std::invalid_argument);  // 3 groups do not divide 16 experts
-  CHECK_THROWS_AS(cpu::moe_gate(cpu::deepseek_v3_gate(16, 2, 16, 4, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
-                  std::invalid_argument);  // one expert per group has no top-2
-  CHECK_THROWS_AS(cpu::moe_gate(cpu::deepseek_v3_gate(16, 8, 8, 2, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
-                  std::invalid_argument);  // 2 kept groups of 2 cannot supply 8 experts
+  CHECK_THROWS_AS(
+      cpu::moe_gate(cpu::deepseek_v3_gate(16, 2, 16, 4, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
+      std::invalid_argument);  // one expert per group has no top-2
+  CHECK_THROWS_AS(
+      cpu::moe_gate(cpu::deepseek_v3_gate(16, 8, 8, 2, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
+      std::invalid_argument);  // 2 kept groups of 2 cannot supply 8 experts
 }

@@ -2,14 +2,14 @@
 // Tolerance: |out - ref| <= 1e-6 * |ref|. The kernel rounds the variance, variance + eps, the
 // inverse root and two products in f32, about 3 * 2^-24 in all; the mean itself is accumulated
 // in double.
+#include <doctest/doctest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "operators/cpu/half.h"
 #include "operators/cpu/reference.h"
@@ -21,7 +21,8 @@ namespace cpu = switchyard::cpu;
 namespace {
 
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -71,5 +72,6 @@ TEST_CASE("cpu kernels: rms_norm matches the reference with f32 and bf16 weights
 TEST_CASE("cpu kernels: rms_norm refuses weight dtypes it cannot read") {
   std::vector<float> x(4, 1.0f), out(4);
   std::vector<std::uint16_t> weight(4, 0x3c00);
-  CHECK_THROWS_AS(cpu::rms_norm(x.data(), 1, 4, weight.data(), sy::DType::f16, 1e-6f, out.data()), std::invalid_argument);
+  CHECK_THROWS_AS(cpu::rms_norm(x.data(), 1, 4, weight.data(), sy::DType::f16, 1e-6f, out.data()),
+                  std::invalid_argument);
 }

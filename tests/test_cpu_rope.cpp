@@ -14,6 +14,8 @@
 //                       the attention factor and their product. As in transformers, angles are
 //                       f32, so large positions lose absolute precision.
 //   applied:            (|a| + |b|) times the cos/sin bound with 6u: two products, one sum more.
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,8 +23,6 @@
 #include <random>
 #include <stdexcept>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "operators/cpu/reference.h"
 #include "operators/cpu/rope.h"
@@ -34,7 +34,8 @@ namespace {
 constexpr double kUnit = 0x1.0p-24;
 
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -135,11 +136,13 @@ TEST_CASE("cpu kernels: rope cos/sin tables match the formulas near and far") {
   for (int round = 0; round < 40; ++round) {
     const bool yarn = round % 2;
     const cpu::YarnConfig c = random_yarn(random);
-    const cpu::RopeFrequencies f = yarn ? cpu::rope_frequencies_yarn(c) : cpu::rope_frequencies_default(c.rope_dim, c.theta);
-    const std::vector<double> inv_freq = yarn ? cpu::reference::rope_inv_freq_yarn(c)
-                                              : cpu::reference::rope_inv_freq_default(c.rope_dim, c.theta);
+    const cpu::RopeFrequencies f =
+        yarn ? cpu::rope_frequencies_yarn(c) : cpu::rope_frequencies_default(c.rope_dim, c.theta);
+    const std::vector<double> inv_freq =
+        yarn ? cpu::reference::rope_inv_freq_yarn(c) : cpu::reference::rope_inv_freq_default(c.rope_dim, c.theta);
     const double factor = yarn ? cpu::reference::yarn_attention_factor(c) : 1.0;
-    const std::vector<double> delta = yarn ? yarn_bounds(c) : std::vector<double>(c.rope_dim / 2, default_bound(c.theta));
+    const std::vector<double> delta =
+        yarn ? yarn_bounds(c) : std::vector<double>(c.rope_dim / 2, default_bound(c.theta));
     const std::int64_t first = round % 4 == 3 ? 163000 : std::uniform_int_distribution<std::int64_t>(0, 5000)(random);
     const std::int64_t positions = 17;
     const int half = c.rope_dim / 2;
@@ -167,11 +170,13 @@ TEST_CASE("cpu kernels: apply_rope matches the formulas in all three layouts, wi
   for (int round = 0; round < 30; ++round) {
     const cpu::YarnConfig c = random_yarn(random);
     const bool yarn = round % 2;
-    const cpu::RopeFrequencies f = yarn ? cpu::rope_frequencies_yarn(c) : cpu::rope_frequencies_default(c.rope_dim, c.theta);
-    const std::vector<double> inv_freq = yarn ? cpu::reference::rope_inv_freq_yarn(c)
-                                              : cpu::reference::rope_inv_freq_default(c.rope_dim, c.theta);
+    const cpu::RopeFrequencies f =
+        yarn ? cpu::rope_frequencies_yarn(c) : cpu::rope_frequencies_default(c.rope_dim, c.theta);
+    const std::vector<double> inv_freq =
+        yarn ? cpu::reference::rope_inv_freq_yarn(c) : cpu::reference::rope_inv_freq_default(c.rope_dim, c.theta);
     const double factor = yarn ? cpu::reference::yarn_attention_factor(c) : 1.0;
-    const std::vector<double> delta = yarn ? yarn_bounds(c) : std::vector<double>(c.rope_dim / 2, default_bound(c.theta));
+    const std::vector<double> delta =
+        yarn ? yarn_bounds(c) : std::vector<double>(c.rope_dim / 2, default_bound(c.theta));
     const int dim = c.rope_dim, half = dim / 2;
     const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(1, 5)(random);
     const std::int64_t heads = std::uniform_int_distribution<std::int64_t>(1, 4)(random);
@@ -206,7 +211,8 @@ TEST_CASE("cpu kernels: apply_rope matches the formulas in all three layouts, wi
           CHECK(std::equal(got, got + nope, before));
           for (int j = 0; j < half; ++j) {
             const bool pairs_in = layout != cpu::RopeLayout::half_split;
-            const double a = before[nope + (pairs_in ? 2 * j : j)], b = before[nope + (pairs_in ? 2 * j + 1 : j + half)];
+            const double a = before[nope + (pairs_in ? 2 * j : j)],
+                         b = before[nope + (pairs_in ? 2 * j + 1 : j + half)];
             const double angle = static_cast<double>(positions[t]) * inv_freq[j];
             const double bound =
                 (std::fabs(a) + std::fabs(b)) * factor * (std::fabs(angle) * (delta[j] + kUnit) + 6 * kUnit);

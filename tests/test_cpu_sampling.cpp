@@ -5,14 +5,14 @@
 // Chi-square: N draws, cells with expected count < 5 pooled; the statistic must stay below the
 // Wilson-Hilferty approximation of the chi-square quantile with z = 5 (false alarm ~3e-7 per
 // check). Probabilities from the kernel and the reference agree to 1e-9 relative (double).
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "operators/cpu/reference.h"
 #include "operators/cpu/sampling.h"
@@ -22,7 +22,8 @@ namespace cpu = switchyard::cpu;
 namespace {
 
 std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED")) return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -115,8 +116,10 @@ TEST_CASE("cpu kernels: the sampled set and its probabilities are transformers' 
   std::mt19937 random(seed);
   std::uniform_real_distribution<float> temperature(0.3f, 2.0f), top_p(0.05f, 0.99f);
   for (int round = 0; round < 60; ++round) {
-    const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 3000)(random);
-    const std::vector<float> logits = random_logits(vocab, 2.5, random);
+    // Every tenth round a wide, flat vocabulary: nuclei of thousands of tokens.
+    const bool flat = round % 10 == 9;
+    const std::int64_t vocab = flat ? 20000 : std::uniform_int_distribution<std::int64_t>(2, 3000)(random);
+    const std::vector<float> logits = random_logits(vocab, flat ? 0.3f : 2.5f, random);
     cpu::SamplingParams params{temperature(random), 0, 1.0f};
     if (round % 3 != 1) params.top_p = top_p(random);
     if (round % 3 != 0) params.top_k = std::uniform_int_distribution<int>(2, 100)(random);
@@ -124,7 +127,8 @@ TEST_CASE("cpu kernels: the sampled set and its probabilities are transformers' 
                   << params.top_p);
     const std::vector<double> expected = cpu::reference::sampling_probabilities(logits.data(), vocab, params);
     const std::vector<cpu::TokenProbability> got = cpu::sampling_distribution(logits.data(), vocab, params);
-    CHECK(got.size() == static_cast<std::size_t>(std::count_if(expected.begin(), expected.end(), [](double p) { return p > 0; })));
+    CHECK(got.size() ==
+          static_cast<std::size_t>(std::count_if(expected.begin(), expected.end(), [](double p) { return p > 0; })));
     double previous = 1;
     for (const cpu::TokenProbability& t : got) {
       INFO("token " << t.token);

@@ -29,9 +29,7 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  static const Isa best = isa_supported(Isa::avx512) ? Isa::avx512
-                          : isa_supported(Isa::avx2) ? Isa::avx2
-                                                     : Isa::scalar;
+  static const Isa best = isa_supported(Isa::avx512) ? Isa::avx512 : isa_supported(Isa::avx2) ? Isa::avx2 : Isa::scalar;
   return best;
 }
 

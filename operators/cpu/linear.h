@@ -6,6 +6,11 @@
 // Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
 // threads by output rows. Prefill reuses each block of weight rows across a block of tokens while
 // both sit in cache. The vector code is chosen at run time (isa.h); tests force each variant.
+//
+// No AVX512-BF16 (vdpbf16ps) or AMX variant yet: both multiply bf16 by bf16, so x would be rounded
+// to bf16 (8 significant bits), far from the f32 results transformers gives. Splitting x exactly
+// into three bf16 parts keeps f32 accuracy at three times the multiplies: no gain for decode,
+// which is bound by memory; it is the way to a faster prefill with AMX.
 #include <cstdint>
 
 #include "core/dtype.h"

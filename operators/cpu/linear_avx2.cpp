@@ -69,7 +69,8 @@ struct Avx2Kernel {
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
         float sum = sum8(acc[r][t]);
-        for (std::int64_t j = k; j < a.input_count; ++j) sum += to_f32(a.w[r * a.w_stride + j]) * a.x[t * a.x_stride + j];
+        for (std::int64_t j = k; j < a.input_count; ++j)
+          sum += to_f32(a.w[r * a.w_stride + j]) * a.x[t * a.x_stride + j];
         float& out = a.y[t * a.y_stride + r];
         out = a.accumulate ? out + sum : sum;
       }

@@ -24,7 +24,9 @@ inline __m512 load16(const Bf16Bits* p) {
   const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
-inline __m512 load16(const F16Bits* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512 load16(const F16Bits* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 
 struct Avx512Kernel {
   static constexpr int kRows = 4;
@@ -49,10 +51,6 @@ struct Avx512Kernel {
   template <int Rows, int Tokens, class W, class Load>
   static inline void step(const TileArgs<W>& a, std::int64_t k, __m512 (&acc)[Rows][Tokens], Load load) {
     __m512 w[Rows];
-#ifdef EXPERIMENT_PREFETCH
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) _mm_prefetch(reinterpret_cast<const char*>(a.w + r * a.w_stride + k + EXPERIMENT_PREFETCH), _MM_HINT_T0);
-#endif
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) w[r] = load(a.w + r * a.w_stride + k);
 #pragma GCC unroll 8
@@ -71,8 +69,7 @@ struct Avx512Kernel {
 #pragma GCC unroll 8
       for (int t = 0; t < Tokens; ++t) acc[r][t] = _mm512_setzero_ps();
     std::int64_t k = 0;
-    for (; k + 16 <= a.input_count; k += 16)
-      step<Rows, Tokens>(a, k, acc, [](const auto* p) { return load16(p); });
+    for (; k + 16 <= a.input_count; k += 16) step<Rows, Tokens>(a, k, acc, [](const auto* p) { return load16(p); });
     if (k < a.input_count) {
       const auto mask = static_cast<__mmask16>((1u << (a.input_count - k)) - 1u);
       step<Rows, Tokens>(a, k, acc, [mask](const auto* p) { return load16(p, mask); });

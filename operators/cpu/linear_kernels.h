@@ -17,13 +17,13 @@ struct F16Bits {
 };
 
 struct LinearProblem {
-  const float* x;      // [tokens, in] f32
+  const float* x;  // [tokens, in] f32
   std::int64_t tokens;
   std::int64_t in;
   const void* weight;  // [out, in] in weight_type
   LinearWeight weight_type;
   std::int64_t out;
-  float* y;            // [tokens, out] f32
+  float* y;  // [tokens, out] f32
 };
 
 // One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).

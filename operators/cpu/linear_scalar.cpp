@@ -5,7 +5,6 @@
 namespace switchyard::cpu::detail {
 namespace {
 
-
 inline float to_f32(float w) { return w; }
 inline float to_f32(Bf16Bits w) { return bf16_to_f32(w.bits); }
 inline float to_f32(F16Bits w) { return f16_to_f32(w.bits); }

@@ -10,6 +10,12 @@
 // to kSmallBatch) the input dimension is not split and nothing is packed: each weight row is
 // streamed once, start to end, widened in registers, while x (at most kSmallBatch rows) sits in L2.
 //
+// Measured on the H200 host's Xeon (16 cores, AVX-512, bf16 weights [32768, 7168], 470 MB): decode
+// streams 100-170 GB/s, at or above a plain AVX2 read of the same bytes in the same run (the host
+// varies +-30% run to run); 4 tokens ~105 GB/s; prefill ~620 GFLOP/s at 64-256 tokens. Variants
+// tried and dropped: no f32 panels (prefill 9% slower there, equal on Zen 4); software prefetch of
+// the weight rows (no gain beyond the noise).
+//
 // Everything here is in an unnamed namespace on purpose: each instruction set's translation unit
 // gets its own copy, compiled with its own flags, so the linker can never hand an AVX-512 copy to a
 // machine without AVX-512.
@@ -30,9 +36,9 @@ inline std::int64_t min_of(std::int64_t a, std::int64_t b) { return a < b ? a : 
 // Arguments of one micro-kernel call. x, w and y point at the tile's first element.
 template <class W>
 struct TileArgs {
-  const float* x;            // [tile tokens, x_stride]
+  const float* x;  // [tile tokens, x_stride]
   std::int64_t x_stride;
-  const W* w;                // [tile rows, w_stride]
+  const W* w;  // [tile rows, w_stride]
   std::int64_t w_stride;
   std::int64_t input_count;  // elements of the input dimension to reduce over
   bool accumulate;           // add to y (a later input block) instead of overwriting it
@@ -57,16 +63,24 @@ void dispatch_tile(int rows, int tokens, const TileArgs<W>& args) {
   dispatch_tokens<Kernel, W, Rows>(tokens, args);
 }
 
+// Rows [r, r + rows) of weights (w: [rows, w_stride], already offset to input k0) times tokens
+// [t0, t1) over k_count inputs from k0, tile by tile.
+template <class Kernel, class W>
+void rows_times_tokens(const LinearProblem& p, const W* w, std::int64_t w_stride, std::int64_t r, int rows,
+                       std::int64_t t0, std::int64_t t1, std::int64_t k0, std::int64_t k_count) {
+  for (std::int64_t t = t0; t < t1; t += Kernel::kTokens) {
+    const int tokens = static_cast<int>(min_of(Kernel::kTokens, t1 - t));
+    const TileArgs<W> args{p.x + t * p.in + k0, p.in, w, w_stride, k_count, k0 > 0, p.y + t * p.out + r, p.out};
+    dispatch_tile<Kernel, W>(rows, tokens, args);
+  }
+}
+
 template <class Kernel, class W>
 void linear_block_typed(const LinearProblem& p, const LinearBlock& block) {
-#ifdef EXPERIMENT_NO_PANELS
-  constexpr bool widen_panels = false;
-#else
   constexpr bool widen_panels = !std::is_same_v<W, float>;
-#endif
   const W* weight = static_cast<const W*>(p.weight);
-  const bool decode = block.token_end - block.token_begin <= kSmallBatch;
-  const std::int64_t input_block = decode ? p.in : kInputBlock;
+  const bool small_batch = block.token_end - block.token_begin <= kSmallBatch;
+  const std::int64_t input_block = small_batch ? p.in : kInputBlock;
   alignas(64) float panel[widen_panels ? Kernel::kRows * kInputBlock : 1];  // [kRows, kInputBlock]
   for (std::int64_t t0 = block.token_begin; t0 < block.token_end; t0 += kTokenBlock) {
     const std::int64_t t1 = min_of(t0 + kTokenBlock, block.token_end);
@@ -74,24 +88,15 @@ void linear_block_typed(const LinearProblem& p, const LinearBlock& block) {
       const std::int64_t k_count = min_of(input_block, p.in - k0);
       for (std::int64_t r = block.row_begin; r < block.row_end; r += Kernel::kRows) {
         const int rows = static_cast<int>(min_of(Kernel::kRows, block.row_end - r));
+        const W* slice = weight + r * p.in + k0;
         if constexpr (widen_panels) {
-          if (!decode) {
-            Kernel::widen(weight + r * p.in + k0, p.in, rows, k_count, panel, kInputBlock);
-            for (std::int64_t t = t0; t < t1; t += Kernel::kTokens) {
-              const int tokens = static_cast<int>(min_of(Kernel::kTokens, t1 - t));
-              const TileArgs<float> args{p.x + t * p.in + k0, p.in, panel, kInputBlock, k_count, k0 > 0,
-                                         p.y + t * p.out + r, p.out};
-              dispatch_tile<Kernel, float>(rows, tokens, args);
-            }
+          if (!small_batch) {
+            Kernel::widen(slice, p.in, rows, k_count, panel, kInputBlock);
+            rows_times_tokens<Kernel, float>(p, panel, kInputBlock, r, rows, t0, t1, k0, k_count);
             continue;
           }
         }
-        for (std::int64_t t = t0; t < t1; t += Kernel::kTokens) {
-          const int tokens = static_cast<int>(min_of(Kernel::kTokens, t1 - t));
-          const TileArgs<W> args{p.x + t * p.in + k0, p.in, weight + r * p.in + k0, p.in, k_count, k0 > 0,
-                                 p.y + t * p.out + r, p.out};
-          dispatch_tile<Kernel, W>(rows, tokens, args);
-        }
+        rows_times_tokens<Kernel, W>(p, slice, p.in, r, rows, t0, t1, k0, k_count);
       }
     }
   }

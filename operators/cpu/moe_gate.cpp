@@ -120,7 +120,8 @@ void moe_gate(const MoeGateConfig& c, const float* logits, std::int64_t tokens, 
       softmax(row, 1, n, scores.data());
     else
       for (int e = 0; e < n; ++e) scores[e] = 1.0f / (1.0f + std::exp(-row[e]));
-    for (int e = 0; e < n; ++e) choice[e] = c.score_correction_bias ? scores[e] + c.score_correction_bias[e] : scores[e];
+    for (int e = 0; e < n; ++e)
+      choice[e] = c.score_correction_bias ? scores[e] + c.score_correction_bias[e] : scores[e];
     if (c.group_score != GroupScore::none) mask_groups(c, choice.data(), group_scores, kept);
 
     std::int32_t* ids = expert_ids + t * k;

@@ -84,8 +84,8 @@ RopeFrequencies rope_frequencies_yarn(const YarnConfig& c) {
   return result;
 }
 
-void rope_cos_sin(const RopeFrequencies& frequencies, std::int64_t first_position, std::int64_t positions,
-                  float* cos, float* sin) {
+void rope_cos_sin(const RopeFrequencies& frequencies, std::int64_t first_position, std::int64_t positions, float* cos,
+                  float* sin) {
   const std::size_t half = frequencies.inv_freq.size();
   const float scale = frequencies.attention_factor;
   for (std::int64_t p = 0; p < positions; ++p) {
@@ -99,8 +99,8 @@ void rope_cos_sin(const RopeFrequencies& frequencies, std::int64_t first_positio
   }
 }
 
-void apply_rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
-                std::int64_t head_stride, int rope_dim, const float* cos, const float* sin, RopeLayout layout) {
+void apply_rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride, std::int64_t head_stride,
+                int rope_dim, const float* cos, const float* sin, RopeLayout layout) {
   check_rope_dim(rope_dim);
   const int half = rope_dim / 2;
   float input[kMaxRopeDim];

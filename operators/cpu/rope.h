@@ -47,8 +47,8 @@ struct YarnConfig {
   double original_max_position_embeddings = 4096;
   double beta_fast = 32;
   double beta_slow = 1;
-  double mscale = 0;          // 0 when the config has none
-  double mscale_all_dim = 0;  // 0 when the config has none
+  double mscale = 0;                       // 0 when the config has none
+  double mscale_all_dim = 0;               // 0 when the config has none
   std::optional<double> attention_factor;  // rope_scaling.attention_factor, when given
   bool truncate = true;                    // rope_scaling.truncate: round the ramp ends outward
 };
@@ -60,8 +60,8 @@ RopeFrequencies rope_frequencies_yarn(const YarnConfig& config);
 double yarn_get_mscale(double scale, double mscale = 1.0);
 
 // cos, sin: [positions, rope_dim / 2] f32, row p for position first_position + p.
-void rope_cos_sin(const RopeFrequencies& frequencies, std::int64_t first_position, std::int64_t positions,
-                  float* cos, float* sin);
+void rope_cos_sin(const RopeFrequencies& frequencies, std::int64_t first_position, std::int64_t positions, float* cos,
+                  float* sin);
 
 enum class RopeLayout { half_split, interleaved_to_half_split, interleaved };
 
@@ -69,7 +69,7 @@ enum class RopeLayout { half_split, interleaved_to_half_split, interleaved };
 // x[t * token_stride + h * head_stride + i] (so q's rope part inside [tokens, heads, nope + rope]
 // is x = q + nope, head_stride = nope + rope). cos, sin: [tokens, rope_dim / 2], token t's row.
 // rope_dim must be even and at most 1024 (throws std::invalid_argument otherwise).
-void apply_rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
-                std::int64_t head_stride, int rope_dim, const float* cos, const float* sin, RopeLayout layout);
+void apply_rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride, std::int64_t head_stride,
+                int rope_dim, const float* cos, const float* sin, RopeLayout layout);
 
 }  // namespace switchyard::cpu
