@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/make_model.h"
+#include "core/trace.h"
 #include "examples/commands.h"
 #include "examples/model_options.h"
 #include "operators/causal_lm.h"
@@ -74,6 +75,9 @@ struct RunCommand {
   int top_k = 0;
   float top_p = 1.0f;
   bool dry_run = false;
+  std::string nvtx_layers = "none";
+  bool profile = false;
+  std::string trace_out;
 
   int run() {
     if (!prompt.empty())
@@ -117,7 +121,8 @@ struct RunCommand {
     for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
     if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
     const Checkpoint weights = Checkpoint::open(options.model.model_path);
-    const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context};
+    Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
+    const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
     CausalLM lm(context);
 
     const std::vector<std::int32_t> ids = parse_ids(prompt_ids);
@@ -127,6 +132,7 @@ struct RunCommand {
     generation.sampling.temperature = temperature;
     generation.sampling.top_k = top_k;
     generation.sampling.top_p = top_p;
+    generation.tracer = &tracer;
     std::printf("prompt ids: %s\ngenerated ids:", prompt_ids.c_str());
     std::fflush(stdout);
     const GenerationResult result = generate(lm, ids, generation, [](std::int32_t id) {
@@ -148,6 +154,11 @@ struct RunCommand {
     getrusage(RUSAGE_SELF, &usage);
     std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)\n", static_cast<double>(usage.ru_maxrss) / 1024.0,
                 static_cast<double>(checkpoint_bytes) / (1 << 20));
+    if (profile) std::printf("\n%s", tracer.profile_table().c_str());
+    if (!trace_out.empty()) {
+      tracer.write_chrome_trace(trace_out);
+      std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", trace_out.c_str());
+    }
     return 0;
   }
 };
@@ -167,6 +178,10 @@ Runner add_run_command(CLI::App& app) {
   sub->add_option("--top_k", command->top_k, "sample from the k most likely tokens (0: all)")->capture_default_str();
   sub->add_option("--top_p", command->top_p, "nucleus sampling mass (1: all)")->capture_default_str();
   sub->add_flag("--dry_run", command->dry_run, "check the placement and stop (same output as `switchyard check`)");
+  sub->add_option("--nvtx_layers", command->nvtx_layers, "NVTX ranges for these layers: 3,22,50 | 0-5 | all | none")
+      ->capture_default_str();
+  sub->add_flag("--profile", command->profile, "time each layer's parts per decode step and print the split");
+  sub->add_option("--trace_out", command->trace_out, "write a Chrome/Perfetto trace-event JSON of the run");
   return [command] { return command->run(); };
 }
 

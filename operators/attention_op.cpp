@@ -121,7 +121,10 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
   // Absorb: q_latent[t, h] = q_nope[t, h] @ W_UK[h]  ([nope] x [nope, latent]).
   std::vector<float> q_latent(static_cast<std::size_t>(tokens * heads_ * latent_), 0.0f);
   std::vector<float> q_rope(static_cast<std::size_t>(tokens * heads_ * rope_));
-#pragma omp parallel for collapse(2) schedule(static)
+  // Threads only pay off past a few hundred thousand multiply-adds; below that a parallel region
+  // costs more than it saves (and far more when cores are oversubscribed).
+  const bool parallel = tokens * heads_ * nope_ * latent_ > (1 << 18);
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t h = 0; h < heads_; ++h) {
       const float* qn = q.data() + (t * heads_ + h) * q_head;
@@ -139,7 +142,7 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
                      rope_cache_.data(), position, scale_, out_latent.data());
   // Values: attn[t, h, j] = W_UV[h, j] . out_latent[t, h]
   std::vector<float> attn(static_cast<std::size_t>(tokens * heads_ * v_dim_));
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (tokens * heads_ * v_dim_ * latent_ > (1 << 18))
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t h = 0; h < heads_; ++h) {
       const float* ol = out_latent.data() + (t * heads_ + h) * latent_;

@@ -8,6 +8,7 @@
 
 #include "core/checkpoint.h"
 #include "core/module_tree.h"
+#include "core/trace.h"
 #include "placement/placement_plan.h"
 
 namespace switchyard {
@@ -17,6 +18,7 @@ struct BuildContext {
   const PlacementPlan& plan;
   const Checkpoint& weights;
   std::int64_t max_context = 4096;  // KV-cache length in tokens
+  Tracer* tracer = nullptr;         // NVTX ranges and profile events; nullptr: none
 
   const Module& child(const Module& parent, std::string_view local_name) const;
   // The module's parameter `name` from the checkpoint, in one of `dtypes`.

@@ -8,28 +8,37 @@
 namespace switchyard {
 
 DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
-    : hidden_size_(context.tree.config().hidden_size) {
+    : tracer_(context.tracer), layer_(layer.layer), hidden_size_(context.tree.config().hidden_size) {
   const float eps = static_cast<float>(context.tree.config().rms_norm_eps);
   input_norm_ = NormOp(context, context.child(layer, "input_layernorm"), eps);
   post_attention_norm_ = NormOp(context, context.child(layer, "post_attention_layernorm"), eps);
   attention_ = make_attention(context, context.child(layer, "self_attn"));
   const bool mixtral = context.tree.config().arch == Architecture::mixtral;
-  feed_forward_ = make_feed_forward(context, context.child(layer, mixtral ? "block_sparse_moe" : "mlp"));
+  const Module& mlp = context.child(layer, mixtral ? "block_sparse_moe" : "mlp");
+  moe_ = mlp.cls->role == ModuleRole::moe;
+  feed_forward_ = make_feed_forward(context, mlp);
 }
 
 void DecoderLayer::forward(float* hidden, std::int64_t tokens, std::int64_t position) {
   const auto n = static_cast<std::size_t>(tokens * hidden_size_);
   std::vector<float> normed(n), delta(n);
   input_norm_.forward(hidden, tokens, normed.data());
-  attention_->forward(normed.data(), tokens, position, delta.data());
+  {
+    const Tracer::Scope scope(tracer_, Region::self_attention, layer_);
+    attention_->forward(normed.data(), tokens, position, delta.data());
+  }
   for (std::size_t i = 0; i < n; ++i) hidden[i] += delta[i];
   post_attention_norm_.forward(hidden, tokens, normed.data());
-  feed_forward_->forward(normed.data(), tokens, delta.data());
+  {
+    // A MoE block times its own parts (gate, routed and shared experts).
+    const Tracer::Scope scope(moe_ ? nullptr : tracer_, Region::dense_mlp, layer_);
+    feed_forward_->forward(normed.data(), tokens, delta.data());
+  }
   for (std::size_t i = 0; i < n; ++i) hidden[i] += delta[i];
 }
 
 CausalLM::CausalLM(const BuildContext& context)
-    : vocab_(context.tree.config().vocab_size), hidden_(context.tree.config().hidden_size),
+    : tracer_(context.tracer), vocab_(context.tree.config().vocab_size), hidden_(context.tree.config().hidden_size),
       max_context_(context.max_context) {
   const ModuleTree& tree = context.tree;
   const Module& root = tree.at(0);
@@ -75,6 +84,7 @@ std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int
   std::vector<float> normed(static_cast<std::size_t>(rows * hidden_));
   final_norm_.forward(hidden.data() + first * hidden_, rows, normed.data());
   std::vector<float> logits(static_cast<std::size_t>(rows * vocab_));
+  const Tracer::Scope scope(tracer_, Region::lm_head);
   lm_head_.forward(normed.data(), rows, logits.data());
   return logits;
 }

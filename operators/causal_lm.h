@@ -22,6 +22,9 @@ class DecoderLayer {
   const AttentionOp& attention() const { return *attention_; }
 
  private:
+  Tracer* tracer_;
+  int layer_;
+  bool moe_;
   NormOp input_norm_, post_attention_norm_;
   std::unique_ptr<AttentionOp> attention_;
   std::unique_ptr<FeedForwardOp> feed_forward_;
@@ -40,6 +43,7 @@ class CausalLM {
   std::size_t kv_cache_bytes() const;
 
  private:
+  Tracer* tracer_;
   Tensor embedding_;  // [vocab, hidden] f32 | bf16 | f16
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   NormOp final_norm_;

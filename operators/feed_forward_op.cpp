@@ -90,7 +90,7 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
 }
 
 MoeOp::MoeOp(const BuildContext& context, const Module& moe)
-    : router_(context, context.child(moe, "gate")), experts_(context, context.child(moe, "experts")) {
+    : tracer_(context.tracer), layer_(moe.layer), router_(context, context.child(moe, "gate")), experts_(context, context.child(moe, "experts")) {
   const ModelConfig& c = context.tree.config();
   context.require_cpu(moe);
   const Module& gate = context.child(moe, "gate");
@@ -105,12 +105,19 @@ MoeOp::MoeOp(const BuildContext& context, const Module& moe)
 void MoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   const int top_k = gate_.top_k;
   std::vector<float> logits(static_cast<std::size_t>(tokens * gate_.n_experts));
-  router_.forward(x, tokens, logits.data());
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
   std::vector<float> weights(ids.size());
-  cpu::moe_gate(gate_, logits.data(), tokens, ids.data(), weights.data());
-  experts_.forward(x, tokens, ids.data(), weights.data(), top_k, out);
+  {
+    const Tracer::Scope scope(tracer_, Region::moe_gate, layer_);
+    router_.forward(x, tokens, logits.data());
+    cpu::moe_gate(gate_, logits.data(), tokens, ids.data(), weights.data());
+  }
+  {
+    const Tracer::Scope scope(tracer_, Region::routed_experts, layer_);
+    experts_.forward(x, tokens, ids.data(), weights.data(), top_k, out);
+  }
   if (!shared_) return;
+  const Tracer::Scope scope(tracer_, Region::shared_experts, layer_);
   std::vector<float> shared(static_cast<std::size_t>(tokens * router_.in_features()));
   shared_->forward(x, tokens, shared.data());
   for (std::size_t i = 0; i < shared.size(); ++i) out[i] += shared[i];

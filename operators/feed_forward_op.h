@@ -52,6 +52,8 @@ class MoeOp final : public FeedForwardOp {
   void forward(const float* x, std::int64_t tokens, float* out) override;
 
  private:
+  Tracer* tracer_;
+  int layer_;
   LinearOp router_;                       // gate weight [n_experts, hidden]
   std::vector<float> correction_bias_;    // DeepSeek-V3 e_score_correction_bias, or empty
   cpu::MoeGateConfig gate_;

@@ -23,7 +23,12 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   if (options.max_new_tokens <= 0) return result;
 
   auto start = Clock::now();
-  std::vector<float> logits = model.forward(prompt, 0);
+  std::vector<float> logits;
+  {
+    if (options.tracer) options.tracer->begin_step(0);
+    const Tracer::Scope scope(options.tracer, Region::prefill);
+    logits = model.forward(prompt, 0);
+  }
   std::int32_t next = sampler.sample(logits.data(), model.vocab_size(), options.sampling);
   result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   result.stats.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -33,7 +38,11 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   start = Clock::now();
   auto position = static_cast<std::int64_t>(prompt.size());
   while (static_cast<int>(result.tokens.size()) < options.max_new_tokens && !is_stop(next)) {
-    logits = model.forward(std::span(&next, 1), position++);
+    if (options.tracer) options.tracer->begin_step(static_cast<int>(result.tokens.size()));
+    {
+      const Tracer::Scope scope(options.tracer, Region::decode_step);
+      logits = model.forward(std::span(&next, 1), position++);
+    }
     next = sampler.sample(logits.data(), model.vocab_size(), options.sampling);
     result.tokens.push_back(next);
     ++result.stats.generated_tokens;

@@ -6,12 +6,14 @@
 #include <span>
 #include <vector>
 
+#include "core/trace.h"
 #include "operators/causal_lm.h"
 #include "operators/cpu/sampling.h"
 
 namespace switchyard {
 
 struct GenerationOptions {
+  Tracer* tracer = nullptr;  // prefill / decode_step ranges and profile steps
   int max_new_tokens = 32;
   cpu::SamplingParams sampling;  // temperature <= 0: greedy
   std::uint64_t seed = 0;

@@ -66,9 +66,10 @@ struct CommandResult {
   std::string output;  // stdout only
 };
 
-// Runs the built switchyard binary with `arguments` (a shell-quoted string), stderr discarded.
-inline CommandResult run_switchyard(const std::string& arguments) {
-  const std::string command = std::string(SWITCHYARD_BINARY) + " " + arguments + " 2>/dev/null";
+// Runs the built switchyard binary with `arguments` (a shell-quoted string) and environment
+// assignments `env` ("A=1 B=2"), stderr discarded.
+inline CommandResult run_switchyard_with_env(const std::string& env, const std::string& arguments) {
+  const std::string command = env + " " + std::string(SWITCHYARD_BINARY) + " " + arguments + " 2>/dev/null";
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -79,6 +80,8 @@ inline CommandResult run_switchyard(const std::string& arguments) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
+
+inline CommandResult run_switchyard(const std::string& arguments) { return run_switchyard_with_env("", arguments); }
 
 inline std::string source_path(const std::string& relative) { return std::string(SWITCHYARD_SOURCE_DIR) + "/" + relative; }
 

@@ -42,7 +42,9 @@ void gqa_attention(const float* q, std::int64_t tokens, std::int64_t heads, std:
                    float scale, float* out) {
   const std::int64_t group = heads / kv_heads;
   const std::int64_t kv_stride = kv_heads * head_dim;
-#pragma omp parallel
+  // Work: every (token, head) reads its visible cache rows once.
+  const bool parallel = tokens * heads * (first_position + tokens) * head_dim > (1 << 18);
+#pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<std::size_t>(first_position + tokens));
 #pragma omp for collapse(2) schedule(static)
@@ -63,7 +65,8 @@ void gqa_attention(const float* q, std::int64_t tokens, std::int64_t heads, std:
 void mla_attention(const float* q_latent, const float* q_rope, std::int64_t tokens, std::int64_t heads,
                    std::int64_t latent_dim, std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
                    std::int64_t first_position, float scale, float* out_latent) {
-#pragma omp parallel
+  const bool parallel = tokens * heads * (first_position + tokens) * (latent_dim + rope_dim) > (1 << 18);
+#pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<std::size_t>(first_position + tokens));
 #pragma omp for collapse(2) schedule(static)

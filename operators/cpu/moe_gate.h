@@ -26,7 +26,6 @@
 // Ties (top-k of experts and of groups): the lower index wins, as torch.topk does on the CPU in
 // practice; outputs are ordered by descending choice, which torch (sorted=False) leaves open.
 #include <cstdint>
-#include <limits>
 
 namespace switchyard::cpu {
 
@@ -69,7 +68,8 @@ MoeGateConfig mixtral_gate(int n_experts, int top_k);
 
 // logits: [tokens, n_experts] f32; expert_ids: [tokens, top_k]; weights: [tokens, top_k] f32.
 // Throws std::invalid_argument for an inconsistent config (top_k > n_experts, groups that do not
-// divide the experts, fewer than 2 experts per group for sum_of_top2, ...).
+// divide the experts, fewer than 2 experts per group for sum_of_top2, kept groups holding fewer
+// than top_k experts).
 void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
               float* weights);
 

@@ -19,7 +19,7 @@ void rms_norm_rows(const float* x, std::int64_t rows, std::int64_t dim, const W*
     double sum_squares = 0;
     for (std::int64_t i = 0; i < dim; ++i) sum_squares += static_cast<double>(in[i]) * in[i];
     const auto variance = static_cast<float>(sum_squares / static_cast<double>(dim));
-    // torch.rsqrt in f32: correctly rounded 1/sqrt of the f32 sum variance + eps.
+    // torch.rsqrt of the f32 sum variance + eps, within an ulp (computed in double, rounded once).
     const auto inverse_rms = static_cast<float>(1.0 / std::sqrt(static_cast<double>(variance + eps)));
     float* o = out + row * dim;
     for (std::int64_t i = 0; i < dim; ++i) o[i] = widen(weight[i]) * (in[i] * inverse_rms);

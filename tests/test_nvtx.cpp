@@ -1,0 +1,99 @@
+// NVTX ranges of `switchyard run --nvtx_layers`, recorded by our injection library
+// (tests/nvtx_recorder), the way nsys would see them: named per layer, only for the selected
+// layers, and correctly nested. Runs without a GPU.
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "tests/test_support.h"
+
+using namespace switchyard::testing;
+
+#ifdef SWITCHYARD_NVTX_RECORDER
+
+namespace {
+
+struct Range {
+  std::string name;
+  int depth;
+  std::string parent;
+};
+
+std::vector<Range> record(const std::string& arguments) {
+  const std::string log = (std::filesystem::temp_directory_path() /
+                           ("switchyard-nvtx-" + std::to_string(std::random_device{}()) + ".log")).string();
+  const auto run = run_switchyard_with_env("NVTX_INJECTION64_PATH=" + std::string(SWITCHYARD_NVTX_RECORDER) +
+                                               " SWITCHYARD_NVTX_LOG=" + log,
+                                           arguments);
+  REQUIRE(run.exit_code == 0);
+  std::ifstream in(log);
+  std::vector<Range> ranges;
+  std::vector<std::string> stack;
+  std::string kind;
+  int depth = 0;
+  while (in >> kind >> depth) {
+    if (kind == "push") {
+      std::string name;
+      in >> name;
+      CHECK(depth == static_cast<int>(stack.size()) + 1);
+      ranges.push_back(Range{name, depth, stack.empty() ? "" : stack.back()});
+      stack.push_back(name);
+    } else {
+      REQUIRE(kind == "pop");
+      CHECK(depth == static_cast<int>(stack.size()));
+      stack.pop_back();
+    }
+  }
+  CHECK(stack.empty());  // every push was popped
+  std::filesystem::remove(log);
+  return ranges;
+}
+
+}  // namespace
+
+TEST_CASE("nvtx: per-layer ranges for the selected layers, nested in prefill and decode steps") {
+  // The embedded tiny DeepSeek-V3: layer 0 dense, layers 1-3 MoE.
+  const auto ranges = record("run --max_new_tokens 3 --nvtx_layers 0,2");
+  REQUIRE_FALSE(ranges.empty());
+  int prefill = 0, decode = 0;
+  for (const Range& r : ranges) {
+    INFO(r.name << " at depth " << r.depth << " in " << r.parent);
+    if (r.name == "prefill" || r.name == "decode_step") {
+      ++(r.name == "prefill" ? prefill : decode);
+      CHECK(r.depth == 1);
+    }
+    // Only layers 0 and 2 have ranges.
+    CHECK(r.name.find("_1") == std::string::npos);
+    CHECK(r.name.find("_3") == std::string::npos);
+    if (r.name.rfind("self_attention_", 0) == 0 || r.name.rfind("moe_gate_", 0) == 0 ||
+        r.name.rfind("routed_experts_", 0) == 0 || r.name.rfind("shared_experts_", 0) == 0 ||
+        r.name.rfind("dense_mlp_", 0) == 0) {
+      CHECK(r.depth == 2);
+      CHECK((r.parent == "prefill" || r.parent == "decode_step"));
+    }
+  }
+  CHECK(prefill == 1);
+  CHECK(decode == 2);  // the first new token comes from prefill
+  auto count = [&](const std::string& name) {
+    return std::count_if(ranges.begin(), ranges.end(), [&](const Range& r) { return r.name == name; });
+  };
+  CHECK(count("self_attention_0") == 3);
+  CHECK(count("dense_mlp_0") == 3);
+  CHECK(count("self_attention_2") == 3);
+  CHECK(count("moe_gate_2") == 3);
+  CHECK(count("routed_experts_2") == 3);
+  CHECK(count("shared_experts_2") == 3);
+  CHECK(count("moe_gate_0") == 0);
+}
+
+TEST_CASE("nvtx: no ranges at all when off") {
+  CHECK(record("run --max_new_tokens 3").empty());
+  CHECK(record("run --max_new_tokens 3 --nvtx_layers none").empty());
+}
+
+TEST_CASE("nvtx: a bad layer selection is a usage error") {
+  CHECK(run_switchyard("run --nvtx_layers 7").exit_code == 2);  // the embedded model has 4 layers
+  CHECK(run_switchyard("run --nvtx_layers 1-x").exit_code == 2);
+}
+
+#endif
