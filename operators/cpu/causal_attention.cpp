@@ -35,6 +35,32 @@ void weighted_sum(const float* p, std::int64_t n, const float* values, std::int6
   }
 }
 
+// The loop both attention forms share: for every (token, head), score the visible cache rows,
+// softmax them, and sum the value rows. score(t, h, row) -> f32; value(t, h) -> (rows, stride, dim);
+// out(t, h) -> destination.
+template <typename Score, typename Value, typename Out>
+void attend(std::int64_t tokens, std::int64_t heads, std::int64_t first_position, bool parallel, Score score,
+            Value value, Out out) {
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> scores(static_cast<std::size_t>(first_position + tokens));
+#pragma omp for collapse(2) schedule(static)
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t visible = first_position + t + 1;
+        for (std::int64_t r = 0; r < visible; ++r) scores[static_cast<std::size_t>(r)] = score(t, h, r);
+        softmax_in_place(scores.data(), visible);
+        const auto [rows, stride, dim] = value(t, h);
+        weighted_sum(scores.data(), visible, rows, stride, dim, out(t, h));
+      }
+  }
+}
+
+struct ValueRows {
+  const float* rows;
+  std::int64_t stride, dim;
+};
+
 }  // namespace
 
 void gqa_attention(const float* q, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
@@ -44,45 +70,27 @@ void gqa_attention(const float* q, std::int64_t tokens, std::int64_t heads, std:
   const std::int64_t kv_stride = kv_heads * head_dim;
   // Work: every (token, head) reads its visible cache rows once.
   const bool parallel = tokens * heads * (first_position + tokens) * head_dim > (1 << 18);
-#pragma omp parallel if (parallel)
-  {
-    std::vector<float> scores(static_cast<std::size_t>(first_position + tokens));
-#pragma omp for collapse(2) schedule(static)
-    for (std::int64_t t = 0; t < tokens; ++t)
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const std::int64_t visible = first_position + t + 1;
-        const float* query = q + (t * heads + h) * head_dim;
-        const std::int64_t kv = h / group;
-        for (std::int64_t r = 0; r < visible; ++r)
-          scores[static_cast<std::size_t>(r)] = scale * dot(query, k_cache + r * kv_stride + kv * head_dim, head_dim);
-        softmax_in_place(scores.data(), visible);
-        weighted_sum(scores.data(), visible, v_cache + kv * head_dim, kv_stride, head_dim,
-                     out + (t * heads + h) * head_dim);
-      }
-  }
+  attend(
+      tokens, heads, first_position, parallel,
+      [&](std::int64_t t, std::int64_t h, std::int64_t r) {
+        return scale * dot(q + (t * heads + h) * head_dim, k_cache + r * kv_stride + (h / group) * head_dim, head_dim);
+      },
+      [&](std::int64_t, std::int64_t h) { return ValueRows{v_cache + (h / group) * head_dim, kv_stride, head_dim}; },
+      [&](std::int64_t t, std::int64_t h) { return out + (t * heads + h) * head_dim; });
 }
 
 void mla_attention(const float* q_latent, const float* q_rope, std::int64_t tokens, std::int64_t heads,
                    std::int64_t latent_dim, std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
                    std::int64_t first_position, float scale, float* out_latent) {
   const bool parallel = tokens * heads * (first_position + tokens) * (latent_dim + rope_dim) > (1 << 18);
-#pragma omp parallel if (parallel)
-  {
-    std::vector<float> scores(static_cast<std::size_t>(first_position + tokens));
-#pragma omp for collapse(2) schedule(static)
-    for (std::int64_t t = 0; t < tokens; ++t)
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const std::int64_t visible = first_position + t + 1;
-        const float* ql = q_latent + (t * heads + h) * latent_dim;
-        const float* qr = q_rope + (t * heads + h) * rope_dim;
-        for (std::int64_t r = 0; r < visible; ++r)
-          scores[static_cast<std::size_t>(r)] =
-              scale * (dot(ql, latent_cache + r * latent_dim, latent_dim) + dot(qr, rope_cache + r * rope_dim, rope_dim));
-        softmax_in_place(scores.data(), visible);
-        weighted_sum(scores.data(), visible, latent_cache, latent_dim, latent_dim,
-                     out_latent + (t * heads + h) * latent_dim);
-      }
-  }
+  attend(
+      tokens, heads, first_position, parallel,
+      [&](std::int64_t t, std::int64_t h, std::int64_t r) {
+        return scale * (dot(q_latent + (t * heads + h) * latent_dim, latent_cache + r * latent_dim, latent_dim) +
+                        dot(q_rope + (t * heads + h) * rope_dim, rope_cache + r * rope_dim, rope_dim));
+      },
+      [&](std::int64_t, std::int64_t) { return ValueRows{latent_cache, latent_dim, latent_dim}; },
+      [&](std::int64_t t, std::int64_t h) { return out_latent + (t * heads + h) * latent_dim; });
 }
 
 }  // namespace switchyard::cpu
