@@ -13,8 +13,14 @@ if(NOT SWITCHYARD_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
-    # CMake 3.25 does not know nvcc 13's C++20 dialect flag, so pass it directly.
-    string(APPEND CMAKE_CUDA_FLAGS " -std=c++20")
+    # CMake before 3.26 knows no nvcc flag for C++20 (and a CUDA target takes CXX_STANDARD 20):
+    # tell it the flag; newer CMake defines it and skips this.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(SWITCHYARD_HAVE_CUDA ON)
   elseif(SWITCHYARD_CUDA STREQUAL "ON")

@@ -1,0 +1,133 @@
+#include "operators/cuda/moe_gate.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+namespace {
+
+using cpu::GateScoring;
+using cpu::GroupScore;
+
+__device__ inline float negative_infinity() { return __int_as_float(0xff800000); }
+
+// The CPU's select_top_k, for one thread: indices of the k largest values, best first, the lower
+// index winning a tie.
+__device__ void select_top_k(const float* values, int n, int k, std::int32_t* ids) {
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    if (count == k && !(values[i] > values[ids[k - 1]])) continue;
+    int slot = count < k ? count++ : k - 1;
+    while (slot > 0 && values[i] > values[ids[slot - 1]]) {
+      ids[slot] = ids[slot - 1];
+      --slot;
+    }
+    ids[slot] = i;
+  }
+}
+
+__device__ float group_score(const MoeGateConfig& c, const float* choice, int size) {
+  if (c.group_score == GroupScore::max) {
+    float best = choice[0];
+    for (int i = 1; i < size; ++i) best = fmaxf(best, choice[i]);
+    return best;
+  }
+  std::int32_t top2[2];
+  select_top_k(choice, size, 2, top2);
+  return choice[top2[0]] + choice[top2[1]];
+}
+
+// One block per token, thread e for expert e (blockDim.x: n_experts rounded up to a warp).
+__global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t* expert_ids, float* weights) {
+  __shared__ float scores[kMaxGateExperts], choice[kMaxGateExperts], group_scores[kMaxGateExperts];
+  __shared__ float chosen_weights[kMaxGateExperts];
+  __shared__ bool kept[kMaxGateExperts];
+  const int n = c.n_experts, k = c.top_k, e = threadIdx.x;
+  const bool expert = e < n;
+  const float logit = expert ? logits[blockIdx.x * std::int64_t{n} + e] : negative_infinity();
+
+  // 1-2. Scores as the CPU's softmax (f32 exponentials, their sum in double) or sigmoid; choices.
+  float score;
+  if (c.scoring == GateScoring::softmax) {
+    const float max = block_max(logit);
+    const float exponential = expert ? expf(logit - max) : 0.0f;
+    const double sum = block_sum(static_cast<double>(exponential));
+    score = exponential * static_cast<float>(1.0 / sum);
+  } else {
+    score = 1.0f / (1.0f + expf(-logit));
+  }
+  if (expert) {
+    scores[e] = score;
+    choice[e] = c.score_correction_bias ? score + c.score_correction_bias[e] : score;
+  }
+  __syncthreads();
+
+  // 3. Group-limited routing: thread g scores group g; thread 0 keeps the best topk_group.
+  if (c.group_score != GroupScore::none) {
+    const int size = n / c.n_group;
+    if (e < c.n_group) {
+      group_scores[e] = group_score(c, choice + e * size, size);
+      kept[e] = false;
+    }
+    __syncthreads();
+    if (e == 0) {
+      std::int32_t best[kMaxGateExperts];
+      select_top_k(group_scores, c.n_group, c.topk_group, best);
+      for (int i = 0; i < c.topk_group; ++i) kept[best[i]] = true;
+    }
+    __syncthreads();
+    if (expert && !kept[e / size]) choice[e] = c.masked_choice;
+    __syncthreads();
+  }
+
+  // 4-5. Expert e's place in the order (descending choice, lower index first among equals).
+  if (expert) {
+    const float mine = choice[e];
+    int rank = 0;
+    for (int i = 0; i < n; ++i) rank += choice[i] > mine || (choice[i] == mine && i < e);
+    if (rank < k) {
+      expert_ids[blockIdx.x * std::int64_t{k} + rank] = e;
+      chosen_weights[rank] = c.weights_from_scores ? scores[e] : mine;
+    }
+  }
+  __syncthreads();
+
+  // 6. Normalise and scale in the CPU's order.
+  if (e == 0) {
+    float* w = weights + blockIdx.x * std::int64_t{k};
+    float denominator = 1.0f;
+    if (c.normalize) {
+      float sum = 0;
+      for (int i = 0; i < k; ++i) sum += chosen_weights[i];
+      denominator = sum + c.normalize_epsilon;
+    }
+    const bool scale = !c.normalize || c.scale_when_normalized;
+    for (int i = 0; i < k; ++i) {
+      float value = chosen_weights[i];
+      if (c.normalize) value /= denominator;
+      if (scale) value *= c.routed_scaling_factor;
+      w[i] = value;
+    }
+  }
+}
+
+}  // namespace
+
+void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
+              float* weights, cudaStream_t stream) {
+  // The CPU kernel's checks: with no tokens it validates the config and touches nothing else.
+  cpu::moe_gate(config, nullptr, 0, nullptr, nullptr);
+  if (config.n_experts > kMaxGateExperts)
+    throw std::invalid_argument("cuda::moe_gate: " + std::to_string(config.n_experts) + " experts; at most " +
+                                std::to_string(kMaxGateExperts) + " are supported");
+  if (tokens <= 0) return;
+  if (tokens > 0x7fffffff) throw std::invalid_argument("cuda::moe_gate: more than 2^31 - 1 tokens");
+  const int threads = (config.n_experts + 31) / 32 * 32;
+  route_tokens<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(config, logits, expert_ids, weights);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,47 @@
+#include "operators/cuda/rms_norm.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+namespace {
+
+__device__ inline float weight_at(const float* weight, std::int64_t i) { return weight[i]; }
+__device__ inline float weight_at(const unsigned short* weight, std::int64_t i) { return bf16_to_float(weight[i]); }
+
+// One block per row.
+template <typename W>
+__global__ void rms_norm_rows(const float* x, std::int64_t dim, const W* weight, float eps, float* out) {
+  const float* in = x + blockIdx.x * dim;
+  float* o = out + blockIdx.x * dim;
+  float sum_squares = 0;
+  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum_squares += in[i] * in[i];
+  sum_squares = block_sum(sum_squares);
+  const float variance = sum_squares / static_cast<float>(dim);
+  // As the CPU kernel: 1 / sqrt of the f32 variance + eps, rounded once.
+  const auto inverse_rms = static_cast<float>(1.0 / sqrt(static_cast<double>(variance + eps)));
+  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = weight_at(weight, i) * (in[i] * inverse_rms);
+}
+
+}  // namespace
+
+void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* weight, DType weight_dtype, float eps,
+              float* out, cudaStream_t stream) {
+  if (weight_dtype != DType::f32 && weight_dtype != DType::bf16)
+    throw std::invalid_argument(std::string("cuda::rms_norm: weights of dtype ") + dtype_name(weight_dtype) +
+                                " are not supported (f32 and bf16 are)");
+  if (rows <= 0 || dim <= 0) return;
+  if (rows > 0x7fffffff) throw std::invalid_argument("cuda::rms_norm: more than 2^31 - 1 rows");
+  const int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
+  const auto blocks = static_cast<unsigned>(rows);
+  if (weight_dtype == DType::f32)
+    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, dim, static_cast<const float*>(weight), eps, out);
+  else
+    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, dim, static_cast<const unsigned short*>(weight), eps, out);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

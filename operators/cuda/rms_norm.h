@@ -1,0 +1,19 @@
+#pragma once
+// RMSNorm on the GPU, as operators/cpu/rms_norm.h: variance = mean(x^2) in f32;
+// out = weight * (x * rsqrt(variance + eps)), the two products rounded in transformers' order.
+// Differs from the CPU only in rounding: the sum of squares is f32 (a tree of partial sums), the
+// CPU's double; results agree to a few f32 ulps.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace switchyard::cuda {
+
+// Device pointers. x: [rows, dim] f32; weight: [dim] f32 or bf16; out: [rows, dim] f32, may be x.
+// Queued on `stream` (of the current device). Throws std::invalid_argument for another weight dtype.
+void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* weight, DType weight_dtype, float eps,
+              float* out, cudaStream_t stream);
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,540 @@
+// CUDA kernels (operators/cuda/) against the CPU references on fresh random inputs, and the device
+// memory pool's promises. Without a GPU (CI) every GPU test says "skipped: no CUDA device" and
+// returns; the tests that need no GPU (device_count, config checks) run everywhere.
+//
+// Tolerances (u = 2^-24, the f32 unit roundoff):
+//   rms_norm      |out - ref| <= 1e-5 |ref|: an f32 tree sum of squares (<= 40 terms per thread,
+//                 then 10 levels: ~50u), the inverse root rounded once, two products (2u).
+//   silu_and_mul  |out - ref| <= 1e-5 |ref|: expf (2 ulps), one sum, one quotient, one product.
+//   embedding     exact: widening bf16/f16/f32 to f32 is exact.
+//   rope          bit-identical to the CPU kernel for the same cos/sin tables (both round each
+//                 product, no fused multiply-add); the CPU tests bound the CPU against the formulas.
+//   moe_gate      ids identical to the reference and the CPU kernel, in order, on inputs drawn so
+//                 that rounding cannot reorder choices (as tests/test_cpu_moe_gate.cpp);
+//                 |w - ref| <= 2e-6 |ref| + 1e-7 (expf and f32 sums). With exact ties (integer
+//                 logits) ids are identical to the CPU kernel's: the lower index wins on both.
+//   linear f32    |y - ref| <= 1e-5 * sum_k |x W| (f32 accumulation over <= 1100 terms: ~sqrt(k) u
+//                 expected, far below; not a worst-case bound).
+//   linear bf16   x is rounded to bf16 (relative 2^-9 each), so |y - ref| <= 2^-8 * sum_k |x W|
+//                 (a worst-case bound: 2^-9 from x, the rest f32 accumulation). Against the
+//                 reference fed the bf16-rounded x, the f32 bound above applies.
+#include <doctest/doctest.h>
+
+#ifdef SWITCHYARD_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "operators/cpu/half.h"
+#include "operators/cpu/moe_gate.h"
+#include "operators/cpu/reference.h"
+#include "operators/cpu/rope.h"
+#include "operators/cuda/device_context.h"
+#include "operators/cuda/embedding.h"
+#include "operators/cuda/linear.h"
+#include "operators/cuda/moe_gate.h"
+#include "operators/cuda/rms_norm.h"
+#include "operators/cuda/rope.h"
+#include "operators/cuda/silu_and_mul.h"
+
+namespace sy = switchyard;
+namespace cpu = switchyard::cpu;
+namespace cuda = switchyard::cuda;
+
+namespace {
+
+std::uint32_t test_seed() {
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  return std::random_device{}();
+}
+
+// True, with a visible message, when the test must be skipped.
+bool no_gpu() {
+  if (cuda::device_count() > 0) return false;
+  MESSAGE("skipped: no CUDA device");
+  return true;
+}
+
+template <typename T>
+cuda::DeviceBuffer to_device(cuda::DeviceContext& context, const std::vector<T>& host) {
+  return context.upload(host.data(), host.size() * sizeof(T), "a test input");
+}
+
+template <typename T>
+std::vector<T> to_host(cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::size_t count) {
+  std::vector<T> host(count);
+  context.copy_to_host(host.data(), buffer.data(), count * sizeof(T));
+  context.synchronize();
+  return host;
+}
+
+std::vector<float> uniform(std::size_t count, float low, float high, std::mt19937& random) {
+  std::uniform_real_distribution<float> value(low, high);
+  std::vector<float> out(count);
+  for (float& v : out) v = value(random);
+  return out;
+}
+
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& values) {
+  std::vector<std::uint16_t> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = cpu::f32_to_bf16(values[i]);
+  return out;
+}
+
+// Largest |got - expected| / |expected|, for the report.
+double max_relative_error(const std::vector<float>& got, const std::vector<double>& expected) {
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (expected[i] != 0) worst = std::max(worst, std::fabs(got[i] - expected[i]) / std::fabs(expected[i]));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: device_count is 0 without a GPU, and a missing device is a clear error") {
+  const int count = cuda::device_count();
+  CHECK(count >= 0);
+  MESSAGE("CUDA devices: " << count);
+  try {
+    cuda::DeviceContext context(count);  // one past the last
+    FAIL("no error for cuda:" << count);
+  } catch (const sy::InputError& error) {
+    const std::string message = error.what();
+    INFO(message);
+    CHECK(message.find("cuda:" + std::to_string(count)) != std::string::npos);
+    CHECK(message.find("not present") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda: moe_gate refuses bad configs before touching the GPU") {
+  CHECK_THROWS_AS(cuda::moe_gate(cpu::qwen3_moe_gate(8, 9, true), nullptr, 1, nullptr, nullptr, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cuda::moe_gate(cpu::qwen3_moe_gate(1024, 8, true), nullptr, 1, nullptr, nullptr, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cuda::rms_norm(nullptr, 1, 1, nullptr, sy::DType::f16, 1e-6f, nullptr, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cuda::apply_rope(nullptr, 1, 1, 8, 8, 7, nullptr, nullptr, cuda::RopeLayout::half_split, nullptr),
+                  std::invalid_argument);
+}
+
+TEST_CASE("cuda: the pool reuses blocks, copies round-trip, and 1 PiB is an InputError naming the device") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+
+  void* first = nullptr;
+  {
+    cuda::DeviceBuffer buffer = context.allocate(1000, "a test buffer");
+    first = buffer.data();
+    CHECK(buffer.bytes() == 1000);
+  }
+  CHECK(context.pool().bytes_cached() >= 1024);
+  cuda::DeviceBuffer again = context.allocate(900, "a test buffer");
+  CHECK(again.data() == first);  // same size class: the cached block
+
+  // host -> pinned -> device -> device -> host
+  const std::vector<float> values = uniform(4096, -5, 5, random);
+  cuda::PinnedBuffer pinned(values.size() * sizeof(float), "a test staging buffer");
+  std::copy(values.begin(), values.end(), pinned.as<float>());
+  cuda::DeviceBuffer a = context.allocate(pinned.bytes(), "a"), b = context.allocate(pinned.bytes(), "b");
+  context.copy_to_device(a.data(), pinned.data(), pinned.bytes());
+  context.copy_on_device(b.data(), a.data(), pinned.bytes());
+  CHECK(to_host<float>(context, b, values.size()) == values);
+
+  const std::size_t pebibyte = std::size_t{1} << 50;
+  try {
+    cuda::DeviceBuffer absurd = context.allocate(pebibyte, "the experts of layer 3 (a test)");
+    FAIL("1 PiB was allocated");
+  } catch (const sy::InputError& error) {
+    const std::string message = error.what();
+    MESSAGE(message);
+    CHECK(error.exit_code() == 1);
+    CHECK(message.find("cuda:0") != std::string::npos);
+    CHECK(message.find("1.00 PiB") != std::string::npos);
+    CHECK(message.find("the experts of layer 3") != std::string::npos);
+  }
+  // The failure left no error behind: the device still works.
+  cuda::DeviceBuffer after = context.upload(values.data(), values.size() * sizeof(float), "after");
+  CHECK(to_host<float>(context, after, values.size()) == values);
+}
+
+TEST_CASE("cuda kernels: rms_norm matches the reference with f32 and bf16 weights, in place too") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<std::int64_t> rows_of(1, 9), dim_of(1, 9000);
+  std::uniform_real_distribution<float> log_scale(-6, 6);
+  double worst = 0;
+  for (int round = 0; round < 40; ++round) {
+    const std::int64_t rows = rows_of(random), dim = round < 4 ? std::int64_t{7168} >> round : dim_of(random);
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    const float eps = round % 3 ? 1e-6f : 1e-5f;
+    std::vector<float> x = uniform(rows * dim, -3, 3, random);
+    for (std::int64_t r = 0; r < rows; ++r) {  // rows of very different scales, so eps matters for some
+      const float scale = std::exp2(log_scale(random));
+      for (std::int64_t i = 0; i < dim; ++i) x[r * dim + i] *= scale;
+    }
+    const std::vector<float> weight_f32 = uniform(dim, 0.05f, 2.0f, random);
+    const std::vector<std::uint16_t> weight_bf16 = to_bf16(weight_f32);
+    const void* weight = dtype == sy::DType::bf16 ? static_cast<const void*>(weight_bf16.data()) : weight_f32.data();
+    INFO("rows " << rows << ", dim " << dim << ", weights " << sy::dtype_name(dtype) << ", eps " << eps);
+
+    std::vector<double> expected(rows * dim);
+    cpu::reference::rms_norm(x.data(), rows, dim, weight, dtype, eps, expected.data());
+    cuda::DeviceBuffer x_device = to_device(context, x);
+    cuda::DeviceBuffer weight_device =
+        dtype == sy::DType::bf16 ? to_device(context, weight_bf16) : to_device(context, weight_f32);
+    cuda::DeviceBuffer out = context.allocate(x.size() * sizeof(float), "out");
+    cuda::rms_norm(x_device.as<float>(), rows, dim, weight_device.data(), dtype, eps, out.as<float>(),
+                   context.stream());
+    const std::vector<float> got = to_host<float>(context, out, x.size());
+    cuda::rms_norm(x_device.as<float>(), rows, dim, weight_device.data(), dtype, eps, x_device.as<float>(),
+                   context.stream());
+    const std::vector<float> in_place = to_host<float>(context, x_device, x.size());
+    CHECK(in_place == got);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("element " << i << ": " << got[i] << " vs " << expected[i]);
+      REQUIRE(std::fabs(got[i] - expected[i]) <= 1e-5 * std::fabs(expected[i]));
+    }
+    worst = std::max(worst, max_relative_error(got, expected));
+  }
+  MESSAGE("rms_norm: largest relative error " << worst);
+}
+
+TEST_CASE("cuda kernels: silu_and_mul, plain and fused, match the reference") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  double worst = 0;
+  for (int round = 0; round < 10; ++round) {
+    const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(1, 7)(random);
+    const std::int64_t width = std::uniform_int_distribution<std::int64_t>(1, 5000)(random);
+    INFO("tokens " << tokens << ", width " << width);
+    const std::vector<float> gate_up = uniform(tokens * 2 * width, -20, 20, random);
+    std::vector<double> expected(tokens * width);
+    for (std::int64_t t = 0; t < tokens; ++t)
+      cpu::reference::silu_and_mul(gate_up.data() + t * 2 * width, gate_up.data() + t * 2 * width + width, width,
+                                   expected.data() + t * width);
+    cuda::DeviceBuffer input = to_device(context, gate_up);
+    cuda::DeviceBuffer out = context.allocate(expected.size() * sizeof(float), "out");
+    cuda::silu_and_mul_fused(input.as<float>(), tokens, width, out.as<float>(), context.stream());
+    const std::vector<float> fused = to_host<float>(context, out, expected.size());
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      INFO("element " << i << ": " << fused[i] << " vs " << expected[i]);
+      REQUIRE(std::fabs(fused[i] - expected[i]) <= 1e-5 * std::fabs(expected[i]));
+    }
+    worst = std::max(worst, max_relative_error(fused, expected));
+    // Plain form on the first row, in place into the up half.
+    float* gate = input.as<float>();
+    cuda::silu_and_mul(gate, gate + width, width, gate + width, context.stream());
+    const std::vector<float> row = to_host<float>(context, input, 2 * width);
+    CHECK(std::equal(row.begin() + width, row.end(), fused.begin()));
+  }
+  MESSAGE("silu_and_mul: largest relative error " << worst);
+}
+
+TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad ids give NaN rows") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  for (const sy::DType dtype : {sy::DType::f32, sy::DType::bf16, sy::DType::f16}) {
+    const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 3000)(random);
+    const std::int64_t hidden = std::uniform_int_distribution<std::int64_t>(1, 3000)(random);
+    const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(1, 40)(random);
+    INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens);
+    const std::vector<float> values = uniform(vocab * hidden, -4, 4, random);
+    std::vector<std::uint16_t> narrow(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      narrow[i] = dtype == sy::DType::bf16 ? cpu::f32_to_bf16(values[i]) : cpu::f32_to_f16(values[i]);
+    const void* table_host = dtype == sy::DType::f32 ? static_cast<const void*>(values.data()) : narrow.data();
+    std::vector<std::int32_t> ids(tokens);
+    std::uniform_int_distribution<std::int32_t> id_of(0, static_cast<std::int32_t>(vocab - 1));
+    for (auto& id : ids) id = id_of(random);
+    ids.back() = static_cast<std::int32_t>(vocab);  // out of range
+
+    cuda::DeviceBuffer table = dtype == sy::DType::f32 ? to_device(context, values) : to_device(context, narrow);
+    cuda::DeviceBuffer ids_device = to_device(context, ids);
+    cuda::DeviceBuffer out = context.allocate(tokens * hidden * sizeof(float), "out");
+    cuda::embedding(ids_device.as<std::int32_t>(), tokens, table.data(), dtype, vocab, hidden, out.as<float>(),
+                    context.stream());
+    const std::vector<float> got = to_host<float>(context, out, tokens * hidden);
+    for (std::int64_t t = 0; t + 1 < tokens; ++t)
+      for (std::int64_t i = 0; i < hidden; ++i)
+        REQUIRE(got[t * hidden + i] == cpu::reference::element(table_host, dtype, ids[t] * hidden + i));
+    for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(std::isnan(got[(tokens - 1) * hidden + i]));
+  }
+}
+
+TEST_CASE("cuda kernels: rope is bit-identical to the CPU kernel in all three layouts, strided heads too") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const cpu::RopeLayout layouts[] = {cpu::RopeLayout::half_split, cpu::RopeLayout::interleaved_to_half_split,
+                                     cpu::RopeLayout::interleaved};
+  for (int round = 0; round < 24; ++round) {
+    const cpu::RopeLayout layout = layouts[round % 3];
+    const int rope_dim = round < 3 ? 1024 : 2 * std::uniform_int_distribution<int>(1, 96)(random);
+    const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(1, 20)(random);
+    const std::int64_t heads = std::uniform_int_distribution<std::int64_t>(1, 40)(random);
+    const std::int64_t nope = round % 2 ? std::uniform_int_distribution<std::int64_t>(1, 128)(random) : 0;
+    const std::int64_t first_position = std::uniform_int_distribution<std::int64_t>(0, 100000)(random);
+    INFO("layout " << static_cast<int>(layout) << ", rope_dim " << rope_dim << ", tokens " << tokens << ", heads "
+                   << heads << ", nope " << nope << ", first position " << first_position);
+    cpu::RopeFrequencies frequencies;
+    if (round % 4 < 2) {
+      frequencies = cpu::rope_frequencies_default(rope_dim, round % 4 ? 1e6 : 10000);
+    } else {
+      cpu::YarnConfig yarn;  // DeepSeek-V3's
+      yarn.rope_dim = rope_dim, yarn.factor = 40, yarn.mscale = 1, yarn.mscale_all_dim = 0.707;
+      frequencies = cpu::rope_frequencies_yarn(yarn);
+    }
+    std::vector<float> cos(tokens * rope_dim / 2), sin(cos.size());
+    cpu::rope_cos_sin(frequencies, first_position, tokens, cos.data(), sin.data());
+
+    // q: [tokens, heads, nope + rope], the rope part last (DeepSeek's MLA); nope = 0 is plain.
+    const std::int64_t head_stride = nope + rope_dim, token_stride = heads * head_stride;
+    std::vector<float> q = uniform(tokens * token_stride, -4, 4, random);
+    cuda::DeviceBuffer q_device = to_device(context, q);
+    cuda::DeviceBuffer cos_device = to_device(context, cos), sin_device = to_device(context, sin);
+    cuda::apply_rope(q_device.as<float>() + nope, tokens, heads, token_stride, head_stride, rope_dim,
+                     cos_device.as<float>(), sin_device.as<float>(), layout, context.stream());
+    const std::vector<float> got = to_host<float>(context, q_device, q.size());
+    cpu::apply_rope(q.data() + nope, tokens, heads, token_stride, head_stride, rope_dim, cos.data(), sin.data(),
+                    layout);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) differing += got[i] != q[i];
+    CHECK(differing == 0);
+  }
+}
+
+namespace {
+
+bool separated(std::vector<double> values, double gap) {
+  std::sort(values.begin(), values.end());
+  for (std::size_t i = 1; i < values.size(); ++i)
+    if (values[i] - values[i - 1] < gap) return false;
+  return true;
+}
+
+// Whether rounding cannot reorder a token's choices or group scores (as in test_cpu_moe_gate.cpp).
+bool well_separated(const cpu::MoeGateConfig& c, const float* logits) {
+  std::vector<double> choice(c.n_experts);
+  if (c.scoring == cpu::GateScoring::softmax) {
+    cpu::reference::softmax(logits, 1, c.n_experts, choice.data());
+    if (!c.score_correction_bias) return separated(std::vector<double>(logits, logits + c.n_experts), 1e-4);
+  } else {
+    for (int e = 0; e < c.n_experts; ++e) choice[e] = 1 / (1 + std::exp(-static_cast<double>(logits[e])));
+  }
+  if (c.score_correction_bias)
+    for (int e = 0; e < c.n_experts; ++e) choice[e] += c.score_correction_bias[e];
+  if (!separated(choice, 1e-5)) return false;
+  if (c.group_score == cpu::GroupScore::none) return true;
+  const int size = c.n_experts / c.n_group;
+  std::vector<double> group_scores;
+  for (int g = 0; g < c.n_group; ++g) {
+    std::vector<double> members(choice.begin() + g * size, choice.begin() + (g + 1) * size);
+    std::sort(members.rbegin(), members.rend());
+    group_scores.push_back(c.group_score == cpu::GroupScore::max ? members[0] : members[0] + members[1]);
+  }
+  return separated(group_scores, 1e-5);
+}
+
+struct GateRun {
+  std::vector<std::int32_t> ids;
+  std::vector<float> weights;
+};
+
+// The GPU kernel; `bias` is the host copy of the config's bias, copied to the device.
+GateRun gate_on_gpu(cuda::DeviceContext& context, cpu::MoeGateConfig c, const std::vector<float>& bias,
+                    const std::vector<float>& logits, std::int64_t tokens) {
+  cuda::DeviceBuffer bias_device;
+  if (!bias.empty()) {
+    bias_device = to_device(context, bias);
+    c.score_correction_bias = bias_device.as<float>();
+  }
+  cuda::DeviceBuffer logits_device = to_device(context, logits);
+  cuda::DeviceBuffer ids = context.allocate(tokens * c.top_k * sizeof(std::int32_t), "ids");
+  cuda::DeviceBuffer weights = context.allocate(tokens * c.top_k * sizeof(float), "weights");
+  cuda::moe_gate(c, logits_device.as<float>(), tokens, ids.as<std::int32_t>(), weights.as<float>(), context.stream());
+  return {to_host<std::int32_t>(context, ids, tokens * c.top_k), to_host<float>(context, weights, tokens * c.top_k)};
+}
+
+struct GateCase {
+  const char* name;
+  cpu::MoeGateConfig config;
+  std::vector<float> bias;  // host copy; config.score_correction_bias points here
+};
+
+std::vector<GateCase> gate_cases(std::mt19937& random) {
+  std::vector<GateCase> cases;
+  auto add = [&](const char* name, cpu::MoeGateConfig config, std::vector<float> bias = {}) {
+    cases.push_back({name, config, std::move(bias)});
+  };
+  add("DeepSeek-V3 noaux_tc 256/8 groups/4 kept/top-8", cpu::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f),
+      uniform(256, -0.1f, 0.1f, random));
+  add("DeepSeek-V3 noaux_tc unnormalised 64/4/2/top-6", cpu::deepseek_v3_gate(64, 6, 4, 2, nullptr, false, 1.5f),
+      uniform(64, -0.3f, 0.3f, random));
+  cpu::MoeGateConfig v3_inf = cpu::deepseek_v3_gate(512, 8, 16, 4, nullptr, true, 2.5f);
+  v3_inf.masked_choice = -INFINITY;
+  add("DeepSeek-V3 512 experts, -inf mask", v3_inf, uniform(512, -0.1f, 0.1f, random));
+  add("DeepSeek-V2 greedy 64/top-6", cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f));
+  add("DeepSeek-V2 group_limited_greedy 160/8/3/top-6", cpu::deepseek_v2_gate(160, 6, 8, 3, 16.0f));
+  cpu::MoeGateConfig v2_remote = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  v2_remote.normalize = true, v2_remote.normalize_epsilon = 1e-20f, v2_remote.scale_when_normalized = false;
+  add("DeepSeek-V2 remote code, normalised", v2_remote);
+  add("Qwen3-MoE 128/top-8 normalised", cpu::qwen3_moe_gate(128, 8, true));
+  add("Qwen3-MoE 128/top-8 raw", cpu::qwen3_moe_gate(128, 8, false));
+  add("Mixtral 8/top-2", cpu::mixtral_gate(8, 2));
+  add("Mixtral-like 33/top-33", cpu::mixtral_gate(33, 33));
+  for (GateCase& c : cases)
+    if (!c.bias.empty()) c.config.score_correction_bias = c.bias.data();
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("cuda kernels: moe_gate matches the reference and the CPU kernel for every preset") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::normal_distribution<float> logit(0, 2);
+  double worst = 0;
+  for (const GateCase& gate : gate_cases(random)) {
+    const cpu::MoeGateConfig& c = gate.config;
+    INFO(gate.name);
+    const std::int64_t tokens = 37;
+    std::vector<float> logits(tokens * c.n_experts);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      float* row = logits.data() + t * c.n_experts;
+      do {
+        for (int e = 0; e < c.n_experts; ++e) row[e] = logit(random);
+      } while (!well_separated(c, row));
+    }
+    const GateRun got = gate_on_gpu(context, c, gate.bias, logits, tokens);
+    std::vector<std::int32_t> expected_ids, cpu_ids(got.ids.size());
+    std::vector<double> expected_weights;
+    std::vector<float> cpu_weights(got.weights.size());
+    cpu::reference::moe_gate(c, logits.data(), tokens, expected_ids, expected_weights);
+    cpu::moe_gate(c, logits.data(), tokens, cpu_ids.data(), cpu_weights.data());
+    CHECK(got.ids == expected_ids);
+    CHECK(got.ids == cpu_ids);
+    for (std::size_t i = 0; i < got.weights.size(); ++i) {
+      INFO("token " << i / c.top_k << ", slot " << i % c.top_k);
+      REQUIRE(std::fabs(got.weights[i] - expected_weights[i]) <= 2e-6 * std::fabs(expected_weights[i]) + 1e-7);
+    }
+    worst = std::max(worst, max_relative_error(got.weights, expected_weights));
+  }
+  MESSAGE("moe_gate: largest relative weight error " << worst);
+}
+
+TEST_CASE("cuda kernels: moe_gate breaks exact ties like the CPU kernel (the lower index wins)") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  // Logits from a few integers: many exactly equal scores, distinct ones far apart. Non-negative for
+  // the sigmoid gate, where s(a) + s(-a) = 1 would make different pairs' group scores nearly equal.
+  for (const GateCase& gate : gate_cases(random)) {
+    const cpu::MoeGateConfig& c = gate.config;
+    if (!gate.bias.empty()) continue;  // biases make ties inexact
+    INFO(gate.name);
+    const std::int64_t tokens = 50;
+    std::uniform_int_distribution<int> level(c.scoring == cpu::GateScoring::sigmoid ? 0 : -2, 2);
+    std::vector<float> logits(tokens * c.n_experts);
+    for (float& l : logits) l = static_cast<float>(level(random));
+    const GateRun got = gate_on_gpu(context, c, {}, logits, tokens);
+    std::vector<std::int32_t> cpu_ids(got.ids.size());
+    std::vector<float> cpu_weights(got.weights.size());
+    cpu::moe_gate(c, logits.data(), tokens, cpu_ids.data(), cpu_weights.data());
+    CHECK(got.ids == cpu_ids);
+  }
+  cpu::MoeGateConfig v3 = cpu::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f);
+  const std::int64_t tokens = 50;
+  std::vector<float> logits(tokens * 256);
+  for (float& l : logits) l = static_cast<float>(std::uniform_int_distribution<int>(0, 2)(random));
+  const GateRun got = gate_on_gpu(context, v3, {}, logits, tokens);
+  std::vector<std::int32_t> cpu_ids(got.ids.size());
+  std::vector<float> cpu_weights(got.weights.size());
+  cpu::moe_gate(v3, logits.data(), tokens, cpu_ids.data(), cpu_weights.data());
+  CHECK(got.ids == cpu_ids);
+}
+
+TEST_CASE("cuda kernels: linear with bf16 and f32 weights matches the reference") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  double worst_f32 = 0, worst_bf16 = 0, worst_bf16_emulated = 0;
+  for (int round = 0; round < 16; ++round) {
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    const std::int64_t tokens = std::vector<std::int64_t>{1, 1, 3, 17, 64, 130}[round % 6];
+    const std::int64_t in = std::uniform_int_distribution<std::int64_t>(1, 1100)(random);
+    const std::int64_t out = std::uniform_int_distribution<std::int64_t>(1, 700)(random);
+    INFO(sy::dtype_name(dtype) << ": tokens " << tokens << ", in " << in << ", out " << out);
+    const std::vector<float> x = uniform(tokens * in, -2, 2, random);
+    const std::vector<float> weight_f32 = uniform(out * in, -1, 1, random);
+    const std::vector<std::uint16_t> weight_bf16 = to_bf16(weight_f32);
+    const void* weight = dtype == sy::DType::bf16 ? static_cast<const void*>(weight_bf16.data()) : weight_f32.data();
+
+    std::vector<double> expected(tokens * out), magnitude(tokens * out);
+    cpu::reference::linear(x.data(), tokens, in, weight, dtype, out, expected.data(), magnitude.data());
+    cuda::DeviceBuffer x_device = to_device(context, x);
+    cuda::DeviceBuffer weight_device =
+        dtype == sy::DType::bf16 ? to_device(context, weight_bf16) : to_device(context, weight_f32);
+    cuda::DeviceBuffer y = context.allocate(expected.size() * sizeof(float), "y");
+    cuda::linear(context, x_device.as<float>(), tokens, in, weight_device.data(), dtype, out, y.as<float>());
+    const std::vector<float> got = to_host<float>(context, y, expected.size());
+
+    std::vector<double> emulated(expected.size());  // the reference fed x rounded to bf16
+    if (dtype == sy::DType::bf16) {
+      std::vector<float> x_rounded(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) x_rounded[i] = cpu::bf16_to_f32(cpu::f32_to_bf16(x[i]));
+      cpu::reference::linear(x_rounded.data(), tokens, in, weight, dtype, out, emulated.data());
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("y[" << i / out << ", " << i % out << "] = " << got[i] << " vs " << expected[i] << ", scale "
+                << magnitude[i]);
+      const double error = std::fabs(got[i] - expected[i]) / magnitude[i];
+      if (dtype == sy::DType::f32) {
+        REQUIRE(error <= 1e-5);
+        worst_f32 = std::max(worst_f32, error);
+      } else {
+        const double emulated_error = std::fabs(got[i] - emulated[i]) / magnitude[i];
+        REQUIRE(error <= 0x1.0p-8);
+        REQUIRE(emulated_error <= 1e-5);
+        worst_bf16 = std::max(worst_bf16, error);
+        worst_bf16_emulated = std::max(worst_bf16_emulated, emulated_error);
+      }
+    }
+  }
+  MESSAGE("linear: largest error / sum|xW|: f32 " << worst_f32 << ", bf16 " << worst_bf16
+                                                  << " (vs bf16-rounded x: " << worst_bf16_emulated << ")");
+}
+
+#else  // built without the CUDA backend
+
+TEST_CASE("cuda kernels: skipped, built without the CUDA backend") { MESSAGE("skipped: built without CUDA"); }
+
+#endif
