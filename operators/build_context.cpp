@@ -25,13 +25,7 @@ Tensor BuildContext::param(const Module& module, std::string_view name, std::ini
 std::vector<float> BuildContext::param_f32(const Module& module, std::string_view name) const {
   const Tensor t = param(module, name, {DType::f32, DType::bf16, DType::f16});
   std::vector<float> out(static_cast<std::size_t>(t.numel()));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    switch (t.dtype()) {
-      case DType::f32: out[i] = t.data_as<float>()[i]; break;
-      case DType::bf16: out[i] = cpu::bf16_to_f32(t.data_as<std::uint16_t>()[i]); break;
-      default: out[i] = cpu::f16_to_f32(t.data_as<std::uint16_t>()[i]); break;
-    }
-  }
+  cpu::widen_to_f32(t.dtype(), t.data(), out.size(), out.data());
   return out;
 }
 

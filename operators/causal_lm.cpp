@@ -68,15 +68,8 @@ std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int
     const std::int32_t id = ids[static_cast<std::size_t>(t)];
     if (id < 0 || id >= vocab_)
       throw InputError("token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab_) + ")");
-    float* row = hidden.data() + t * hidden_;
-    const std::size_t offset = static_cast<std::size_t>(id) * static_cast<std::size_t>(hidden_);
-    for (std::int64_t i = 0; i < hidden_; ++i) {
-      switch (embedding_.dtype()) {
-        case DType::f32: row[i] = embedding_.data_as<float>()[offset + i]; break;
-        case DType::bf16: row[i] = cpu::bf16_to_f32(embedding_.data_as<std::uint16_t>()[offset + i]); break;
-        default: row[i] = cpu::f16_to_f32(embedding_.data_as<std::uint16_t>()[offset + i]); break;
-      }
-    }
+    const Tensor row = embedding_.rows(id, 1);
+    cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden.data() + t * hidden_);
   }
   for (auto& layer : layers_) layer->forward(hidden.data(), tokens, position);
   const std::int64_t first = all_logits ? 0 : tokens - 1;
