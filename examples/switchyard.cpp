@@ -1,6 +1,7 @@
 // The switchyard command line: one executable, one subcommand per job.
 #include <iostream>
 #include <map>
+#include <new>
 
 #include "core/error.h"
 #include "examples/commands.h"
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   } catch (const switchyard::InputError& e) {
     std::cerr << "switchyard: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "switchyard: error: out of memory (lower --max_context, or place fewer weights on this machine)\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "switchyard: internal error: " << e.what() << "\n";
     return 2;

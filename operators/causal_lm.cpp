@@ -1,11 +1,30 @@
 #include "operators/causal_lm.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "operators/cpu/half.h"
 
 namespace switchyard {
+namespace {
+
+// The caches are allocated up front (f32); refuse a --max_context whose caches cannot fit in this
+// machine's memory with a message that says so, rather than failing inside an allocation.
+void check_kv_cache_fits(const ModelConfig& config, std::int64_t max_context) {
+  if (max_context <= 0) throw InputError("--max_context must be at least 1 token");
+  const double bytes = static_cast<double>(config.kv_cache_bytes_per_token_per_layer(sizeof(float))) *
+                       static_cast<double>(max_context) * config.num_hidden_layers;
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (physical > 0 && bytes > physical)
+    throw InputError("a KV cache of " + format_bytes(static_cast<std::uint64_t>(bytes)) + " for --max_context " +
+                     std::to_string(max_context) + " does not fit this machine's " +
+                     format_bytes(static_cast<std::uint64_t>(physical)) + " of memory; lower --max_context");
+}
+
+}  // namespace
 
 DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
     : tracer_(context.tracer), layer_(layer.layer), hidden_size_(context.tree.config().hidden_size) {
@@ -41,6 +60,7 @@ CausalLM::CausalLM(const BuildContext& context)
     : tracer_(context.tracer), vocab_(context.tree.config().vocab_size), hidden_(context.tree.config().hidden_size),
       max_context_(context.max_context) {
   const ModuleTree& tree = context.tree;
+  check_kv_cache_fits(tree.config(), context.max_context);
   const Module& root = tree.at(0);
   const Module& model = context.child(root, "model");
   const Module& embed = context.child(model, "embed_tokens");

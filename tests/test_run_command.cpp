@@ -79,6 +79,8 @@ TEST_CASE("run command: errors a user can cause") {
   CHECK(run_switchyard(base + " --prompt_ids 1,99999").exit_code == 2);  // outside the vocabulary
   CHECK(run_switchyard(base + " --prompt 'hello'").exit_code == 2);      // no tokenizer yet
   CHECK(run_switchyard(base + " --max_context 4 --max_new_tokens 8").exit_code == 2);
+  CHECK(run_switchyard(base + " --max_context 0").exit_code == 2);
+  CHECK(run_switchyard(base + " --max_context 4000000000").exit_code == 2);  // caches larger than memory
   CHECK(run_switchyard("run --model_path /nonexistent").exit_code == 2);
   CHECK(run_switchyard("run --arch tiny-mixtral").exit_code == 2);  // no weights
   // A GPU profile on this CPU-only build: a clear error, not a crash.
