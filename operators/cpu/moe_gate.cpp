@@ -1,4 +1,5 @@
 #include "operators/cpu/moe_gate.h"
+#include "operators/cpu/select_top_k.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -10,19 +11,6 @@
 namespace switchyard::cpu {
 namespace {
 
-// Writes the indices of the k largest values, best first; the lower index wins a tie.
-void select_top_k(const float* values, int n, int k, std::int32_t* ids) {
-  int count = 0;
-  for (int i = 0; i < n; ++i) {
-    if (count == k && !(values[i] > values[ids[k - 1]])) continue;
-    int slot = count < k ? count++ : k - 1;
-    while (slot > 0 && values[i] > values[ids[slot - 1]]) {
-      ids[slot] = ids[slot - 1];
-      --slot;
-    }
-    ids[slot] = i;
-  }
-}
 
 void check_config(const MoeGateConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("moe_gate: " + what); };

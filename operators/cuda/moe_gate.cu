@@ -5,29 +5,16 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cpu/select_top_k.h"
 
 namespace switchyard::cuda {
 namespace {
 
 using cpu::GateScoring;
 using cpu::GroupScore;
+using cpu::select_top_k;
 
 __device__ inline float negative_infinity() { return __int_as_float(0xff800000); }
-
-// The CPU's select_top_k, for one thread: indices of the k largest values, best first, the lower
-// index winning a tie.
-__device__ void select_top_k(const float* values, int n, int k, std::int32_t* ids) {
-  int count = 0;
-  for (int i = 0; i < n; ++i) {
-    if (count == k && !(values[i] > values[ids[k - 1]])) continue;
-    int slot = count < k ? count++ : k - 1;
-    while (slot > 0 && values[i] > values[ids[slot - 1]]) {
-      ids[slot] = ids[slot - 1];
-      --slot;
-    }
-    ids[slot] = i;
-  }
-}
 
 __device__ float group_score(const MoeGateConfig& c, const float* choice, int size) {
   if (c.group_score == GroupScore::max) {
