@@ -68,9 +68,12 @@ std::vector<float> random_logits(const cpu::MoeGateConfig& c, std::int64_t token
   std::vector<float> logits(tokens * c.n_experts);
   for (std::int64_t t = 0; t < tokens; ++t) {
     float* row = logits.data() + t * c.n_experts;
-    do {
+    for (int attempt = 0;; ++attempt) {
+      // Redraw until rounding cannot reorder the choices; a config where that never happens is a bug.
+      REQUIRE_MESSAGE(attempt < 10000, "no well-separated logits after 10000 draws");
       for (int e = 0; e < c.n_experts; ++e) row[e] = logit(random);
-    } while (!well_separated(c, row));
+      if (well_separated(c, row)) break;
+    }
   }
   return logits;
 }
