@@ -21,6 +21,7 @@
 
 #include "operators/cpu/moe_gate.h"
 #include "operators/cpu/reference.h"
+#include "tests/gate_test_support.h"
 
 namespace cpu = switchyard::cpu;
 
@@ -32,36 +33,8 @@ std::uint32_t test_seed() {
   return std::random_device{}();
 }
 
-bool separated(std::vector<double> values, double gap) {
-  std::sort(values.begin(), values.end());
-  for (std::size_t i = 1; i < values.size(); ++i)
-    if (values[i] - values[i - 1] < gap) return false;
-  return true;
-}
-
-// Whether a token's choices and group scores are far enough apart that rounding cannot reorder them.
-bool well_separated(const cpu::MoeGateConfig& c, const float* logits) {
-  if (c.scoring == cpu::GateScoring::softmax && !c.score_correction_bias)
-    return separated(std::vector<double>(logits, logits + c.n_experts), 1e-4);
-  std::vector<double> choice(c.n_experts);
-  if (c.scoring == cpu::GateScoring::softmax) {
-    cpu::reference::softmax(logits, 1, c.n_experts, choice.data());
-  } else {
-    for (int e = 0; e < c.n_experts; ++e) choice[e] = 1 / (1 + std::exp(-static_cast<double>(logits[e])));
-  }
-  if (c.score_correction_bias)
-    for (int e = 0; e < c.n_experts; ++e) choice[e] += c.score_correction_bias[e];
-  if (!separated(choice, 1e-5)) return false;
-  if (c.group_score == cpu::GroupScore::none) return true;
-  const int size = c.n_experts / c.n_group;
-  std::vector<double> group_scores;
-  for (int g = 0; g < c.n_group; ++g) {
-    std::vector<double> members(choice.begin() + g * size, choice.begin() + (g + 1) * size);
-    std::sort(members.rbegin(), members.rend());
-    group_scores.push_back(c.group_score == cpu::GroupScore::max ? members[0] : members[0] + members[1]);
-  }
-  return separated(group_scores, 1e-5);
-}
+using switchyard::gate_testing::separated;
+using switchyard::gate_testing::well_separated;
 
 std::vector<float> random_logits(const cpu::MoeGateConfig& c, std::int64_t tokens, std::mt19937& random) {
   std::normal_distribution<float> logit(0, 2);
