@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "examples/bench_decode.h"
 #include "examples/bench_experts.h"
 #include "examples/commands.h"
 #include "examples/model_options.h"
@@ -97,10 +98,15 @@ Runner add_bench_command(CLI::App& app) {
     experts->stream_bytes = std::stoull(r[0]) << 20;
     return true;
   }, "STREAM array size in MiB (default 512)");
-  return [bench, check, experts]() -> int {
+  auto decode = std::make_shared<DecodeBenchOptions>();
+  CLI::App* decode_sub = bench->add_subcommand(
+      "decode", "a placed model end to end: prefill and decode tokens/s, the per-token split, STREAM and HBM ceilings");
+  decode->add_to(*decode_sub);
+  return [bench, check, experts, decode]() -> int {
     if (bench->got_subcommand("check")) return check->run();
     if (bench->got_subcommand("experts")) return run_bench_experts(*experts);
-    throw InputError("bench: give a benchmark (check, experts)");
+    if (bench->got_subcommand("decode")) return decode->run();
+    throw InputError("bench: give a benchmark (check, experts, decode)");
   };
 }
 

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/make_model.h"
 #include "core/trace.h"
+#include "core/units.h"
 #include "examples/commands.h"
 #include "examples/model_options.h"
 #include "operators/causal_lm.h"
@@ -47,6 +48,20 @@ struct ScratchDir {
   }
 };
 
+// An out-of-memory error from building the model, with what the plan expected on that device.
+std::string with_memory_estimate(const std::string& message, const std::vector<DeviceMemory>& memory,
+                                 std::int64_t max_context) {
+  if (message.find("out of memory on ") == std::string::npos) return message;
+  for (const DeviceMemory& d : memory) {
+    if (message.find("out of memory on " + d.device.str()) == std::string::npos) continue;
+    return message + "; the plan estimates " + format_bytes(d.total_bytes()) + " for " + d.device.str() + " (weights " +
+           format_bytes(d.weight_bytes) + ", KV cache " + format_bytes(d.kv_cache_bytes) + " at --max_context " +
+           std::to_string(max_context) + "); move modules off " + d.device.str() +
+           " in the profile (`switchyard check` shows the split) or lower --max_context";
+  }
+  return message;
+}
+
 std::vector<std::int32_t> parse_ids(const std::string& text) {
   std::vector<std::int32_t> ids;
   std::stringstream list(text);
@@ -78,6 +93,8 @@ struct RunCommand {
   std::string nvtx_layers = "none";
   bool profile = false;
   std::string trace_out;
+  bool use_cuda_graph = true;
+  int prefill_chunk = 512;
 
   int run() {
     if (!prompt.empty())
@@ -123,7 +140,19 @@ struct RunCommand {
     const Checkpoint weights = Checkpoint::open(options.model.model_path);
     Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
     const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
-    CausalLM lm(context);
+    CausalLMOptions lm_options;
+    lm_options.use_cuda_graph = use_cuda_graph;
+    lm_options.prefill_chunk = prefill_chunk;
+    std::unique_ptr<CausalLM> built;
+    try {
+      built = std::make_unique<CausalLM>(context, lm_options);
+    } catch (const InputError& error) {
+      throw InputError(with_memory_estimate(error.what(), check.memory, options.budget.max_context), error.exit_code());
+    }
+    CausalLM& lm = *built;
+    std::printf("placement: %s\n", lm.placement_summary().c_str());
+    if (const auto graph = lm.graph_device())
+      std::printf("decode: one CUDA graph per step on %s\n", graph->str().c_str());
 
     const std::vector<std::int32_t> ids = parse_ids(prompt_ids);
     GenerationOptions generation;
@@ -182,6 +211,12 @@ Runner add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--profile", command->profile, "time each layer's parts per decode step and print the split");
   sub->add_option("--trace_out", command->trace_out, "write a Chrome/Perfetto trace-event JSON of the run");
+  sub->add_option("--use_cuda_graph", command->use_cuda_graph,
+                  "decode each token as one CUDA graph when the layers run on one GPU (true|false)")
+      ->capture_default_str();
+  sub->add_option("--prefill_chunk", command->prefill_chunk, "most prompt tokens per forward pass")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   return [command] { return command->run(); };
 }
 

@@ -5,11 +5,11 @@
 
 #include "core/error.h"
 #include "operators/cpu/causal_attention.h"
+#include "operators/feed_forward_op.h"
 
 namespace switchyard {
-namespace {
 
-cpu::RopeFrequencies frequencies_for(const ModelConfig& c, int rope_dim) {
+cpu::RopeFrequencies rope_frequencies(const ModelConfig& c, int rope_dim) {
   if (!c.rope_scaling || c.rope_scaling->type != "yarn") {
     if (c.rope_scaling && c.rope_scaling->type != "default")
       throw InputError(c.source + ": rope scaling '" + c.rope_scaling->type + "' is not supported yet (yarn is)");
@@ -28,18 +28,25 @@ cpu::RopeFrequencies frequencies_for(const ModelConfig& c, int rope_dim) {
   return cpu::rope_frequencies_yarn(y);
 }
 
+float mla_softmax_scale(const ModelConfig& c) {
+  // 1/sqrt(q head width), times YaRN's mscale(factor, mscale_all_dim)^2.
+  double scale = 1.0 / std::sqrt(static_cast<double>(c.qk_nope_head_dim + c.qk_rope_head_dim));
+  if (c.rope_scaling && c.rope_scaling->type == "yarn" && c.rope_scaling->mscale_all_dim != 0.0) {
+    const double m = cpu::yarn_get_mscale(c.rope_scaling->factor, c.rope_scaling->mscale_all_dim);
+    scale *= m * m;
+  }
+  return static_cast<float>(scale);
+}
+
 void check_context(std::int64_t position, std::int64_t tokens, std::int64_t max_context) {
   if (position + tokens > max_context)
     throw InputError("the KV cache holds " + std::to_string(max_context) + " tokens, but position " +
                      std::to_string(position + tokens) + " was asked for; raise --max_context");
 }
 
-}  // namespace
-
 MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
     : max_context_(context.max_context) {
   const ModelConfig& c = context.tree.config();
-  context.require_cpu(self_attn);
   heads_ = c.num_attention_heads;
   nope_ = c.qk_nope_head_dim;
   rope_ = c.qk_rope_head_dim;
@@ -61,7 +68,6 @@ MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
   // kv_b_proj [heads * (nope + v_dim), latent] splits per head into the key rows (absorbed into
   // the query) and the value rows (absorbed into the output).
   const Module& kv_b = context.child(self_attn, "kv_b_proj");
-  context.require_cpu(kv_b);
   const std::vector<float> w = context.param_f32(kv_b, "weight");
   w_uk_.resize(static_cast<std::size_t>(heads_ * nope_ * latent_));
   w_uv_.resize(static_cast<std::size_t>(heads_ * v_dim_ * latent_));
@@ -71,14 +77,8 @@ MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
     std::memcpy(w_uv_.data() + h * v_dim_ * latent_, head + nope_ * latent_,
                 sizeof(float) * static_cast<std::size_t>(v_dim_ * latent_));
   }
-  frequencies_ = frequencies_for(c, static_cast<int>(rope_));
-  // Softmax scale: 1/sqrt(q head width), times YaRN's mscale(factor, mscale_all_dim)^2.
-  double scale = 1.0 / std::sqrt(static_cast<double>(nope_ + rope_));
-  if (c.rope_scaling && c.rope_scaling->type == "yarn" && c.rope_scaling->mscale_all_dim != 0.0) {
-    const double m = cpu::yarn_get_mscale(c.rope_scaling->factor, c.rope_scaling->mscale_all_dim);
-    scale *= m * m;
-  }
-  scale_ = static_cast<float>(scale);
+  frequencies_ = rope_frequencies(c, static_cast<int>(rope_));
+  scale_ = mla_softmax_scale(c);
   latent_cache_.assign(static_cast<std::size_t>(max_context_ * latent_), 0.0f);
   rope_cache_.assign(static_cast<std::size_t>(max_context_ * rope_), 0.0f);
 }
@@ -159,7 +159,6 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
 
 GqaAttention::GqaAttention(const BuildContext& context, const Module& self_attn) : max_context_(context.max_context) {
   const ModelConfig& c = context.tree.config();
-  context.require_cpu(self_attn);
   heads_ = c.num_attention_heads;
   kv_heads_ = c.num_key_value_heads;
   head_dim_ = c.head_dim;
@@ -171,7 +170,7 @@ GqaAttention::GqaAttention(const BuildContext& context, const Module& self_attn)
     q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), static_cast<float>(c.rms_norm_eps));
     k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), static_cast<float>(c.rms_norm_eps));
   }
-  frequencies_ = frequencies_for(c, static_cast<int>(head_dim_));
+  frequencies_ = rope_frequencies(c, static_cast<int>(head_dim_));
   scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
   k_cache_.assign(static_cast<std::size_t>(max_context_ * kv_heads_ * head_dim_), 0.0f);
   v_cache_.assign(k_cache_.size(), 0.0f);
@@ -207,6 +206,15 @@ void GqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
 }
 
 std::unique_ptr<AttentionOp> make_attention(const BuildContext& context, const Module& self_attn) {
+  for (int child : self_attn.children)
+    if (!context.tree.at(child).params.empty()) require_same_device(context, self_attn, context.tree.at(child));
+  if (context.device_of(self_attn).is_cuda()) {
+#if SWITCHYARD_HAVE_CUDA
+    return make_gpu_attention(context, self_attn);
+#else
+    context.gpu(context.device_of(self_attn));  // throws: no CUDA backend in this build
+#endif
+  }
   if (context.tree.config().is_deepseek()) return std::make_unique<MlaAttention>(context, self_attn);
   return std::make_unique<GqaAttention>(context, self_attn);
 }

@@ -17,6 +17,8 @@ class AttentionOp {
   virtual void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) = 0;
   // Bytes of KV cache held.
   virtual std::size_t cache_bytes() const = 0;
+  // Where x, out and the cache live.
+  virtual Device device() const { return Device::cpu(); }
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3). The cache holds, per position, the normalised
@@ -60,6 +62,15 @@ class GqaAttention final : public AttentionOp {
   std::int64_t max_context_;
 };
 
+// The layer's attention on its device (operators/gpu_attention_op.h for a GPU).
 std::unique_ptr<AttentionOp> make_attention(const BuildContext& context, const Module& self_attn);
+std::unique_ptr<AttentionOp> make_gpu_attention(const BuildContext& context, const Module& self_attn);
+
+// RoPE frequencies of the model (default or YaRN); InputError for other scalings.
+cpu::RopeFrequencies rope_frequencies(const ModelConfig& config, int rope_dim);
+// DeepSeek MLA's softmax scale: 1/sqrt(nope + rope), times YaRN's mscale(factor, mscale_all_dim)^2.
+float mla_softmax_scale(const ModelConfig& config);
+// InputError when [position, position + tokens) does not fit the cache.
+void check_context(std::int64_t position, std::int64_t tokens, std::int64_t max_context);
 
 }  // namespace switchyard

@@ -4,6 +4,9 @@
 
 #include "core/error.h"
 #include "operators/cpu/half.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/gpu_runtime.h"
+#endif
 
 namespace switchyard {
 
@@ -29,14 +32,31 @@ std::vector<float> BuildContext::param_f32(const Module& module, std::string_vie
   return out;
 }
 
-void BuildContext::require_cpu(const Module& module) const {
-  const int index = static_cast<int>(&module - tree.modules().data());
-  const ModulePlacement& p = plan.owner_of(index);
-  if (p.generate_device.is_cpu() && p.prefill_device.is_cpu()) return;
-  throw InputError("the profile runs " + std::string(module.name) + " on " +
-                   (p.generate_device.is_cpu() ? p.prefill_device : p.generate_device).str() +
-                   ", but this build runs models on the CPU only (the CUDA backend comes with issue #4); "
-                   "use a CPU profile such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml");
+Device BuildContext::generate_device(const Module& module) const {
+  return plan.owner_of(static_cast<int>(&module - tree.modules().data())).generate_device;
+}
+
+Device BuildContext::prefill_device(const Module& module) const {
+  return plan.owner_of(static_cast<int>(&module - tree.modules().data())).prefill_device;
+}
+
+Device BuildContext::device_of(const Module& module) const {
+  const Device generate = generate_device(module), prefill = prefill_device(module);
+  if (generate == prefill) return generate;
+  throw InputError("the profile runs " + std::string(module.name) + " on " + prefill.str() + " for prefill and on " +
+                   generate.str() + " for decode; only routed experts may run in two places");
+}
+
+GpuRuntime* BuildContext::gpu(Device device) const {
+  if (device.is_cpu()) return nullptr;
+#if SWITCHYARD_HAVE_CUDA
+  if (runtimes == nullptr) throw std::logic_error("BuildContext::gpu: no DeviceRuntimes");
+  return &runtimes->get(device);
+#else
+  throw InputError("the profile runs modules on " + device.str() +
+                   ", but this build has no CUDA backend (configure with the CUDA toolkit, or use a CPU profile "
+                   "such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml)");
+#endif
 }
 
 }  // namespace switchyard

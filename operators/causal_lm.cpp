@@ -2,13 +2,47 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/units.h"
+#include "operators/activations.h"
 #include "operators/cpu/half.h"
+#include "operators/device_tensor.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/cuda_check.h"
+#include "operators/cuda/embedding.h"
+#include "operators/gpu_runtime.h"
+#endif
 
 namespace switchyard {
+
+#if SWITCHYARD_HAVE_CUDA
+struct CausalLM::DecodeGraph {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<CpuExpertsHandOff::Job> jobs;  // the host's side of the captured hand-offs
+  GpuTimer::Step marks;                      // profile events inside the graph
+  bool profiled = false;                     // captured with --profile's events
+  ~DecodeGraph() {
+    if (exec != nullptr && cudaGraphExecDestroy(exec) != cudaSuccess) cudaGetLastError();
+  }
+};
+
+struct CausalLM::GpuLogits {
+  GpuRuntime* gpu;
+  cuda::DeviceBuffer row;        // [vocab]: the last token's logits (fixed, for the graph)
+  cuda::PinnedBuffer host_row;   // [vocab]
+  cuda::DeviceBuffer all;        // [tokens, vocab] when every token's logits are asked for
+};
+#else
+struct CausalLM::DecodeGraph {};
+struct CausalLM::GpuLogits {};
+class DeviceRuntimes {};  // no GPUs in this build
+#endif
+
 namespace {
 
 // The caches are allocated up front (f32); refuse a --max_context whose caches cannot fit in this
@@ -29,51 +63,99 @@ void check_kv_cache_fits(const ModelConfig& config, std::int64_t max_context) {
 DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
     : tracer_(context.tracer), layer_(layer.layer), hidden_size_(context.tree.config().hidden_size) {
   const float eps = static_cast<float>(context.tree.config().rms_norm_eps);
-  input_norm_ = NormOp(context, context.child(layer, "input_layernorm"), eps);
-  post_attention_norm_ = NormOp(context, context.child(layer, "post_attention_layernorm"), eps);
   attention_ = make_attention(context, context.child(layer, "self_attn"));
   const bool mixtral = context.tree.config().arch == Architecture::mixtral;
   const Module& mlp = context.child(layer, mixtral ? "block_sparse_moe" : "mlp");
   moe_ = mlp.cls->role == ModuleRole::moe;
   feed_forward_ = make_feed_forward(context, mlp);
+  attention_gpu_ = context.gpu(attention_->device());
+  feed_forward_gpu_ = context.gpu(feed_forward_->device());
+  // A layer's norms run with the half they lead.
+  input_norm_ = NormOp(context, context.child(layer, "input_layernorm"), eps, attention_->device());
+  post_attention_norm_ = NormOp(context, context.child(layer, "post_attention_layernorm"), eps, feed_forward_->device());
 }
 
-void DecoderLayer::forward(float* hidden, std::int64_t tokens, std::int64_t position) {
-  const auto n = static_cast<std::size_t>(tokens * hidden_size_);
-  std::vector<float> normed(n), delta(n);
-  input_norm_.forward(hidden, tokens, normed.data());
+void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
+  const std::int64_t n = tokens * hidden_size_;
   {
-    const Tracer::Scope scope(tracer_, Region::self_attention, layer_);
-    attention_->forward(normed.data(), tokens, position, delta.data());
+    float* hidden = stream.on(attention_->device());
+    Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
+    input_norm_.forward(hidden, tokens, normed);
+    {
+      const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
+      attention_->forward(normed, tokens, position, delta);
+    }
+    add_in_place(attention_gpu_, hidden, delta, n);
   }
-  for (std::size_t i = 0; i < n; ++i) hidden[i] += delta[i];
-  post_attention_norm_.forward(hidden, tokens, normed.data());
-  {
-    // A MoE block times its own parts (gate, routed and shared experts).
-    const Tracer::Scope scope(moe_ ? nullptr : tracer_, Region::dense_mlp, layer_);
-    feed_forward_->forward(normed.data(), tokens, delta.data());
+  float* hidden = stream.on(feed_forward_->device());
+  Scratch normed(feed_forward_gpu_, n, "normalised hidden states"), delta(feed_forward_gpu_, n, "MLP output");
+  post_attention_norm_.forward(hidden, tokens, normed);
+  if (moe_) {
+    // A MoE block times its own parts (gate, routed and shared experts, hand-offs).
+    feed_forward_->forward(normed, tokens, delta);
+  } else {
+    const WorkScope scope(feed_forward_gpu_, tracer_, Region::dense_mlp, layer_);
+    feed_forward_->forward(normed, tokens, delta);
   }
-  for (std::size_t i = 0; i < n; ++i) hidden[i] += delta[i];
+  add_in_place(feed_forward_gpu_, hidden, delta, n);
 }
 
-CausalLM::CausalLM(const BuildContext& context)
-    : tracer_(context.tracer), vocab_(context.tree.config().vocab_size), hidden_(context.tree.config().hidden_size),
-      max_context_(context.max_context) {
+CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
+    : tracer_(build.tracer),
+      options_(options),
+      vocab_(build.tree.config().vocab_size),
+      hidden_(build.tree.config().hidden_size),
+      max_context_(build.max_context) {
+  if (options_.prefill_chunk <= 0) throw InputError("the prefill chunk must be at least 1 token");
+  BuildContext context = build;
+#if SWITCHYARD_HAVE_CUDA
+  runtimes_ = std::make_unique<DeviceRuntimes>(options_.prefill_chunk);
+  context.runtimes = runtimes_.get();
+#endif
   const ModuleTree& tree = context.tree;
   check_kv_cache_fits(tree.config(), context.max_context);
   const Module& root = tree.at(0);
   const Module& model = context.child(root, "model");
   const Module& embed = context.child(model, "embed_tokens");
-  context.require_cpu(embed);
   embedding_ = context.param(embed, "weight", {DType::f32, DType::bf16, DType::f16});
+  embed_device_ = context.device_of(embed);
   for (int layer : context.child(model, "layers").children)
     layers_.push_back(std::make_unique<DecoderLayer>(context, tree.at(layer)));
-  final_norm_ = NormOp(context, context.child(model, "norm"), static_cast<float>(tree.config().rms_norm_eps));
   const Module& head = context.child(root, "lm_head");
   if (tree.config().tie_word_embeddings)
     throw InputError(tree.config().source + ": tie_word_embeddings is not supported yet");
-  lm_head_ = LinearOp(context, head);
+  final_device_ = context.device_of(head);
+  final_norm_ = NormOp(context, context.child(model, "norm"), static_cast<float>(tree.config().rms_norm_eps), final_device_);
+  lm_head_ = LinearOp(context, head, final_device_);
+#if SWITCHYARD_HAVE_CUDA
+  if (GpuRuntime* gpu = context.gpu(embed_device_)) {
+    auto table = std::make_shared<DeviceTensor>();
+    table->buffer = gpu->context().upload(embedding_.data(), embedding_.bytes(), "the token embedding table");
+    table->dtype = embedding_.dtype();
+    gpu->context().synchronize();
+    device_embedding_ = table;
+  }
+  if (GpuRuntime* gpu = context.gpu(final_device_)) {
+    gpu_logits_ = std::make_unique<GpuLogits>();
+    gpu_logits_->gpu = gpu;
+    gpu_logits_->row = gpu->context().allocate(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
+    gpu_logits_->host_row = cuda::PinnedBuffer(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
+  }
+  // One graph per decode step when the decoder stack and the head share one GPU (the embedding
+  // may be on the CPU: its row is the graph's input).
+  std::set<Device> devices{final_device_};
+  for (const auto& layer : layers_) {
+    devices.insert(layer->attention_device());
+    devices.insert(layer->feed_forward_device());
+  }
+  if (options_.use_cuda_graph && devices.size() == 1 && final_device_.is_cuda() &&
+      (embed_device_.is_cpu() || embed_device_ == final_device_))
+    graph_gpu_ = &runtimes_->get(final_device_);
+#endif
+  stream_ = std::make_unique<ResidualStream>(runtimes_.get(), options_.prefill_chunk, hidden_);
 }
+
+CausalLM::~CausalLM() = default;
 
 std::size_t CausalLM::kv_cache_bytes() const {
   std::size_t total = 0;
@@ -81,25 +163,200 @@ std::size_t CausalLM::kv_cache_bytes() const {
   return total;
 }
 
+std::optional<Device> CausalLM::graph_device() const {
+#if SWITCHYARD_HAVE_CUDA
+  if (graph_gpu_ != nullptr) return graph_gpu_->where();
+#endif
+  return std::nullopt;
+}
+
+std::string CausalLM::placement_summary() const {
+  std::map<std::string, std::vector<int>> attention, feed_forward;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    attention[layers_[l]->attention_device().str()].push_back(static_cast<int>(l));
+    feed_forward[layers_[l]->feed_forward_device().str()].push_back(static_cast<int>(l));
+  }
+  auto list = [](const std::map<std::string, std::vector<int>>& by_device) {
+    std::string out;
+    for (const auto& [device, layers] : by_device) {
+      if (!out.empty()) out += ", ";
+      out += device + " (" + std::to_string(layers.size()) + " layers)";
+    }
+    return out;
+  };
+  return "embedding " + embed_device_.str() + "; attention " + list(attention) + "; MLP/MoE blocks " +
+         list(feed_forward) + "; head " + final_device_.str();
+}
+
 std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits) {
-  const auto tokens = static_cast<std::int64_t>(ids.size());
-  std::vector<float> hidden(static_cast<std::size_t>(tokens * hidden_));
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    const std::int32_t id = ids[static_cast<std::size_t>(t)];
+  for (const std::int32_t id : ids)
     if (id < 0 || id >= vocab_)
       throw InputError("token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab_) + ")");
-    const Tensor row = embedding_.rows(id, 1);
-    cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden.data() + t * hidden_);
+  if (ids.empty()) throw std::logic_error("CausalLM::forward: no tokens");
+  check_context(position, static_cast<std::int64_t>(ids.size()), max_context_);
+  std::vector<float> logits;
+  const auto total = static_cast<std::int64_t>(ids.size());
+  for (std::int64_t first = 0; first < total; first += options_.prefill_chunk) {
+    const std::int64_t count = std::min(options_.prefill_chunk, total - first);
+    std::vector<float> part = run_chunk(ids.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count)),
+                                        position + first, all_logits);
+    if (all_logits) logits.insert(logits.end(), part.begin(), part.end());
+    else logits = std::move(part);
   }
-  for (auto& layer : layers_) layer->forward(hidden.data(), tokens, position);
-  const std::int64_t first = all_logits ? 0 : tokens - 1;
-  const std::int64_t rows = tokens - first;
-  std::vector<float> normed(static_cast<std::size_t>(rows * hidden_));
-  final_norm_.forward(hidden.data() + first * hidden_, rows, normed.data());
-  std::vector<float> logits(static_cast<std::size_t>(rows * vocab_));
-  const Tracer::Scope scope(tracer_, Region::lm_head);
-  lm_head_.forward(normed.data(), rows, logits.data());
   return logits;
 }
+
+void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position) {
+  const auto tokens = static_cast<std::int64_t>(ids.size());
+#if SWITCHYARD_HAVE_CUDA
+  for (const auto& [index, gpu] : runtimes_->all()) gpu->write_step(position, ids);
+#else
+  (void)position;
+#endif
+  if (!embed_device_.is_cpu()) return;
+  float* hidden = stream_->start(Device::cpu(), tokens);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const Tensor row = embedding_.rows(ids[static_cast<std::size_t>(t)], 1);
+    cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
+  }
+}
+
+void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits) {
+  const auto tokens = static_cast<std::int64_t>(ids.size());
+#if SWITCHYARD_HAVE_CUDA
+  // With --profile, each GPU's whole step is a region too: what its regions leave out is launch
+  // gaps and glue.
+  struct StepMarks {
+    std::vector<std::pair<GpuRuntime*, int>> marks;
+    ~StepMarks() {
+      for (auto [gpu, mark] : marks) {
+        try {
+          gpu->timer().end(gpu->stream(), mark);
+        } catch (...) {
+          // a lost profile mark; the stream's error surfaces at its sync
+        }
+      }
+    }
+  } step_marks;
+  for (const auto& [index, gpu] : runtimes_->all()) {
+    gpu->upload_step();
+    if (tracer_ == nullptr || !tracer_->profiling()) continue;
+    gpu->timer().start_step(gpu->stream());
+    step_marks.marks.emplace_back(gpu.get(), gpu->timer().begin(gpu->stream(), tokens == 1 ? Region::decode_step : Region::prefill, -1));
+  }
+  if (GpuRuntime* gpu = runtimes_->find(embed_device_)) {
+    float* hidden = stream_->start(embed_device_, tokens);
+    cuda::embedding(gpu->ids(), tokens, device_embedding_->buffer.data(), device_embedding_->dtype, vocab_, hidden_,
+                    hidden, gpu->stream());
+  }
+#endif
+  for (auto& layer : layers_) layer->forward(*stream_, tokens, position);
+
+  const std::int64_t rows = all_logits ? tokens : 1;
+  float* hidden = stream_->on(final_device_) + (tokens - rows) * hidden_;
+#if SWITCHYARD_HAVE_CUDA
+  GpuRuntime* gpu = runtimes_->find(final_device_);
+#else
+  GpuRuntime* gpu = nullptr;
+#endif
+  Scratch normed(gpu, rows * hidden_, "the final norm's output");
+  final_norm_.forward(hidden, rows, normed);
+  const WorkScope scope(gpu, tracer_, Region::lm_head);
+  if (gpu == nullptr) {
+    logits_.resize(static_cast<std::size_t>(rows * vocab_));
+    lm_head_.forward(normed, rows, logits_.data());
+    return;
+  }
+#if SWITCHYARD_HAVE_CUDA
+  GpuLogits& out = *gpu_logits_;
+  if (rows == 1) {
+    lm_head_.forward(normed, 1, out.row.as<float>());
+    gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
+  } else {
+    if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))
+      out.all = gpu->context().allocate(static_cast<std::size_t>(rows * vocab_) * sizeof(float), "every token's logits");
+    lm_head_.forward(normed, rows, out.all.as<float>());
+  }
+#endif
+}
+
+std::vector<float> CausalLM::run_chunk(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits) {
+  const auto tokens = static_cast<std::int64_t>(ids.size());
+#if SWITCHYARD_HAVE_CUDA
+  if (graph_gpu_ != nullptr && tokens == 1 && !all_logits) return decode_with_graph(ids[0], position);
+#endif
+  prepare(ids, position);
+  const std::int64_t start_ns = Tracer::now_ns();
+  enqueue(ids, position, all_logits);
+  const std::int64_t rows = all_logits ? tokens : 1;
+#if SWITCHYARD_HAVE_CUDA
+  runtimes_->synchronize();
+  if (tracer_ != nullptr && tracer_->profiling())
+    for (const auto& [index, gpu] : runtimes_->all()) {
+      GpuTimer::Step step = gpu->timer().take_step();
+      gpu->timer().report(step, *tracer_, start_ns);
+      gpu->timer().recycle(step);
+    }
+  if (runtimes_->find(final_device_) != nullptr) {
+    std::vector<float> logits(static_cast<std::size_t>(rows * vocab_));
+    if (rows == 1) std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
+    else SWITCHYARD_CUDA_CHECK(cudaMemcpy(logits.data(), gpu_logits_->all.data(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return logits;
+  }
+#else
+  (void)start_ns;
+  (void)rows;
+#endif
+  return logits_;
+}
+
+#if SWITCHYARD_HAVE_CUDA
+std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t position) {
+  GpuRuntime& gpu = *graph_gpu_;
+  const std::span<const std::int32_t> ids(&id, 1);
+  prepare(ids, position);
+  const bool profiling = tracer_ != nullptr && tracer_->profiling();
+  if (!graph_ || graph_->profiled != profiling) {
+    graph_.reset();
+    // Capture once (again when profiling is switched): the same kernels, copies, hand-offs and profile events as an eager step,
+    // reading the step's position and token from device memory and its inputs from pinned memory.
+    runtimes_->synchronize();
+    auto graph = std::make_unique<DecodeGraph>();
+    cudaGraph_t captured = nullptr;
+    gpu.context().pool().begin_capture();
+    SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
+    try {
+      enqueue(ids, position, false);
+    } catch (...) {
+      cudaStreamEndCapture(gpu.stream(), &captured);
+      if (captured != nullptr) cudaGraphDestroy(captured);
+      cudaGetLastError();
+      gpu.context().pool().end_capture();
+      runtimes_->take_jobs();
+      throw;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
+    gpu.context().pool().end_capture();
+    graph->jobs = runtimes_->take_jobs();
+    SWITCHYARD_CUDA_CHECK(ended);
+    const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);
+    cudaGraphDestroy(captured);
+    SWITCHYARD_CUDA_CHECK(instantiated);
+    if (profiling) graph->marks = gpu.timer().take_step();
+    graph->profiled = profiling;
+    graph_ = std::move(graph);
+  }
+  runtimes_->set_jobs(graph_->jobs);
+  const std::int64_t start_ns = Tracer::now_ns();
+  SWITCHYARD_CUDA_CHECK(cudaGraphLaunch(graph_->exec, gpu.stream()));
+  runtimes_->synchronize();
+  if (profiling) gpu.timer().report(graph_->marks, *tracer_, start_ns);
+  std::vector<float> logits(static_cast<std::size_t>(vocab_));
+  std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
+  return logits;
+}
+#else
+std::vector<float> CausalLM::decode_with_graph(std::int32_t, std::int64_t) { return {}; }
+#endif
 
 }  // namespace switchyard

@@ -3,7 +3,15 @@
 // layer calls its attention and feed-forward operators, and those call their projections: the
 // same tree the rules were written against, built from the PlacementPlan (there is no second
 // path around the rules) with weights from the checkpoint.
+//
+// Devices: every operator runs where the plan puts it; the residual stream moves between devices
+// at layer-half boundaries (operators/residual_stream.h). On GPUs, work is queued on each device's
+// stream, and CPU experts under a GPU MoE block are served by this thread while the GPU works.
+// When the whole decoder stack and the head run on one GPU, a decode step is one CUDA graph
+// (captured at the first decode step, replayed after) including the CPU-expert hand-offs.
 #include <memory>
+#include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -11,29 +19,42 @@
 #include "operators/build_context.h"
 #include "operators/feed_forward_op.h"
 #include "operators/linear_op.h"
+#include "operators/residual_stream.h"
 
 namespace switchyard {
 
 class DecoderLayer {
  public:
   DecoderLayer(const BuildContext& context, const Module& layer);
-  // hidden: [tokens, hidden_size] f32, updated in place (both residual additions)
-  void forward(float* hidden, std::int64_t tokens, std::int64_t position);
+  // Runs the layer on the stream's tokens (both residual additions), moving it to each half's
+  // device first.
+  void forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position);
   const AttentionOp& attention() const { return *attention_; }
+  Device attention_device() const { return attention_->device(); }
+  Device feed_forward_device() const { return feed_forward_->device(); }
 
  private:
   Tracer* tracer_;
   int layer_;
   bool moe_;
-  NormOp input_norm_, post_attention_norm_;
+  std::int64_t hidden_size_;
   std::unique_ptr<AttentionOp> attention_;
   std::unique_ptr<FeedForwardOp> feed_forward_;
-  std::int64_t hidden_size_;
+  GpuRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;
+  NormOp input_norm_, post_attention_norm_;  // on their half's device
+};
+
+struct CausalLMOptions {
+  bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU
+  std::int64_t prefill_chunk = 512;  // most tokens per forward pass; longer prompts run in chunks
 };
 
 class CausalLM {
  public:
-  explicit CausalLM(const BuildContext& context);
+  explicit CausalLM(const BuildContext& context, CausalLMOptions options = {});
+  ~CausalLM();
+  CausalLM(const CausalLM&) = delete;
+  CausalLM& operator=(const CausalLM&) = delete;
 
   // Runs `ids` at positions [position, position + ids.size()) and returns the logits of the last
   // token ([vocab]) or, with all_logits, of every token ([tokens, vocab]).
@@ -41,14 +62,36 @@ class CausalLM {
   std::int64_t vocab_size() const { return vocab_; }
   std::int64_t max_context() const { return max_context_; }
   std::size_t kv_cache_bytes() const;
+  // The GPU whose decode steps are CUDA graphs, if any.
+  std::optional<Device> graph_device() const;
+  // "cuda:0 (attention, shared experts, ...)"-style summary of where the layers run.
+  std::string placement_summary() const;
 
  private:
+  struct DecodeGraph;
+  struct GpuLogits;
+  std::vector<float> run_chunk(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
+  // Host part of a pass: step inputs and, with the embedding on the CPU, the embedded rows.
+  void prepare(std::span<const std::int32_t> ids, std::int64_t position);
+  // Device part: everything queued on the devices' streams (or run, on the CPU).
+  void enqueue(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
+  std::vector<float> decode_with_graph(std::int32_t id, std::int64_t position);
+
   Tracer* tracer_;
-  Tensor embedding_;  // [vocab, hidden] f32 | bf16 | f16
+  CausalLMOptions options_;
+  std::unique_ptr<DeviceRuntimes> runtimes_;
+  Tensor embedding_;  // [vocab, hidden] f32 | bf16 | f16, on the CPU
+  Device embed_device_, final_device_;
+  std::shared_ptr<const DeviceTensor> device_embedding_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   NormOp final_norm_;
   LinearOp lm_head_;
+  std::unique_ptr<ResidualStream> stream_;
   std::int64_t vocab_, hidden_, max_context_;
+  std::vector<float> logits_;            // the CPU head's output
+  std::unique_ptr<GpuLogits> gpu_logits_;  // the GPU head's output buffers
+  GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph
+  std::unique_ptr<DecodeGraph> graph_;
 };
 
 }  // namespace switchyard

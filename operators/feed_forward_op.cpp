@@ -2,13 +2,16 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+#include "operators/activations.h"
 #include "operators/cpu/silu_and_mul.h"
 
 namespace switchyard {
-namespace {
 
-// Mixtral names its projections w1 (gate), w3 (up), w2 (down).
-bool mixtral_names(const ModuleTree& tree) { return tree.config().arch == Architecture::mixtral; }
+ExpertNames expert_names(const ModelConfig& config) {
+  if (config.arch == Architecture::mixtral) return {"w1", "w3", "w2"};
+  return {"gate_proj", "up_proj", "down_proj"};
+}
 
 cpu::MoeGateConfig gate_config(const ModelConfig& c, const float* bias) {
   switch (c.arch) {
@@ -25,30 +28,31 @@ cpu::MoeGateConfig gate_config(const ModelConfig& c, const float* bias) {
   return {};
 }
 
-}  // namespace
-
 MlpOp::MlpOp(const BuildContext& context, const Module& mlp, const char* gate, const char* up, const char* down)
-    : gate_(context, context.child(mlp, gate)), up_(context, context.child(mlp, up)), down_(context, context.child(mlp, down)) {
-  context.require_cpu(mlp);
+    : gate_(context, context.child(mlp, gate), context.device_of(mlp)),
+      up_(context, context.child(mlp, up), context.device_of(mlp)),
+      down_(context, context.child(mlp, down), context.device_of(mlp)) {
+  for (const char* name : {gate, up, down}) require_same_device(context, mlp, context.child(mlp, name));
 }
 
 void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
   const std::int64_t width = gate_.out_features();
-  std::vector<float> g(static_cast<std::size_t>(tokens * width)), u(g.size());
-  gate_.forward(x, tokens, g.data());
-  up_.forward(x, tokens, u.data());
-  cpu::silu_and_mul(g.data(), u.data(), tokens * width, g.data());
-  down_.forward(g.data(), tokens, out);
+  GpuRuntime* gpu = gate_.gpu();
+  Scratch g(gpu, tokens * width, "an MLP's gate activations"), u(gpu, tokens * width, "an MLP's up activations");
+  gate_.forward(x, tokens, g);
+  up_.forward(x, tokens, u);
+  silu_and_mul(gpu, g, u, tokens * width, g);
+  down_.forward(g, tokens, out);
 }
 
 RoutedExperts::RoutedExperts(const BuildContext& context, const Module& experts) {
-  context.require_cpu(experts);
-  const bool w = mixtral_names(context.tree);
+  const ExpertNames names = expert_names(context.tree.config());
+  const Device cpu = Device::cpu();
   for (int e : experts.children) {
     const Module& expert = context.tree.at(e);
-    experts_.push_back(Expert{LinearOp(context, context.child(expert, w ? "w1" : "gate_proj")),
-                              LinearOp(context, context.child(expert, w ? "w3" : "up_proj")),
-                              LinearOp(context, context.child(expert, w ? "w2" : "down_proj"))});
+    experts_.push_back(Expert{LinearOp(context, context.child(expert, names.gate), cpu),
+                              LinearOp(context, context.child(expert, names.up), cpu),
+                              LinearOp(context, context.child(expert, names.down), cpu)});
   }
   hidden_ = context.tree.config().hidden_size;
 }
@@ -90,9 +94,19 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
 }
 
 MoeOp::MoeOp(const BuildContext& context, const Module& moe)
-    : tracer_(context.tracer), layer_(moe.layer), router_(context, context.child(moe, "gate")), experts_(context, context.child(moe, "experts")) {
+    : tracer_(context.tracer),
+      layer_(moe.layer),
+      router_(context, context.child(moe, "gate"), Device::cpu()),
+      experts_(context, context.child(moe, "experts")) {
   const ModelConfig& c = context.tree.config();
-  context.require_cpu(moe);
+  require_same_device(context, moe, context.child(moe, "gate"));
+  const Module& experts = context.child(moe, "experts");
+  if (!context.generate_device(experts).is_cpu() || !context.prefill_device(experts).is_cpu())
+    throw InputError("the profile runs " + std::string(moe.name) + " on the CPU but its routed experts on " +
+                     (context.generate_device(experts).is_cpu() ? context.prefill_device(experts)
+                                                                : context.generate_device(experts))
+                         .str() +
+                     "; a MoE block on the CPU runs its experts there too");
   const Module& gate = context.child(moe, "gate");
   for (const Parameter& p : gate.params)
     if (p.name == "e_score_correction_bias") correction_bias_ = context.param_f32(gate, "e_score_correction_bias");
@@ -124,8 +138,23 @@ void MoeOp::forward(const float* x, std::int64_t tokens, float* out) {
 }
 
 std::unique_ptr<FeedForwardOp> make_feed_forward(const BuildContext& context, const Module& mlp) {
-  if (mlp.cls->role == ModuleRole::moe) return std::make_unique<MoeOp>(context, mlp);
-  return std::make_unique<MlpOp>(context, mlp);
+  if (mlp.cls->role != ModuleRole::moe) return std::make_unique<MlpOp>(context, mlp);
+  if (context.device_of(mlp).is_cpu()) return std::make_unique<MoeOp>(context, mlp);
+#if SWITCHYARD_HAVE_CUDA
+  return make_gpu_moe(context, mlp);
+#else
+  context.gpu(context.device_of(mlp));  // throws: no CUDA backend in this build
+  return nullptr;
+#endif
+}
+
+void require_same_device(const BuildContext& context, const Module& block, const Module& part) {
+  const Device outer = context.device_of(block), inner = context.device_of(part);
+  if (outer == inner) return;
+  throw InputError("the profile runs " + std::string(block.name) + " on " + outer.str() + " but " +
+                   std::string(part.name) + " on " + inner.str() +
+                   "; the parts of an attention or MLP block run where the block does (only routed experts may "
+                   "differ)");
 }
 
 }  // namespace switchyard

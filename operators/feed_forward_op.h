@@ -13,16 +13,19 @@ namespace switchyard {
 class FeedForwardOp {
  public:
   virtual ~FeedForwardOp() = default;
-  // x: [tokens, hidden] f32 (normalised) -> out: [tokens, hidden] f32
+  // x: [tokens, hidden] f32 (normalised) -> out: [tokens, hidden] f32, both on device().
   virtual void forward(const float* x, std::int64_t tokens, float* out) = 0;
+  virtual Device device() const = 0;
 };
 
-// down(silu(gate(x)) * up(x)); DeepSeek's dense MLP and shared experts, Qwen3's dense layers.
+// down(silu(gate(x)) * up(x)); DeepSeek's dense MLP and shared experts, Qwen3's dense layers. On
+// the CPU or a GPU, with its projections on the block's device.
 class MlpOp final : public FeedForwardOp {
  public:
   MlpOp(const BuildContext& context, const Module& mlp, const char* gate = "gate_proj", const char* up = "up_proj",
         const char* down = "down_proj");
   void forward(const float* x, std::int64_t tokens, float* out) override;
+  Device device() const override { return gate_.device(); }
 
  private:
   LinearOp gate_, up_, down_;
@@ -35,9 +38,11 @@ class RoutedExperts {
   struct Expert {
     LinearOp gate, up, down;  // [inter, hidden], [inter, hidden], [hidden, inter]
   };
+  // The experts' weights used in place from the checkpoint mapping, on the CPU.
   RoutedExperts(const BuildContext& context, const Module& experts);
   explicit RoutedExperts(std::vector<Expert> experts);
   // x: [tokens, hidden]; ids, weights: [tokens, top_k]; out: [tokens, hidden] (overwritten)
+  // Host memory.
   void forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
                float* out) const;
 
@@ -50,6 +55,7 @@ class MoeOp final : public FeedForwardOp {
  public:
   MoeOp(const BuildContext& context, const Module& moe);
   void forward(const float* x, std::int64_t tokens, float* out) override;
+  Device device() const override { return Device::cpu(); }
 
  private:
   Tracer* tracer_;
@@ -61,6 +67,21 @@ class MoeOp final : public FeedForwardOp {
   std::unique_ptr<MlpOp> shared_;
 };
 
+// The router's configuration for the model's family; `bias` is DeepSeek-V3's correction bias
+// ([n_experts] f32, host or device memory as the gate kernel needs) or nullptr.
+cpu::MoeGateConfig gate_config(const ModelConfig& config, const float* bias);
+// Mixtral names its projections w1 (gate), w3 (up), w2 (down).
+struct ExpertNames {
+  const char *gate, *up, *down;
+};
+ExpertNames expert_names(const ModelConfig& config);
+
+// The block's operator on its device: MlpOp, MoeOp on the CPU, or the GPU MoE block
+// (operators/gpu_moe_op.h) with its routed experts on the GPU or handed to the CPU.
 std::unique_ptr<FeedForwardOp> make_feed_forward(const BuildContext& context, const Module& mlp);
+std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe);
+
+// InputError unless `part` (a projection, a norm, a router) runs on `block`'s device.
+void require_same_device(const BuildContext& context, const Module& block, const Module& part);
 
 }  // namespace switchyard

@@ -1,18 +1,77 @@
 #include "operators/linear_op.h"
 
 #include "operators/cpu/linear.h"
+#include "operators/device_tensor.h"
 #include "operators/cpu/rms_norm.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/elementwise.h"
+#include "operators/cuda/linear.h"
+#include "operators/cuda/rms_norm.h"
+#include "operators/gpu_runtime.h"
+#endif
 
 namespace switchyard {
 
-LinearOp::LinearOp(const BuildContext& context, const Module& linear)
-    : weight_(context.param(linear, "weight", {DType::f32, DType::bf16, DType::f16})) {
-  context.require_cpu(linear);
-  for (const Parameter& p : linear.params)
-    if (p.name == "bias") bias_ = context.param_f32(linear, "bias");
+#if SWITCHYARD_HAVE_CUDA
+namespace {
+
+std::shared_ptr<const DeviceTensor> upload(GpuRuntime& gpu, const Tensor& tensor, const Module& module,
+                                           const char* what) {
+  auto copy = std::make_shared<DeviceTensor>();
+  copy->buffer = gpu.upload(tensor, copy->dtype, std::string(module.name) + "." + what);
+  return copy;
 }
 
+std::shared_ptr<const DeviceTensor> upload_f32(GpuRuntime& gpu, const Tensor& tensor, const Module& module,
+                                               const char* what) {
+  auto copy = std::make_shared<DeviceTensor>();
+  copy->buffer = gpu.upload_f32(tensor, std::string(module.name) + "." + what);
+  return copy;
+}
+
+}  // namespace
+#endif
+
+LinearOp::LinearOp(const BuildContext& context, const Module& linear) : LinearOp(context, linear, context.device_of(linear)) {}
+
+LinearOp::LinearOp(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32)
+    : weight_(context.param(linear, "weight", {DType::f32, DType::bf16, DType::f16})), gpu_(context.gpu(device)) {
+  for (const Parameter& p : linear.params)
+    if (p.name == "bias") bias_ = context.param_f32(linear, "bias");
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_ == nullptr) return;
+  device_weight_ = widen_to_f32 ? upload_f32(*gpu_, weight_, linear, "weight") : upload(*gpu_, weight_, linear, "weight");
+  if (!bias_.empty()) device_bias_ = upload_f32(*gpu_, context.param(linear, "bias", {DType::f32, DType::bf16, DType::f16}), linear, "bias");
+#else
+  (void)widen_to_f32;
+#endif
+}
+
+Device LinearOp::device() const {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_ != nullptr) return gpu_->where();
+#endif
+  return Device::cpu();
+}
+
+#if SWITCHYARD_HAVE_CUDA
+const void* LinearOp::device_weight() const { return device_weight_ ? device_weight_->buffer.data() : nullptr; }
+DType LinearOp::device_dtype() const { return device_weight_ ? device_weight_->dtype : weight_.dtype(); }
+#else
+const void* LinearOp::device_weight() const { return nullptr; }
+DType LinearOp::device_dtype() const { return weight_.dtype(); }
+#endif
+
 void LinearOp::forward(const float* x, std::int64_t tokens, float* y) const {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_ != nullptr) {
+    cuda::linear(gpu_->context(), x, tokens, in_features(), device_weight_->buffer.data(), device_weight_->dtype,
+                 out_features(), y);
+    if (device_bias_)
+      cuda::add_bias(y, device_bias_->buffer.as<float>(), tokens, out_features(), gpu_->stream());
+    return;
+  }
+#endif
   cpu::linear(x, tokens, in_features(), weight_.data(), weight_.dtype(), out_features(), y);
   if (bias_.empty()) return;
   for (std::int64_t t = 0; t < tokens; ++t)
@@ -20,11 +79,29 @@ void LinearOp::forward(const float* x, std::int64_t tokens, float* y) const {
 }
 
 NormOp::NormOp(const BuildContext& context, const Module& norm, float eps)
-    : weight_(context.param(norm, "weight", {DType::f32, DType::bf16})), eps_(eps) {
-  context.require_cpu(norm);
+    : NormOp(context, norm, eps, context.device_of(norm)) {}
+
+NormOp::NormOp(const BuildContext& context, const Module& norm, float eps, Device device)
+    : weight_(context.param(norm, "weight", {DType::f32, DType::bf16})), eps_(eps), gpu_(context.gpu(device)) {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_ != nullptr) device_weight_ = upload(*gpu_, weight_, norm, "weight");
+#endif
+}
+
+Device NormOp::device() const {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_ != nullptr) return gpu_->where();
+#endif
+  return Device::cpu();
 }
 
 void NormOp::forward(const float* x, std::int64_t rows, float* out) const {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_ != nullptr) {
+    cuda::rms_norm(x, rows, width(), device_weight_->buffer.data(), device_weight_->dtype, eps_, out, gpu_->stream());
+    return;
+  }
+#endif
   cpu::rms_norm(x, rows, width(), weight_.data(), weight_.dtype(), eps_, out);
 }
 

@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "tests/test_support.h"
+#ifdef SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/device_context.h"
+#endif
 
 using namespace switchyard::testing;
 
@@ -85,6 +88,42 @@ TEST_CASE("nvtx: per-layer ranges for the selected layers, nested in prefill and
   CHECK(count("shared_experts_2") == 3);
   CHECK(count("moe_gate_0") == 0);
 }
+
+#ifdef SWITCHYARD_HAVE_CUDA
+TEST_CASE("nvtx: the hybrid GPU + CPU-experts layer names its hand-off") {
+  if (switchyard::cuda::device_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  // Experts on the GPU in prefill, on the CPU in decode (the shipped DeepSeek-V3 profile).
+  for (const bool graph : {false, true}) {
+    INFO("use_cuda_graph " << graph);
+    const auto ranges = record("run --max_new_tokens 4 --nvtx_layers 2 --optimize_config_path " +
+                               source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+                               " --use_cuda_graph " + (graph ? "true" : "false"));
+    auto count = [&](const std::string& name) {
+      return std::count_if(ranges.begin(), ranges.end(), [&](const Range& r) { return r.name == name; });
+    };
+    for (const Range& r : ranges) {
+      INFO(r.name << " at depth " << r.depth << " in " << r.parent);
+      if (r.name.find("_2") != std::string::npos) {
+        CHECK(r.depth == 2);
+        CHECK((r.parent == "prefill" || r.parent == "decode_step"));
+      }
+    }
+    // Eager: every step emits its ranges; with graphs the three decode steps are one capture
+    // (its ranges are the graph's) and two replays, whose only per-layer host work is the
+    // CPU experts.
+    const long launched = graph ? 2 : 4;  // prefill + captured or eager decode steps
+    CHECK(count("self_attention_2") == launched);
+    CHECK(count("moe_gate_2") == launched);
+    CHECK(count("shared_experts_2") == launched);
+    CHECK(count("cpuinfer_submit_2") == launched - 1);
+    CHECK(count("cpuinfer_sync_2") == launched - 1);
+    CHECK(count("routed_experts_2") == 4);  // GPU in prefill (its launches), then CPU every decode step
+  }
+}
+#endif
 
 TEST_CASE("nvtx: no ranges at all when off") {
   CHECK(record("run --max_new_tokens 3").empty());

@@ -44,6 +44,23 @@ DeviceMemoryPool::~DeviceMemoryPool() {
   // Every buffer holds the pool, so none is live here: only cached blocks remain.
   const DeviceGuard guard(device_, std::nothrow);
   for (const auto& [bytes, block] : cached_) cudaFree(block);
+  for (const auto& [bytes, block] : capture_cached_) cudaFree(block);
+  for (void* block : graph_blocks_) cudaFree(block);
+}
+
+void DeviceMemoryPool::begin_capture() {
+  const std::lock_guard lock(mutex_);
+  capturing_ = true;
+}
+
+void DeviceMemoryPool::end_capture() {
+  const std::lock_guard lock(mutex_);
+  capturing_ = false;
+  for (const auto& [bytes, block] : capture_cached_) {
+    graph_blocks_.push_back(block);
+    bytes_in_use_ += bytes;
+  }
+  capture_cached_.clear();
 }
 
 std::size_t DeviceMemoryPool::block_size(std::size_t bytes) {
@@ -60,12 +77,17 @@ DeviceBuffer DeviceMemoryPool::allocate(std::size_t bytes, std::string_view what
   std::size_t got_bytes = block_bytes;
   {
     const std::lock_guard lock(mutex_);
-    const auto reusable = cached_.lower_bound(block_bytes);
-    if (reusable != cached_.end() && reusable->first - block_bytes <= block_bytes / 4) {
+    auto reuse = [&](std::multimap<std::size_t, void*>& cache, bool counted) {
+      const auto reusable = cache.lower_bound(block_bytes);
+      if (reusable == cache.end() || reusable->first - block_bytes > block_bytes / 4) return false;
       got_bytes = reusable->first;
       data = reusable->second;
-      cached_.erase(reusable);
-      bytes_cached_ -= got_bytes;
+      cache.erase(reusable);
+      if (counted) bytes_cached_ -= got_bytes;
+      return true;
+    };
+    if ((capturing_ && reuse(capture_cached_, false)) || reuse(cached_, true)) {
+      // a cached block
     } else {
       const DeviceGuard guard(device_);
       cudaError_t status = cudaMalloc(&data, block_bytes);
@@ -87,8 +109,12 @@ DeviceBuffer DeviceMemoryPool::allocate(std::size_t bytes, std::string_view what
 
 void DeviceMemoryPool::give_back(void* data, std::size_t block_bytes) noexcept {
   const std::lock_guard lock(mutex_);
-  cached_.emplace(block_bytes, data);
   bytes_in_use_ -= block_bytes;
+  if (capturing_) {
+    capture_cached_.emplace(block_bytes, data);
+    return;
+  }
+  cached_.emplace(block_bytes, data);
   bytes_cached_ += block_bytes;
 }
 

@@ -64,6 +64,12 @@ class DeviceMemoryPool : public std::enable_shared_from_this<DeviceMemoryPool> {
   // Frees every cached (unused) block back to CUDA.
   void release_cached();
 
+  // CUDA graph capture on this pool's stream: a block freed during the capture is reused only by
+  // the capture, and afterwards kept for the graph, never handed out again (every replay writes
+  // it). Blocks taken from the cache during the capture become the graph's the same way.
+  void begin_capture();
+  void end_capture();
+
   int device() const { return device_; }
   std::size_t bytes_in_use() const;  // held by live buffers, in whole blocks
   std::size_t bytes_cached() const;  // kept for reuse
@@ -79,6 +85,9 @@ class DeviceMemoryPool : public std::enable_shared_from_this<DeviceMemoryPool> {
   int device_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> cached_;  // block bytes -> block
+  bool capturing_ = false;
+  std::multimap<std::size_t, void*> capture_cached_;  // freed during a capture
+  std::vector<void*> graph_blocks_;                   // kept for captured graphs
   std::size_t bytes_in_use_ = 0;
   std::size_t bytes_cached_ = 0;
 };

@@ -20,4 +20,13 @@ void apply_rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t 
                 std::int64_t head_stride, int rope_dim, const float* cos, const float* sin, RopeLayout layout,
                 cudaStream_t stream);
 
+// As apply_rope, for CUDA graphs that replay at any position: cos_table, sin_table are whole tables
+// [max_positions, rope_dim / 2] (cpu::rope_cos_sin from position 0), and token t uses row
+// *position + t, where `position` is a device pointer to one int32, the position of the first token.
+// The launch depends only on the host arguments. The caller keeps *position + tokens <= max_positions
+// (the kernel reads those rows unchecked). Bit-identical to apply_rope given rows *position onward.
+void apply_rope_at(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
+                   std::int64_t head_stride, int rope_dim, const float* cos_table, const float* sin_table,
+                   const std::int32_t* position, RopeLayout layout, cudaStream_t stream);
+
 }  // namespace switchyard::cuda

@@ -1,0 +1,157 @@
+#include "examples/bench_decode.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/stream_triad.h"
+#include "core/trace.h"
+#include "core/units.h"
+#include "operators/causal_lm.h"
+#include "placement/report.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/bandwidth.h"
+#endif
+
+namespace switchyard::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Bytes of routed-expert weights one token reads, per device that runs them in decode.
+struct ExpertTraffic {
+  double cpu_bytes = 0, gpu_bytes = 0;  // per token
+  double gpu_resident_bytes = 0;        // all routed experts held by GPUs in decode
+};
+
+ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights) {
+  ExpertTraffic traffic;
+  const ModelConfig& c = check.tree->config();
+  for (const Module& m : check.tree->modules()) {
+    if (m.local_name() != "experts" || m.children.empty()) continue;
+    double expert_bytes = 0;
+    for (int p : check.tree->at(m.children.front()).children)
+      for (const Parameter& param : check.tree->at(p).params) {
+        const std::string name = std::string(check.tree->at(p).name) + "." + std::string(param.name);
+        const std::vector<std::int64_t> shape(param.shape.dims.begin(), param.shape.dims.begin() + param.shape.rank);
+        expert_bytes += static_cast<double>(weights.get(name, shape, {DType::bf16, DType::f16, DType::f32}).bytes());
+      }
+    const Device d = check.plan.owner_of(static_cast<int>(&m - check.tree->modules().data())).generate_device;
+    const double per_token = expert_bytes * c.num_experts_per_tok;
+    (d.is_cpu() ? traffic.cpu_bytes : traffic.gpu_bytes) += per_token;
+    if (d.is_cuda()) traffic.gpu_resident_bytes += expert_bytes * static_cast<double>(m.children.size());
+  }
+  return traffic;
+}
+
+}  // namespace
+
+void DecodeBenchOptions::add_to(CLI::App& command) {
+  model.add_to(command);
+  command.add_option("--prompt_tokens", prompt_tokens, "tokens in the timed prefill")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  command.add_option("--decode_tokens", decode_tokens, "decode steps timed")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  command.add_option("--profile_tokens", profile_tokens, "decode steps timed again with --profile's events (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  command.add_option("--cpu_infer", cpu_infer, "CPU threads for the CPU experts (default: all cores)");
+  command.add_option("--use_cuda_graph", use_cuda_graph, "decode steps as CUDA graphs (true|false)")->capture_default_str();
+  command.add_option("--seed", seed, "seed of the random prompt")->capture_default_str();
+}
+
+int DecodeBenchOptions::run() const {
+  if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
+  CheckOptions options = model.to_check_options();
+  if (options.budget.max_context < prompt_tokens + decode_tokens + profile_tokens + 4)
+    options.budget.max_context = prompt_tokens + decode_tokens + profile_tokens + 4;
+  const CheckResult check = run_check(options);
+  for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
+  if (check.diagnostics.has_errors()) return 1;
+  if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
+
+  const StreamResult stream = stream_triad();
+  std::printf("bench decode: %s with %s\n", model.model_path.c_str(), options.profile.c_str());
+  std::printf("CPU: STREAM triad %.1f GB/s with %d threads\n", stream.bytes_per_second / 1e9, stream.threads);
+  const Checkpoint weights = Checkpoint::open(options.model.model_path);
+  Tracer tracer(parse_layer_selection("none", check.tree->num_layers()), false);
+  const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
+  CausalLMOptions lm_options;
+  lm_options.use_cuda_graph = use_cuda_graph;
+  lm_options.prefill_chunk = std::max(512, prompt_tokens);
+  auto start = Clock::now();
+  CausalLM lm(context, lm_options);
+  std::printf("built in %.1f s; placement: %s\n", seconds_since(start), lm.placement_summary().c_str());
+  double hbm = 0;
+#if SWITCHYARD_HAVE_CUDA
+  for (const DeviceMemory& d : check.memory)
+    if (d.device.is_cuda() && d.weight_bytes > 0) {
+      hbm = cuda::measure_copy_bandwidth(d.device.index).bytes_per_second;
+      std::printf("GPU: %s device-to-device copy %.0f GB/s (read + write)\n", d.device.str().c_str(), hbm / 1e9);
+      break;
+    }
+#endif
+
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<std::int32_t> id(0, static_cast<std::int32_t>(lm.vocab_size() - 1));
+  std::vector<std::int32_t> prompt(static_cast<std::size_t>(prompt_tokens));
+  for (auto& t : prompt) t = id(random);
+  lm.forward(std::span(prompt).first(std::min<std::size_t>(prompt.size(), 16)), 0);  // warm-up: cuBLAS, pages
+  start = Clock::now();
+  std::vector<float> logits = lm.forward(prompt, 0);
+  const double prefill_seconds = seconds_since(start);
+
+  auto greedy = [&](const std::vector<float>& l) {
+    return static_cast<std::int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  std::int64_t position = prompt_tokens;
+  std::int32_t next = greedy(logits);
+  for (int i = 0; i < 2; ++i) next = greedy(lm.forward(std::span(&next, 1), position++));  // capture, warm-up
+  start = Clock::now();
+  for (int i = 0; i < decode_tokens; ++i) next = greedy(lm.forward(std::span(&next, 1), position++));
+  const double decode_seconds = seconds_since(start) / decode_tokens;
+
+  const ExpertTraffic traffic = expert_traffic(check, weights);
+  double gpu_weight_bytes = 0;
+  for (const DeviceMemory& d : check.memory)
+    if (d.device.is_cuda()) gpu_weight_bytes += static_cast<double>(d.weight_bytes);
+  const double gpu_bytes = gpu_weight_bytes - traffic.gpu_resident_bytes + traffic.gpu_bytes;
+  const double cpu_roofline = traffic.cpu_bytes / stream.bytes_per_second;
+  const double gpu_roofline = hbm > 0 ? gpu_bytes / hbm : 0;
+
+  std::printf("\nprefill: %d tokens in %.3f s: %.1f tokens/s\n", prompt_tokens, prefill_seconds,
+              prompt_tokens / prefill_seconds);
+  std::printf("decode:  %.3f ms/token, %.2f tokens/s (%d steps%s)\n", decode_seconds * 1e3, 1.0 / decode_seconds,
+              decode_tokens, lm.graph_device() ? ", one CUDA graph each" : "");
+  std::printf("ceilings per token:\n");
+  std::printf("  CPU: routed experts %s / STREAM %.1f GB/s = %.3f ms%s\n",
+              format_bytes(static_cast<std::uint64_t>(traffic.cpu_bytes)).c_str(), stream.bytes_per_second / 1e9,
+              cpu_roofline * 1e3,
+              cpu_roofline > 0 ? (" -> decode at " + std::to_string(decode_seconds / cpu_roofline).substr(0, 4) +
+                                  "x the roofline (target <= 1.3x)")
+                                     .c_str()
+                               : "");
+  if (hbm > 0)
+    std::printf("  GPU: weights read %s / HBM %.0f GB/s = %.3f ms%s\n",
+                format_bytes(static_cast<std::uint64_t>(gpu_bytes)).c_str(), hbm / 1e9, gpu_roofline * 1e3,
+                cpu_roofline > 0 ? "" : (" -> decode at " + std::to_string(decode_seconds / gpu_roofline).substr(0, 5) + "x").c_str());
+
+  if (profile_tokens > 0) {
+    tracer.set_profiling(true);
+    for (int i = 0; i < profile_tokens; ++i) {
+      tracer.begin_step(i + 1);
+      const Tracer::Scope scope(&tracer, Region::decode_step);
+      next = greedy(lm.forward(std::span(&next, 1), position++));
+    }
+    std::printf("\n%s", tracer.profile_table().c_str());
+  }
+  return 0;
+}
+
+}  // namespace switchyard::cli

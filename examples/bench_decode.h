@@ -1,0 +1,24 @@
+#pragma once
+// `switchyard bench decode`: a placed model end to end (prefill, decode, the per-token split)
+// against its two ceilings measured in the same run: routed-expert bytes per token over STREAM
+// bandwidth (the CPU side), and GPU-resident bytes per token over HBM copy bandwidth.
+#include <CLI/CLI.hpp>
+
+#include "examples/model_options.h"
+
+namespace switchyard::cli {
+
+struct DecodeBenchOptions {
+  ModelOptions model;
+  int prompt_tokens = 512;
+  int decode_tokens = 64;
+  int profile_tokens = 8;  // decode steps timed again with --profile's events for the split
+  int cpu_infer = 0;
+  bool use_cuda_graph = true;
+  unsigned seed = 1;
+
+  void add_to(CLI::App& command);
+  int run() const;
+};
+
+}  // namespace switchyard::cli

@@ -1,0 +1,57 @@
+#pragma once
+// The hand-off between a MoE block on a GPU and its routed experts on the CPU
+// (`KTransformersExperts{generate_device: cpu}` under a GPU MoE block), with no host callback:
+//
+//   stream:  gate ─► copy x, ids, weights to pinned memory ─► write ready[L] ─► shared experts
+//            ─► wait done[L] ─► clear done[L] ─► copy the routed sum back ─► add
+//   host:    wait ready[L] ─► clear it ─► routed experts on the worker threads ─► write done[L]
+//
+// The flags are host-mapped memory written and awaited by stream memory operations
+// (cuda/host_flag.h), so the whole sequence can live in a CUDA graph; the pinned buffers are
+// static. submit() and collect() queue the stream's side and return at once; the host's side of
+// each layer is a Job that DeviceRuntimes::serve runs in order while the GPU works.
+#include <cstdint>
+
+#include "core/trace.h"
+#include "operators/cuda/device_context.h"
+#include "operators/cuda/host_flag.h"
+
+namespace switchyard {
+
+class RoutedExperts;
+
+class CpuExpertsHandOff {
+ public:
+  struct Job {
+    CpuExpertsHandOff* hand_off;
+    int layer;
+    const RoutedExperts* experts;
+    std::int64_t tokens;
+    int top_k;
+    Tracer* tracer;
+  };
+
+  // Pinned buffers for up to max_tokens tokens; flags for layers [0, layers).
+  CpuExpertsHandOff(cuda::DeviceContext& context, int layers, std::int64_t max_tokens, std::int64_t hidden, int top_k);
+
+  // Stream side (queued on the context's stream). x: [tokens, hidden]; ids, weights: [tokens, top_k].
+  Job submit(int layer, const float* x, const std::int32_t* ids, const float* weights, std::int64_t tokens,
+             const RoutedExperts& experts, Tracer* tracer);
+  // out: [tokens, hidden], the routed experts' sum once the host has computed it.
+  void collect(int layer, float* out, std::int64_t tokens);
+
+  // Host side: waits for the stream's input, computes, hands the result back.
+  void run(const Job& job);
+  // Lets the stream past this job without computing it (after an error elsewhere), so that no
+  // stream waits forever.
+  void release(const Job& job);
+
+ private:
+  cuda::DeviceContext& context_;
+  std::int64_t max_tokens_, hidden_;
+  int top_k_;
+  cuda::PinnedBuffer x_, ids_, weights_, out_;
+  cuda::HostFlags flags_;  // ready[L] at 2L, done[L] at 2L + 1
+};
+
+}  // namespace switchyard

@@ -1,0 +1,107 @@
+#include "operators/cuda/elementwise.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "operators/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::int64_t count) {
+  return static_cast<unsigned>(std::clamp<std::int64_t>((count + kThreads - 1) / kThreads, 1, 65536));
+}
+
+// Grid-stride loops: any count with a bounded grid.
+#define SWITCHYARD_FOR_EACH(i, count) \
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < (count); \
+       i += std::int64_t{gridDim.x} * blockDim.x)
+
+__global__ void add_in_place_kernel(float* y, const float* x, std::int64_t count) {
+  SWITCHYARD_FOR_EACH(i, count) y[i] += x[i];
+}
+
+__global__ void add_kernel(const float* a, const float* b, std::int64_t count, float* out) {
+  SWITCHYARD_FOR_EACH(i, count) out[i] = a[i] + b[i];
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, std::int64_t count, std::int64_t cols) {
+  SWITCHYARD_FOR_EACH(i, count) y[i] += bias[i % cols];
+}
+
+__global__ void copy_rows_kernel(const float* source, std::int64_t source_stride, std::int64_t width,
+                                 std::int64_t count, float* destination, std::int64_t destination_stride) {
+  SWITCHYARD_FOR_EACH(i, count) {
+    const std::int64_t r = i / width, c = i % width;
+    destination[r * destination_stride + c] = source[r * source_stride + c];
+  }
+}
+
+__global__ void round_to_bf16_kernel(const float* x, std::int64_t count, __nv_bfloat16* out) {
+  SWITCHYARD_FOR_EACH(i, count) out[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void assemble_mla_kernel(const float* kv, const float* rope_keys, std::int64_t heads, std::int64_t nope,
+                                    std::int64_t rope, std::int64_t v_dim, std::int64_t count, float* keys,
+                                    float* values) {
+  const std::int64_t kv_width = nope + v_dim, k_width = nope + rope;
+  const std::int64_t row_width = k_width + v_dim;  // one (position, head): its key then its value
+  SWITCHYARD_FOR_EACH(i, count) {
+    const std::int64_t row = i / row_width, c = i % row_width;  // row = position * heads + head
+    const std::int64_t position = row / heads;
+    if (c < nope) keys[row * k_width + c] = kv[row * kv_width + c];
+    else if (c < k_width) keys[row * k_width + c] = rope_keys[position * rope + (c - nope)];
+    else values[row * v_dim + (c - k_width)] = kv[row * kv_width + nope + (c - k_width)];
+  }
+}
+
+#undef SWITCHYARD_FOR_EACH
+
+}  // namespace
+
+void add_in_place(float* y, const float* x, std::int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  add_in_place_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, x, count);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void add(const float* a, const float* b, std::int64_t count, float* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(a, b, count, out);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  add_bias_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, bias, rows * cols, cols);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void copy_rows(const float* source, std::int64_t source_stride, std::int64_t rows, std::int64_t width,
+               float* destination, std::int64_t destination_stride, cudaStream_t stream) {
+  if (rows <= 0 || width <= 0) return;
+  copy_rows_kernel<<<blocks_for(rows * width), kThreads, 0, stream>>>(source, source_stride, width, rows * width,
+                                                                       destination, destination_stride);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void round_to_bf16(const float* x, std::int64_t count, std::uint16_t* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  round_to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, reinterpret_cast<__nv_bfloat16*>(out));
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void assemble_mla_keys_values(const float* kv, const float* rope_keys, std::int64_t context, std::int64_t heads,
+                              std::int64_t nope, std::int64_t rope, std::int64_t v_dim, float* keys, float* values,
+                              cudaStream_t stream) {
+  const std::int64_t count = context * heads * (nope + rope + v_dim);
+  if (count <= 0) return;
+  assemble_mla_kernel<<<blocks_for(count), kThreads, 0, stream>>>(kv, rope_keys, heads, nope, rope, v_dim, count,
+                                                                  keys, values);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,155 @@
+#include "operators/cuda/host_flag.h"
+
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "operators/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+namespace {
+
+using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+struct MemoryOperations {
+  WriteValue32 write = nullptr;
+  WaitValue32 wait = nullptr;
+};
+
+// The driver's stream memory operations, looked up once; both null where the driver has none.
+const MemoryOperations& memory_operations() {
+  static const MemoryOperations operations = [] {
+    MemoryOperations found;
+    void* write = nullptr;
+    void* wait = nullptr;
+    cudaDriverEntryPointQueryResult write_status{}, wait_status{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write, 12000, cudaEnableDefault, &write_status) ==
+            cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait, 12000, cudaEnableDefault, &wait_status) ==
+            cudaSuccess &&
+        write_status == cudaDriverEntryPointSuccess && wait_status == cudaDriverEntryPointSuccess) {
+      found.write = reinterpret_cast<WriteValue32>(write);
+      found.wait = reinterpret_cast<WaitValue32>(wait);
+    } else {
+      cudaGetLastError();
+    }
+    return found;
+  }();
+  return operations;
+}
+
+void check_driver(CUresult status, const char* call) {
+  if (status != CUDA_SUCCESS)
+    throw std::runtime_error(std::string(call) + " failed with CUresult " + std::to_string(static_cast<int>(status)));
+}
+
+inline void relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+std::atomic_ref<std::uint32_t> flag_ref(std::uint32_t* flag) { return std::atomic_ref<std::uint32_t>(*flag); }
+
+}  // namespace
+
+HostFlags::HostFunctionFlag* HostFlags::fallback_slot(int i, std::uint32_t value) {
+  if (value > 1) throw std::invalid_argument("HostFlags: the host-function fallback handles the values 0 and 1");
+  return &fallback_[static_cast<std::size_t>(2 * i + static_cast<int>(value))];
+}
+
+HostFlags::HostFlags(int count) : count_(count) {
+  const std::size_t bytes = sizeof(std::uint32_t) * static_cast<std::size_t>(count > 0 ? count : 1);
+  check_allocation(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                   -1, bytes, "hand-off flags between the GPU and the CPU experts", __FILE__, __LINE__);
+  for (int i = 0; i < count_; ++i) flag_ref(host_ + i).store(0, std::memory_order_relaxed);
+  fallback_.resize(static_cast<std::size_t>(2 * count_));
+  for (int i = 0; i < 2 * count_; ++i) fallback_[static_cast<std::size_t>(i)] = {host_ + i / 2, static_cast<std::uint32_t>(i % 2)};
+}
+
+HostFlags::~HostFlags() {
+  if (host_ != nullptr && cudaFreeHost(host_) != cudaSuccess) cudaGetLastError();
+}
+
+bool HostFlags::uses_memory_operations() const { return memory_operations().write != nullptr; }
+
+void HostFlags::stream_write(cudaStream_t stream, int i, std::uint32_t value) {
+  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  const MemoryOperations& operations = memory_operations();
+  if (operations.write != nullptr) {
+    void* device = nullptr;
+    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_ + i, 0));
+    check_driver(operations.write(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device), value,
+                                  CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue32");
+    return;
+  }
+  HostFunctionFlag* slot = fallback_slot(i, value);
+  SWITCHYARD_CUDA_CHECK(cudaLaunchHostFunc(
+      stream,
+      [](void* argument) {
+        auto* f = static_cast<HostFunctionFlag*>(argument);
+        flag_ref(f->flag).store(f->value, std::memory_order_release);
+      },
+      slot));
+}
+
+void HostFlags::stream_wait(cudaStream_t stream, int i, std::uint32_t value) {
+  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  const MemoryOperations& operations = memory_operations();
+  if (operations.wait != nullptr) {
+    void* device = nullptr;
+    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_ + i, 0));
+    check_driver(operations.wait(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device), value,
+                                 CU_STREAM_WAIT_VALUE_EQ),
+                 "cuStreamWaitValue32");
+    return;
+  }
+  HostFunctionFlag* slot = fallback_slot(i, value);
+  SWITCHYARD_CUDA_CHECK(cudaLaunchHostFunc(
+      stream,
+      [](void* argument) {
+        auto* f = static_cast<HostFunctionFlag*>(argument);
+        while (flag_ref(f->flag).load(std::memory_order_acquire) != f->value) relax();
+      },
+      slot));
+}
+
+void HostFlags::host_write(int i, std::uint32_t value) {
+  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  flag_ref(host_ + i).store(value, std::memory_order_release);
+}
+
+std::uint32_t HostFlags::host_read(int i) const {
+  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  return flag_ref(host_ + i).load(std::memory_order_acquire);
+}
+
+void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream) const {
+  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  auto flag = flag_ref(host_ + i);
+  for (std::uint64_t spin = 1;; ++spin) {
+    if (flag.load(std::memory_order_acquire) == value) return;
+    relax();
+    if (spin % 4096 != 0) continue;
+    // Now and then: has the stream failed, or drained without writing the flag?
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status == cudaErrorNotReady) continue;
+    if (flag.load(std::memory_order_acquire) == value) return;
+    if (status == cudaSuccess)
+      throw std::runtime_error("the GPU finished its work without handing the CPU experts their input (flag " +
+                               std::to_string(i) + ")");
+    check_cuda(status, "cudaStreamQuery while the CPU waited for the GPU", __FILE__, __LINE__);
+  }
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,64 @@
+#pragma once
+// Flags in page-locked, device-mapped host memory through which a stream and a host thread hand
+// work to each other without the driver's callback thread:
+//
+//   GPU -> CPU: the stream writes a flag after the work before it (stream_write); the host polls it
+//               (host_wait) and clears it.
+//   CPU -> GPU: the host sets a flag (host_write); the stream waits for it (stream_wait) before the
+//               work after it, and clears it (stream_write) for the next round.
+//
+// Both stream operations are CUDA stream memory operations (cuStreamWriteValue32 and
+// cuStreamWaitValue32, looked up through the runtime's driver entry points, so nothing links
+// libcuda); they can be captured in CUDA graphs. Where the driver lacks them, the same semantics
+// come from host functions (cudaLaunchHostFunc), which block the callback thread while they wait.
+//
+// A waiting host must not hang on a failed GPU: host_wait gives up with runtime_error when the
+// stream it waits for has faulted or finished without writing the flag.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "operators/cuda/device_context.h"
+
+namespace switchyard::cuda {
+
+class HostFlags {
+ public:
+  // `count` flags, all 0, usable from every device.
+  explicit HostFlags(int count);
+  ~HostFlags();
+  HostFlags(const HostFlags&) = delete;
+  HostFlags& operator=(const HostFlags&) = delete;
+
+  int count() const { return count_; }
+  // Whether the stream side uses stream memory operations (false: host-function fallback).
+  bool uses_memory_operations() const;
+
+  // Queued on `stream`: flag[i] = value once the work queued before it is done (with a fence, so
+  // the host sees that work's writes to mapped or pinned memory first).
+  void stream_write(cudaStream_t stream, int i, std::uint32_t value);
+  // Queued on `stream`: the work after it starts once flag[i] == value.
+  void stream_wait(cudaStream_t stream, int i, std::uint32_t value);
+
+  // Host side. host_write publishes everything this thread wrote before it (release).
+  void host_write(int i, std::uint32_t value);
+  std::uint32_t host_read(int i) const;
+  // Spins until flag[i] == value; `stream` is the one that will write it, polled now and then so
+  // that a fault or a missing write ends in runtime_error instead of a hang.
+  void host_wait(int i, std::uint32_t value, cudaStream_t stream) const;
+
+ private:
+  // Host-function fallback: a callback's argument, (flag, value), one per flag and value 0 or 1.
+  struct HostFunctionFlag {
+    std::uint32_t* flag;
+    std::uint32_t value;
+  };
+  HostFunctionFlag* fallback_slot(int i, std::uint32_t value);
+
+  std::uint32_t* host_ = nullptr;  // mapped pinned memory
+  int count_ = 0;
+  std::vector<HostFunctionFlag> fallback_;
+};
+
+}  // namespace switchyard::cuda

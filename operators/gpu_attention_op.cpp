@@ -1,0 +1,231 @@
+#include "operators/gpu_attention_op.h"
+
+#include <cublas_v2.h>
+
+#include "operators/activations.h"
+#include "operators/cuda/attention.h"
+#include "operators/cuda/cuda_check.h"
+#include "operators/cuda/elementwise.h"
+#include "operators/cuda/kv_cache.h"
+#include "operators/cuda/rope.h"
+
+namespace switchyard {
+namespace {
+
+// A zeroed cache: rows past the written positions are never read, but zeros keep a debugger's
+// view (and compute-sanitizer's initcheck) clean.
+cuda::DeviceBuffer make_cache(GpuRuntime& gpu, std::int64_t floats, const std::string& what) {
+  cuda::DeviceBuffer cache = gpu.context().allocate(static_cast<std::size_t>(floats) * sizeof(float), what);
+  SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(cache.data(), 0, cache.bytes(), gpu.stream()));
+  return cache;
+}
+
+// Batched over heads: C_h = op(A_h) B_h, column-major as cuBLAS sees the row-major operands.
+// A is a kv_b_proj weight (bf16 or f32); B is f32 activations, rounded to bf16 first when A is
+// bf16 (cuBLAS multiplies like types; products accumulate in f32).
+struct HeadBatch {
+  cublasOperation_t op_a;
+  int m, n, k;
+  const void* a;
+  long long lda, stride_a;
+  const float* b;
+  long long ldb, stride_b, b_count;  // b_count: floats spanned by B, for its bf16 copy
+  float* c;
+  long long ldc, stride_c;
+  int batch;
+};
+
+void gemm_heads(GpuRuntime& gpu, DType a_dtype, const HeadBatch& g) {
+  const float alpha = 1.0f, beta = 0.0f;
+  cuda::DeviceContext& context = gpu.context();
+  if (a_dtype == DType::f32) {
+    SWITCHYARD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        context.cublas(), g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.a, CUDA_R_32F, static_cast<int>(g.lda),
+        g.stride_a, g.b, CUDA_R_32F, static_cast<int>(g.ldb), g.stride_b, &beta, g.c, CUDA_R_32F,
+        static_cast<int>(g.ldc), g.stride_c, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  cuda::DeviceBuffer b16 = context.allocate(static_cast<std::size_t>(g.b_count) * 2, "a bf16 copy of attention activations");
+  cuda::round_to_bf16(g.b, g.b_count, b16.as<std::uint16_t>(), gpu.stream());
+  SWITCHYARD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      context.cublas(), g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.a, CUDA_R_16BF, static_cast<int>(g.lda),
+      g.stride_a, b16.data(), CUDA_R_16BF, static_cast<int>(g.ldb), g.stride_b, &beta, g.c, CUDA_R_32F,
+      static_cast<int>(g.ldc), g.stride_c, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self_attn)
+    : gpu_(context.gpu(context.device_of(self_attn))), max_context_(context.max_context) {
+  const ModelConfig& c = context.tree.config();
+  heads_ = c.num_attention_heads;
+  nope_ = c.qk_nope_head_dim;
+  rope_ = c.qk_rope_head_dim;
+  v_dim_ = c.v_head_dim;
+  latent_ = c.kv_lora_rank;
+  has_q_lora_ = c.q_lora_rank.has_value();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (has_q_lora_) {
+    q_a_ = LinearOp(context, context.child(self_attn, "q_a_proj"));
+    q_a_norm_ = NormOp(context, context.child(self_attn, "q_a_layernorm"), eps);
+    q_b_ = LinearOp(context, context.child(self_attn, "q_b_proj"));
+  } else {
+    q_ = LinearOp(context, context.child(self_attn, "q_proj"));
+  }
+  kv_a_ = LinearOp(context, context.child(self_attn, "kv_a_proj_with_mqa"));
+  kv_a_norm_ = NormOp(context, context.child(self_attn, "kv_a_layernorm"), eps);
+  kv_b_ = LinearOp(context, context.child(self_attn, "kv_b_proj"));
+  o_ = LinearOp(context, context.child(self_attn, "o_proj"));
+  scale_ = mla_softmax_scale(c);
+  rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, static_cast<int>(rope_)), max_context_);
+  const std::string where = " of " + std::string(self_attn.name);
+  latent_cache_ = make_cache(*gpu_, max_context_ * latent_, "the latent KV cache" + where);
+  rope_cache_ = make_cache(*gpu_, max_context_ * rope_, "the rope key cache" + where);
+}
+
+void GpuMlaAttention::absorb_queries(const float* q, std::int64_t tokens, float* q_latent) {
+  const std::int64_t q_head = nope_ + rope_, rows = nope_ + v_dim_;
+  // Column t of B (q_nope of head h) at q + t * heads * q_head + h * q_head; A_h = W_UK[h] read
+  // column-major as [latent, nope]; C column t at q_latent + t * heads * latent + h * latent.
+  gemm_heads(*gpu_, kv_b_.device_dtype(),
+             HeadBatch{CUBLAS_OP_N, static_cast<int>(latent_), static_cast<int>(tokens), static_cast<int>(nope_),
+                       kv_b_.device_weight(), latent_, rows * latent_, q, heads_ * q_head, q_head,
+                       tokens * heads_ * q_head, q_latent, heads_ * latent_, latent_, static_cast<int>(heads_)});
+}
+
+void GpuMlaAttention::expand_values(const float* out_latent, std::int64_t tokens, float* attn) {
+  const std::int64_t rows = nope_ + v_dim_;
+  const std::size_t element = kv_b_.device_dtype() == DType::f32 ? 4 : 2;
+  // A_h = W_UV[h], row-major [v_dim, latent]: column-major [latent, v_dim], transposed.
+  const void* w_uv = static_cast<const char*>(kv_b_.device_weight()) + static_cast<std::size_t>(nope_ * latent_) * element;
+  gemm_heads(*gpu_, kv_b_.device_dtype(),
+             HeadBatch{CUBLAS_OP_T, static_cast<int>(v_dim_), static_cast<int>(tokens), static_cast<int>(latent_),
+                       w_uv, latent_, rows * latent_, out_latent, heads_ * latent_, latent_,
+                       tokens * heads_ * latent_, attn, heads_ * v_dim_, v_dim_, static_cast<int>(heads_)});
+}
+
+void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
+  check_context(position, tokens, max_context_);
+  cudaStream_t stream = gpu_->stream();
+  const std::int64_t q_head = nope_ + rope_;
+  Scratch q(gpu_, tokens * heads_ * q_head, "MLA queries");
+  if (has_q_lora_) {
+    Scratch qa(gpu_, tokens * q_a_.out_features(), "MLA compressed queries");
+    Scratch qa_normed(gpu_, tokens * q_a_.out_features(), "MLA compressed queries");
+    q_a_.forward(x, tokens, qa);
+    q_a_norm_.forward(qa, tokens, qa_normed);
+    q_b_.forward(qa_normed, tokens, q);
+  } else {
+    q_.forward(x, tokens, q);
+  }
+  // The compressed KV [tokens, latent + rope]: the normalised latent and the rotated rope key go
+  // to the cache rows of these positions.
+  Scratch ckv(gpu_, tokens * (latent_ + rope_), "MLA compressed KV");
+  kv_a_.forward(x, tokens, ckv);
+  Scratch latent(gpu_, tokens * latent_, "MLA latent"), latent_normed(gpu_, tokens * latent_, "MLA latent");
+  cuda::copy_rows(ckv, latent_ + rope_, tokens, latent_, latent, latent_, stream);
+  kv_a_norm_.forward(latent, tokens, latent_normed);
+  cuda::write_cache_rows(latent_cache_.as<float>(), latent_, latent_normed, latent_, tokens, gpu_->position(),
+                         max_context_, stream);
+  Scratch k_rope(gpu_, tokens * rope_, "MLA rope keys");
+  cuda::copy_rows(ckv.data() + latent_, latent_ + rope_, tokens, rope_, k_rope, rope_, stream);
+  const auto layout = cpu::RopeLayout::interleaved_to_half_split;  // as the CPU operator, which explains why
+  const float* cos = rope_tables_->cos.as<float>();
+  const float* sin = rope_tables_->sin.as<float>();
+  cuda::apply_rope_at(k_rope, tokens, 1, rope_, rope_, static_cast<int>(rope_), cos, sin, gpu_->position(), layout,
+                      stream);
+  cuda::write_cache_rows(rope_cache_.as<float>(), rope_, k_rope, rope_, tokens, gpu_->position(), max_context_,
+                         stream);
+  cuda::apply_rope_at(q.data() + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos, sin,
+                      gpu_->position(), layout, stream);
+
+  Scratch attn(gpu_, tokens * heads_ * v_dim_, "MLA attention output");
+  if (tokens == 1) {
+    // Decode, absorbed: the latent cache is read once per tile of heads, never expanded.
+    Scratch q_latent(gpu_, tokens * heads_ * latent_, "MLA absorbed queries");
+    absorb_queries(q, tokens, q_latent);
+    Scratch q_rope(gpu_, tokens * heads_ * rope_, "MLA rope queries");
+    cuda::copy_rows(q.data() + nope_, q_head, tokens * heads_, rope_, q_rope, rope_, stream);
+    Scratch out_latent(gpu_, tokens * heads_ * latent_, "MLA latent output");
+    const std::size_t bytes = cuda::mla_attention_workspace_bytes(tokens, heads_, latent_, max_context_);
+    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");
+    cuda::mla_attention(q_latent, q_rope, tokens, heads_, latent_, rope_, latent_cache_.as<float>(),
+                        rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
+                        workspace.data(), stream);
+    expand_values(out_latent, tokens, attn);
+  } else {
+    // Prefill, decompressed: keys and values of every position so far, per head.
+    const std::int64_t context = position + tokens;
+    Scratch kv(gpu_, context * heads_ * (nope_ + v_dim_), "MLA decompressed KV");
+    kv_b_.forward(latent_cache_.as<float>(), context, kv);
+    Scratch keys(gpu_, context * heads_ * q_head, "MLA keys"), values(gpu_, context * heads_ * v_dim_, "MLA values");
+    cuda::assemble_mla_keys_values(kv, rope_cache_.as<float>(), context, heads_, nope_, rope_, v_dim_, keys, values,
+                                   stream);
+    const std::size_t bytes = cuda::gqa_attention_workspace_bytes(tokens, heads_, v_dim_, context);
+    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA prefill attention workspace");
+    cuda::gqa_attention(q, tokens, heads_, q_head, v_dim_, keys, values, heads_, gpu_->position(), context, scale_,
+                        attn, workspace.data(), stream);
+  }
+  o_.forward(attn, tokens, out);
+}
+
+GpuGqaAttention::GpuGqaAttention(const BuildContext& context, const Module& self_attn)
+    : gpu_(context.gpu(context.device_of(self_attn))), max_context_(context.max_context) {
+  const ModelConfig& c = context.tree.config();
+  heads_ = c.num_attention_heads;
+  kv_heads_ = c.num_key_value_heads;
+  head_dim_ = c.head_dim;
+  q_ = LinearOp(context, context.child(self_attn, "q_proj"));
+  k_ = LinearOp(context, context.child(self_attn, "k_proj"));
+  v_ = LinearOp(context, context.child(self_attn, "v_proj"));
+  o_ = LinearOp(context, context.child(self_attn, "o_proj"));
+  if (c.arch == Architecture::qwen3_moe) {
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), eps);
+    k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), eps);
+  }
+  scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, static_cast<int>(head_dim_)), max_context_);
+  const std::string where = " of " + std::string(self_attn.name);
+  k_cache_ = make_cache(*gpu_, max_context_ * kv_heads_ * head_dim_, "the key cache" + where);
+  v_cache_ = make_cache(*gpu_, max_context_ * kv_heads_ * head_dim_, "the value cache" + where);
+}
+
+void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
+  check_context(position, tokens, max_context_);
+  cudaStream_t stream = gpu_->stream();
+  const std::int64_t q_width = heads_ * head_dim_, kv_width = kv_heads_ * head_dim_;
+  Scratch q(gpu_, tokens * q_width, "queries"), k(gpu_, tokens * kv_width, "keys"), v(gpu_, tokens * kv_width, "values");
+  q_.forward(x, tokens, q);
+  k_.forward(x, tokens, k);
+  v_.forward(x, tokens, v);
+  if (q_norm_) {  // Qwen3: RMSNorm over each head's vector before the rotation
+    Scratch q_normed(gpu_, tokens * q_width, "normalised queries"), k_normed(gpu_, tokens * kv_width, "normalised keys");
+    q_norm_->forward(q, tokens * heads_, q_normed);
+    k_norm_->forward(k, tokens * kv_heads_, k_normed);
+    cuda::copy_rows(q_normed, q_width, tokens, q_width, q, q_width, stream);
+    cuda::copy_rows(k_normed, kv_width, tokens, kv_width, k, kv_width, stream);
+  }
+  const float* cos = rope_tables_->cos.as<float>();
+  const float* sin = rope_tables_->sin.as<float>();
+  const int dim = static_cast<int>(head_dim_);
+  cuda::apply_rope_at(q, tokens, heads_, q_width, head_dim_, dim, cos, sin, gpu_->position(),
+                      cpu::RopeLayout::half_split, stream);
+  cuda::apply_rope_at(k, tokens, kv_heads_, kv_width, head_dim_, dim, cos, sin, gpu_->position(),
+                      cpu::RopeLayout::half_split, stream);
+  cuda::write_cache_rows(k_cache_.as<float>(), kv_width, k, kv_width, tokens, gpu_->position(), max_context_, stream);
+  cuda::write_cache_rows(v_cache_.as<float>(), kv_width, v, kv_width, tokens, gpu_->position(), max_context_, stream);
+  Scratch attn(gpu_, tokens * q_width, "attention output");
+  const std::size_t bytes = cuda::gqa_attention_workspace_bytes(tokens, heads_, head_dim_, max_context_);
+  cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the attention workspace");
+  cuda::gqa_attention(q, tokens, heads_, head_dim_, head_dim_, k_cache_.as<float>(), v_cache_.as<float>(), kv_heads_,
+                      gpu_->position(), max_context_, scale_, attn, workspace.data(), stream);
+  o_.forward(attn, tokens, out);
+}
+
+std::unique_ptr<AttentionOp> make_gpu_attention(const BuildContext& context, const Module& self_attn) {
+  if (context.tree.config().is_deepseek()) return std::make_unique<GpuMlaAttention>(context, self_attn);
+  return std::make_unique<GpuGqaAttention>(context, self_attn);
+}
+
+}  // namespace switchyard

@@ -1,0 +1,56 @@
+#pragma once
+// Attention on a GPU. The KV cache lives in device memory with the operator; every step reads the
+// first position from the runtime's device memory, so a captured decode graph replays at any
+// position (the host position is used for bounds checks and prefill sizes only).
+//
+// MLA (DeepSeek): decode runs in the absorbed form (q_nope turned into the latent space by
+// kv_b_proj's key rows, attention over the cached latent and rope key, values from kv_b_proj's
+// value rows), reading the latent cache once per tile of heads; prefill decompresses the cached
+// latent into per-head keys and values and runs ordinary attention over them.
+// GQA (Qwen3-MoE with per-head q/k norms, Mixtral): keys and values cached per kv head.
+#include "operators/attention_op.h"
+#include "operators/gpu_runtime.h"
+
+namespace switchyard {
+
+class GpuMlaAttention final : public AttentionOp {
+ public:
+  GpuMlaAttention(const BuildContext& context, const Module& self_attn);
+  void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
+  std::size_t cache_bytes() const override { return latent_cache_.bytes() + rope_cache_.bytes(); }
+  Device device() const override { return gpu_->where(); }
+
+ private:
+  // q_latent[t, h] = q_nope[t, h] W_UK[h]; attn[t, h] = W_UV[h] out_latent[t, h] (batched GEMMs
+  // over heads on kv_b_proj's rows).
+  void absorb_queries(const float* q, std::int64_t tokens, float* q_latent);
+  void expand_values(const float* out_latent, std::int64_t tokens, float* attn);
+
+  GpuRuntime* gpu_;
+  std::int64_t heads_, nope_, rope_, v_dim_, latent_, max_context_;
+  float scale_;
+  bool has_q_lora_;
+  LinearOp q_a_, q_b_, q_, kv_a_, kv_b_, o_;
+  NormOp q_a_norm_, kv_a_norm_;
+  const GpuRuntime::RopeTables* rope_tables_;
+  cuda::DeviceBuffer latent_cache_, rope_cache_;  // [max_context, latent], [max_context, rope] f32
+};
+
+class GpuGqaAttention final : public AttentionOp {
+ public:
+  GpuGqaAttention(const BuildContext& context, const Module& self_attn);
+  void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
+  std::size_t cache_bytes() const override { return k_cache_.bytes() + v_cache_.bytes(); }
+  Device device() const override { return gpu_->where(); }
+
+ private:
+  GpuRuntime* gpu_;
+  std::int64_t heads_, kv_heads_, head_dim_, max_context_;
+  float scale_;
+  LinearOp q_, k_, v_, o_;
+  std::unique_ptr<NormOp> q_norm_, k_norm_;
+  const GpuRuntime::RopeTables* rope_tables_;
+  cuda::DeviceBuffer k_cache_, v_cache_;  // [max_context, kv_heads, head_dim] f32
+};
+
+}  // namespace switchyard

@@ -1,0 +1,144 @@
+#include "operators/gpu_moe_op.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "operators/activations.h"
+#include "operators/cuda/moe_gate.h"
+#include "operators/cuda/routed_experts.h"
+
+namespace switchyard {
+
+// One layer's routed experts stacked on the GPU: gate and up [experts, inter, hidden], down
+// [experts, hidden, inter], as cuda::routed_experts reads them.
+struct GpuExpertStack {
+  cuda::DeviceBuffer gate, up, down;
+  cuda::ExpertStack stack{};
+};
+
+namespace {
+
+std::unique_ptr<GpuExpertStack> upload_experts(const BuildContext& context, GpuRuntime& gpu, const Module& experts) {
+  const ExpertNames names = expert_names(context.tree.config());
+  auto result = std::make_unique<GpuExpertStack>();
+  const auto count = static_cast<std::int64_t>(experts.children.size());
+  std::vector<Tensor> tensors[3];
+  for (int e : experts.children) {
+    const Module& expert = context.tree.at(e);
+    int i = 0;
+    for (const char* name : {names.gate, names.up, names.down})
+      tensors[i++].push_back(context.param(context.child(expert, name), "weight", {DType::bf16, DType::f32}));
+  }
+  const Tensor& first = tensors[0].front();
+  const std::string what = "the routed experts of " + std::string(experts.name);
+  cuda::DeviceBuffer* buffers[3] = {&result->gate, &result->up, &result->down};
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t each = tensors[i].front().bytes();
+    *buffers[i] = gpu.context().allocate(each * static_cast<std::size_t>(count), what);
+    for (std::int64_t e = 0; e < count; ++e) {
+      const Tensor& t = tensors[i][static_cast<std::size_t>(e)];
+      if (t.dtype() != first.dtype())
+        throw InputError(what + ": experts of mixed dtypes cannot be stacked on the GPU");
+      gpu.context().copy_to_device(static_cast<char*>(buffers[i]->data()) + each * static_cast<std::size_t>(e),
+                                   t.data(), each);
+    }
+  }
+  gpu.context().synchronize();
+  result->stack = cuda::ExpertStack{result->gate.data(), result->up.data(), result->down.data(), first.dtype(), count,
+                                    first.dim(1), first.dim(0)};
+  return result;
+}
+
+}  // namespace
+
+GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
+    : gpu_(context.gpu(context.device_of(moe))),
+      tracer_(context.tracer),
+      layer_(moe.layer),
+      layers_(context.tree.num_layers()),
+      hidden_(context.tree.config().hidden_size) {
+  const ModelConfig& c = context.tree.config();
+  const Module& gate = context.child(moe, "gate");
+  require_same_device(context, moe, gate);
+  // The router in f32: transformers computes DeepSeek's router logits in f32, and the top-k choice
+  // is the one step where rounding could change which experts run.
+  router_ = LinearOp(context, gate, gpu_->where(), /*widen_to_f32=*/true);
+  for (const Parameter& p : gate.params)
+    if (p.name == "e_score_correction_bias") {
+      const std::vector<float> bias = context.param_f32(gate, "e_score_correction_bias");
+      correction_bias_ = gpu_->context().upload(bias.data(), bias.size() * sizeof(float), "a router's correction bias");
+      gpu_->context().synchronize();
+    }
+  gate_ = gate_config(c, correction_bias_.empty() ? nullptr : correction_bias_.as<float>());
+
+  const Module& experts = context.child(moe, "experts");
+  generate_experts_ = context.generate_device(experts);
+  prefill_experts_ = context.prefill_device(experts);
+  for (Device d : {generate_experts_, prefill_experts_})
+    if (!d.is_cpu() && d != gpu_->where())
+      throw InputError("the profile runs " + std::string(moe.name) + " on " + gpu_->where().str() +
+                       " but its routed experts on " + d.str() + "; experts run on the CPU or on their block's GPU");
+  if (generate_experts_.is_cpu() || prefill_experts_.is_cpu()) cpu_experts_ = std::make_unique<RoutedExperts>(context, experts);
+  if (!generate_experts_.is_cpu() || !prefill_experts_.is_cpu()) gpu_experts_ = upload_experts(context, *gpu_, experts);
+  for (int child : moe.children)
+    if (context.tree.at(child).local_name() == "shared_experts") {
+      shared_ = std::make_unique<MlpOp>(context, context.tree.at(child));
+      if (shared_->device() != gpu_->where()) require_same_device(context, moe, context.tree.at(child));
+    }
+}
+
+GpuMoeOp::~GpuMoeOp() = default;
+
+void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
+  const int top_k = gate_.top_k;
+  cudaStream_t stream = gpu_->stream();
+  Scratch logits(gpu_, tokens * gate_.n_experts, "router logits");
+  cuda::DeviceBuffer ids = gpu_->context().allocate(static_cast<std::size_t>(tokens * top_k) * sizeof(std::int32_t),
+                                                    "routed expert ids");
+  Scratch weights(gpu_, tokens * top_k, "routing weights");
+  {
+    const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
+    router_.forward(x, tokens, logits);
+    cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream);
+  }
+  const Device experts = tokens > 1 ? prefill_experts_ : generate_experts_;
+  std::unique_ptr<Scratch> shared;
+  if (experts.is_cpu()) {
+    CpuExpertsHandOff& hand_off = gpu_->hand_off(layers_, hidden_, top_k);
+    {
+      const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_submit, layer_);
+      gpu_->runtimes().enqueue(
+          hand_off.submit(layer_, x, ids.as<std::int32_t>(), weights, tokens, *cpu_experts_, tracer_));
+    }
+    if (shared_) {  // on the GPU while the CPU computes the routed experts
+      const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
+      shared = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
+      shared_->forward(x, tokens, *shared);
+    }
+    const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
+    hand_off.collect(layer_, out, tokens);
+  } else {
+    {
+      // The grouped (prefill) path reads its group sizes on the host: CPU experts queued by
+      // earlier layers must be served first, or the stream would wait for them forever.
+      if (!cuda::routed_experts_uses_decode_path(tokens, top_k)) gpu_->runtimes().serve();
+      const GpuScope scope(*gpu_, tracer_, Region::routed_experts, layer_);
+      const std::size_t bytes = cuda::routed_experts_workspace_bytes(gpu_experts_->stack, tokens, top_k);
+      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the routed experts' workspace");
+      cuda::routed_experts(gpu_->context(), gpu_experts_->stack, x, tokens, ids.as<std::int32_t>(), weights, top_k,
+                           out, workspace.data(), bytes);
+    }
+    if (shared_) {
+      const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
+      shared = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
+      shared_->forward(x, tokens, *shared);
+    }
+  }
+  if (shared) add_in_place(gpu_, out, *shared, tokens * hidden_);
+}
+
+std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe) {
+  return std::make_unique<GpuMoeOp>(context, moe);
+}
+
+}  // namespace switchyard

@@ -1,0 +1,125 @@
+#include "operators/gpu_runtime.h"
+
+#include <cstring>
+#include <exception>
+
+#include "core/error.h"
+#include "operators/cpu/half.h"
+
+namespace switchyard {
+
+GpuRuntime::GpuRuntime(DeviceRuntimes& owner, int device)
+    : owner_(owner),
+      context_(device),
+      step_host_(static_cast<std::size_t>(1 + owner.max_tokens()) * sizeof(std::int32_t), "the step's token ids"),
+      timer_(device) {
+  step_device_ = context_.allocate(step_host_.bytes(), "the step's token ids");
+}
+
+void GpuRuntime::write_step(std::int64_t position, std::span<const std::int32_t> ids) {
+  if (static_cast<std::int64_t>(ids.size()) > owner_.max_tokens())
+    throw std::logic_error("GpuRuntime::write_step: more tokens than the step buffers hold");
+  auto* host = step_host_.as<std::int32_t>();
+  host[0] = static_cast<std::int32_t>(position);
+  std::memcpy(host + 1, ids.data(), ids.size_bytes());
+  step_bytes_ = (1 + ids.size()) * sizeof(std::int32_t);
+}
+
+void GpuRuntime::upload_step() { context_.copy_to_device(step_device_.data(), step_host_.data(), step_bytes_); }
+
+const GpuRuntime::RopeTables& GpuRuntime::rope_tables(const cpu::RopeFrequencies& frequencies,
+                                                      std::int64_t max_context) {
+  std::vector<float> key = frequencies.inv_freq;
+  key.push_back(frequencies.attention_factor);
+  key.push_back(static_cast<float>(max_context));
+  auto found = rope_tables_.find(key);
+  if (found != rope_tables_.end()) return found->second;
+  const std::size_t count = static_cast<std::size_t>(max_context) * frequencies.inv_freq.size();
+  std::vector<float> cos(count), sin(count);
+  cpu::rope_cos_sin(frequencies, 0, max_context, cos.data(), sin.data());
+  RopeTables tables{context_.upload(cos.data(), count * sizeof(float), "RoPE cos table"),
+                    context_.upload(sin.data(), count * sizeof(float), "RoPE sin table")};
+  context_.synchronize();  // the host vectors go away
+  return rope_tables_.emplace(std::move(key), std::move(tables)).first->second;
+}
+
+cuda::DeviceBuffer GpuRuntime::upload(const Tensor& tensor, DType& dtype, std::string_view what) {
+  if (tensor.dtype() == DType::f16) {
+    dtype = DType::f32;
+    return upload_f32(tensor, what);
+  }
+  if (tensor.dtype() != DType::bf16 && tensor.dtype() != DType::f32)
+    throw InputError(std::string(what) + ": weights of dtype " + dtype_name(tensor.dtype()) +
+                     " cannot run on the GPU yet (bf16, f16 and f32 can)");
+  dtype = tensor.dtype();
+  // From the checkpoint's mapping: pageable memory, so the copy is done when this returns.
+  cuda::DeviceBuffer buffer = context_.upload(tensor.data(), tensor.bytes(), what);
+  context_.synchronize();
+  return buffer;
+}
+
+cuda::DeviceBuffer GpuRuntime::upload_f32(const Tensor& tensor, std::string_view what) {
+  std::vector<float> wide(static_cast<std::size_t>(tensor.numel()));
+  cpu::widen_to_f32(tensor.dtype(), tensor.data(), wide.size(), wide.data());
+  cuda::DeviceBuffer buffer = context_.upload(wide.data(), wide.size() * sizeof(float), what);
+  context_.synchronize();
+  return buffer;
+}
+
+CpuExpertsHandOff& GpuRuntime::hand_off(int layers, std::int64_t hidden, int top_k) {
+  if (!hand_off_) hand_off_ = std::make_unique<CpuExpertsHandOff>(context_, layers, owner_.max_tokens(), hidden, top_k);
+  return *hand_off_;
+}
+
+GpuRuntime& DeviceRuntimes::get(Device device) {
+  if (!device.is_cuda()) throw std::logic_error("DeviceRuntimes::get: " + device.str() + " is not a GPU");
+  auto found = runtimes_.find(device.index);
+  if (found != runtimes_.end()) return *found->second;
+  auto runtime = std::make_unique<GpuRuntime>(*this, device.index);
+  return *runtimes_.emplace(device.index, std::move(runtime)).first->second;
+}
+
+GpuRuntime* DeviceRuntimes::find(Device device) {
+  if (!device.is_cuda()) return nullptr;
+  auto found = runtimes_.find(device.index);
+  return found == runtimes_.end() ? nullptr : found->second.get();
+}
+
+void DeviceRuntimes::serve() {
+  std::vector<CpuExpertsHandOff::Job> jobs = std::move(jobs_);
+  jobs_.clear();
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    try {
+      jobs[i].hand_off->run(jobs[i]);
+    } catch (...) {
+      const std::exception_ptr error = std::current_exception();
+      for (std::size_t j = i; j < jobs.size(); ++j) jobs[j].hand_off->release(jobs[j]);
+      for (auto& [index, runtime] : runtimes_)
+        if (cudaStreamSynchronize(runtime->stream()) != cudaSuccess) cudaGetLastError();
+      std::rethrow_exception(error);
+    }
+  }
+}
+
+void DeviceRuntimes::synchronize() {
+  serve();
+  for (auto& [index, runtime] : runtimes_) runtime->context().synchronize();
+}
+
+GpuScope::GpuScope(GpuRuntime& gpu, Tracer* tracer, Region region, int layer)
+    : nvtx_(tracer, region, layer, /*host_timed=*/false) {
+  if (tracer == nullptr || !tracer->profiling()) return;
+  gpu_ = &gpu;
+  mark_ = gpu.timer().begin(gpu.stream(), region, layer);
+}
+
+GpuScope::~GpuScope() {
+  if (gpu_ == nullptr) return;
+  try {
+    gpu_->timer().end(gpu_->stream(), mark_);
+  } catch (...) {
+    // A failed event record only loses a profile mark; the stream's error surfaces at its sync.
+  }
+}
+
+}  // namespace switchyard

@@ -1,0 +1,121 @@
+#pragma once
+// GpuRuntime: what the GPU operators of one device share, and DeviceRuntimes: all of a model's.
+//
+// Per device: the device context (stream, cuBLAS, memory pool), the step's inputs in device memory
+// (the first position and the token ids, copied from pinned memory at the start of every forward,
+// so that a captured CUDA graph replays at any position), RoPE tables for every position, the
+// CPU-experts hand-off and the profile timer. All of a device's work runs on its one stream.
+//
+// DeviceRuntimes keeps the host's side of the CPU-expert hand-offs as a queue of jobs in the order
+// the layers were queued; serve() runs them while the GPUs work. Anything that needs a GPU result
+// on the host calls synchronize(), which serves first, so no stream waits on a job nobody runs.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "core/trace.h"
+#include "operators/cpu/rope.h"
+#include "operators/cpu_experts_hand_off.h"
+#include "operators/cuda/device_context.h"
+#include "operators/gpu_timer.h"
+
+namespace switchyard {
+
+class DeviceRuntimes;
+
+class GpuRuntime {
+ public:
+  GpuRuntime(DeviceRuntimes& owner, int device);
+  GpuRuntime(const GpuRuntime&) = delete;
+  GpuRuntime& operator=(const GpuRuntime&) = delete;
+
+  cuda::DeviceContext& context() { return context_; }
+  cudaStream_t stream() const { return context_.stream(); }
+  Device where() const { return context_.where(); }
+  DeviceRuntimes& runtimes() { return owner_; }
+
+  // The step's inputs on the device: *position() is the first new token's position, ids() the
+  // new tokens. write_step puts them in pinned memory (the stream must be idle: the previous step
+  // synchronised); upload_step queues their copy to the device, the first work of a step (and of
+  // a captured graph, which then replays whatever the host last wrote).
+  const std::int32_t* position() const { return step_device_.as<std::int32_t>(); }
+  const std::int32_t* ids() const { return position() + 1; }
+  void write_step(std::int64_t position, std::span<const std::int32_t> ids);
+  void upload_step();
+
+  // cos and sin for positions [0, max_context) at these frequencies, [max_context, rope_dim / 2],
+  // made once per distinct frequency set.
+  struct RopeTables {
+    cuda::DeviceBuffer cos, sin;
+  };
+  const RopeTables& rope_tables(const cpu::RopeFrequencies& frequencies, std::int64_t max_context);
+
+  // A checkpoint tensor on this device: bf16 and f32 as they are, f16 widened to f32 (cuBLAS's
+  // bf16 path has no f16 twin here). `dtype` receives the device copy's dtype.
+  cuda::DeviceBuffer upload(const Tensor& tensor, DType& dtype, std::string_view what);
+  // The same widened to f32 (routers, norms of f16 models).
+  cuda::DeviceBuffer upload_f32(const Tensor& tensor, std::string_view what);
+
+  // The hand-off buffers for CPU experts (one set per device, sized by the first caller).
+  CpuExpertsHandOff& hand_off(int layers, std::int64_t hidden, int top_k);
+
+  GpuTimer& timer() { return timer_; }
+
+ private:
+  DeviceRuntimes& owner_;
+  cuda::DeviceContext context_;
+  cuda::PinnedBuffer step_host_;
+  std::size_t step_bytes_ = 0;
+  cuda::DeviceBuffer step_device_;
+  std::map<std::vector<float>, RopeTables> rope_tables_;
+  std::unique_ptr<CpuExpertsHandOff> hand_off_;
+  GpuTimer timer_;
+};
+
+class DeviceRuntimes {
+ public:
+  // max_tokens: the most tokens one forward pass runs (the prefill chunk).
+  explicit DeviceRuntimes(std::int64_t max_tokens) : max_tokens_(max_tokens) {}
+  // Created on first use; InputError when this build has no CUDA or the device is absent.
+  GpuRuntime& get(Device device);
+  GpuRuntime* find(Device device);
+  std::int64_t max_tokens() const { return max_tokens_; }
+  const std::map<int, std::unique_ptr<GpuRuntime>>& all() const { return runtimes_; }
+
+  // Queues the host's side of a hand-off (in layer order).
+  void enqueue(const CpuExpertsHandOff::Job& job) { jobs_.push_back(job); }
+  std::vector<CpuExpertsHandOff::Job> take_jobs() { return std::move(jobs_); }
+  void set_jobs(std::vector<CpuExpertsHandOff::Job> jobs) { jobs_ = std::move(jobs); }
+  // Runs the queued jobs in order. On an error the remaining jobs are released (their streams go
+  // on with stale data) and the error is rethrown after the streams drain.
+  void serve();
+  // serve(), then waits for every stream.
+  void synchronize();
+
+ private:
+  std::int64_t max_tokens_;
+  std::map<int, std::unique_ptr<GpuRuntime>> runtimes_;
+  std::vector<CpuExpertsHandOff::Job> jobs_;
+};
+
+// A region of GPU work: the NVTX range around its launches and, when profiling, CUDA events
+// around the work itself on the runtime's timer.
+class GpuScope {
+ public:
+  GpuScope(GpuRuntime& gpu, Tracer* tracer, Region region, int layer);
+  ~GpuScope();
+  GpuScope(const GpuScope&) = delete;
+  GpuScope& operator=(const GpuScope&) = delete;
+
+ private:
+  Tracer::Scope nvtx_;
+  GpuRuntime* gpu_ = nullptr;
+  int mark_ = -1;
+};
+
+}  // namespace switchyard

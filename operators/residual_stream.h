@@ -1,0 +1,46 @@
+#pragma once
+// The residual stream of a forward pass, [tokens, hidden] f32, on one device at a time. Layers
+// ask for it on their device (on()); when it is elsewhere the framework copies it there: this is
+// the one place where activations cross devices, at module boundaries, so no operator moves its
+// inputs itself. Host copies are pinned when GPUs take part, so that the copies to and from a GPU
+// are asynchronous and can be captured in a CUDA graph.
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/device.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/device_context.h"
+#endif
+
+namespace switchyard {
+
+class DeviceRuntimes;
+
+class ResidualStream {
+ public:
+  // runtimes nullptr: a CPU-only model.
+  ResidualStream(DeviceRuntimes* runtimes, std::int64_t max_tokens, std::int64_t width);
+
+  // Starts a pass of `tokens` tokens on `device`, returns its buffer there (contents undefined).
+  float* start(Device device, std::int64_t tokens);
+  // The stream on `device`, copied there if it was elsewhere. CPU -> GPU is queued on the GPU's
+  // stream (capturable); GPU -> CPU and GPU -> GPU synchronise (DeviceRuntimes::synchronize).
+  float* on(Device device);
+  Device device() const { return device_; }
+  std::int64_t tokens() const { return tokens_; }
+
+ private:
+  float* buffer(Device device);
+
+  DeviceRuntimes* runtimes_;
+  std::int64_t max_tokens_, width_, tokens_ = 0;
+  Device device_;
+  std::vector<float> host_;
+#if SWITCHYARD_HAVE_CUDA
+  cuda::PinnedBuffer pinned_;
+  std::map<int, cuda::DeviceBuffer> gpu_;
+#endif
+};
+
+}  // namespace switchyard

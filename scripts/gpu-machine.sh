@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (the `device` tool, ../shared/device/README.md): build for Hopper,
+# run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
+#   scripts/gpu-machine.sh [tests|bench|all]   (default all)
+# Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
+set -uo pipefail
+what=${1:-all}
+out=${OUT:-/tmp/switchyard-out}
+mkdir -p "$out"
+for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
+export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
+{
+  cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr \
+    -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-dev -j16
+} > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+echo "built: $(date +%T)"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+bin=./build-dev/switchyard
+if [[ $what == tests || $what == all ]]; then
+  timeout 400 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
+  echo "tests exit $? at $(date +%T)"; grep -E "test cases|assertions|ERROR|FAILED" "$out/tests.log" | head -40
+fi
+if [[ $what == bench || $what == all ]]; then
+  models=/tmp/switchyard-models
+  mkdir -p $models
+  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  [[ -f $models/v3-61/config.json ]] || $bin make-model --preset tiny-deepseek-v3 --layers 61 --out $models/v3-61 >> "$out/make-model.log" 2>&1
+  echo "models: $(date +%T)"
+  timeout 150 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
+    --cpu_infer 16 > "$out/bench-hybrid.log" 2>&1; echo "bench hybrid exit $? $(date +%T)"
+  timeout 120 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
+    --cpu_infer 16 > "$out/bench-gpu.log" 2>&1; echo "bench all-GPU exit $? $(date +%T)"
+  timeout 60 $bin run --model_path $models/v3-61 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
+    --nvtx_layers 3,22,50 --profile --max_new_tokens 16 --trace_out "$out/trace.json" > "$out/run-v3.log" 2>&1
+  echo "run v3 exit $?"
+fi

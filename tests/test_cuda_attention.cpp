@@ -1,0 +1,847 @@
+// CUDA attention and KV-cache kernels (operators/cuda/attention.h, kv_cache.h, and rope.h's
+// apply_rope_at) against the CPU kernels and a double-precision reference, on fresh random inputs.
+// Cache rows past what a call may see hold NaN, so reading one shows. Without a GPU every GPU test
+// says "skipped: no CUDA device" and returns; the size checks run everywhere.
+//
+// Tolerances (u = 2^-24, the f32 unit roundoff):
+//   attention         |out - exact| <= 3e-5 * (1 + S) * sum_r p_r |v_r| for each element, with p the
+//                     exact softmax weights of the query, v_r the value rows it sees and
+//                     S = max_r |scale| * sum_d |q_d k_rd|, the largest magnitude rounding acts on in
+//                     a score. An f32 dot product over d terms errs by ~sqrt(d) u S (d <= 1152:
+//                     ~2e-6 S), moving the weights by as much relative; the softmax and value sums
+//                     err by ~sqrt(keys) u (keys <= 6000: ~5e-6); expf by 2 ulps. An estimate of
+//                     the typical largest error with margin, not a worst-case bound (those grow with
+//                     d and keys, not their roots). Against the CPU kernel (f32 too): twice that.
+//   apply_rope_at     bit-identical to apply_rope given the matching table rows (one kernel body),
+//                     and to the CPU kernel.
+//   write_cache_rows  exact; nothing outside cache rows [0, max_context) changes.
+#include <doctest/doctest.h>
+
+#ifdef SWITCHYARD_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "operators/cpu/causal_attention.h"
+#include "operators/cpu/rope.h"
+#include "operators/cuda/attention.h"
+#include "operators/cuda/device_context.h"
+#include "operators/cuda/kv_cache.h"
+#include "operators/cuda/rope.h"
+
+namespace cpu = switchyard::cpu;
+namespace cuda = switchyard::cuda;
+
+namespace {
+
+constexpr double kTolerance = 3e-5;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::uint32_t test_seed() {
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  return std::random_device{}();
+}
+
+// True, with a visible message, when the test must be skipped.
+bool no_gpu() {
+  if (cuda::device_count() > 0) return false;
+  MESSAGE("skipped: no CUDA device");
+  return true;
+}
+
+template <typename T>
+cuda::DeviceBuffer to_device(cuda::DeviceContext& context, const std::vector<T>& host) {
+  return context.upload(host.data(), host.size() * sizeof(T), "a test input");
+}
+
+template <typename T>
+std::vector<T> to_host(cuda::DeviceContext& context, const void* device, std::size_t count) {
+  std::vector<T> host(count);
+  context.copy_to_host(host.data(), device, count * sizeof(T));
+  context.synchronize();
+  return host;
+}
+
+template <typename T>
+std::vector<T> to_host(cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::size_t count) {
+  return to_host<T>(context, buffer.data(), count);
+}
+
+std::vector<float> uniform(std::size_t count, float low, float high, std::mt19937& random) {
+  std::uniform_real_distribution<float> value(low, high);
+  std::vector<float> out(count);
+  for (float& v : out) v = value(random);
+  return out;
+}
+
+std::int64_t draw(std::int64_t low, std::int64_t high, std::mt19937& random) {
+  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+}
+
+// A cache [rows, width] whose first `visible` rows are drawn and the rest NaN.
+std::vector<float> cache_with_garbage(std::int64_t rows, std::int64_t width, std::int64_t visible,
+                                      std::mt19937& random) {
+  std::vector<float> cache(static_cast<std::size_t>(rows * width), kNaN);
+  const std::vector<float> drawn = uniform(static_cast<std::size_t>(visible * width), -1, 1, random);
+  std::copy(drawn.begin(), drawn.end(), cache.begin());
+  return cache;
+}
+
+// The workspace a call needs (an empty buffer when none).
+cuda::DeviceBuffer workspace_for(cuda::DeviceContext& context, std::size_t bytes) {
+  return bytes > 0 ? context.allocate(bytes, "the attention workspace") : cuda::DeviceBuffer();
+}
+
+// Exact attention and the scale its errors are measured against (see the tolerances above).
+struct Exact {
+  std::vector<double> out;        // [tokens, heads, v_dim]
+  std::vector<double> magnitude;  // (1 + S) * sum_r p_r |v_r|
+};
+
+// Query t sees rows [0, min(first + t + 1, max_visible)). score(t, h, r, magnitude) returns
+// scale * q.k in double and sets magnitude = |scale| * sum |q k|; value(h, r) is the row's v_dim values.
+template <typename Score, typename Value>
+Exact exact_attention(std::int64_t tokens, std::int64_t heads, std::int64_t v_dim, std::int64_t first, Score score,
+                      Value value, std::int64_t max_visible = std::numeric_limits<std::int64_t>::max()) {
+  Exact e;
+  e.out.assign(static_cast<std::size_t>(tokens * heads * v_dim), 0.0);
+  e.magnitude.assign(e.out.size(), 0.0);
+  std::vector<double> p;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t visible = std::min(first + t + 1, max_visible);
+      p.assign(static_cast<std::size_t>(visible), 0.0);
+      double peak = -INFINITY, largest = 0, total = 0;
+      for (std::int64_t r = 0; r < visible; ++r) {
+        double magnitude = 0;
+        p[r] = score(t, h, r, magnitude);
+        peak = std::max(peak, p[r]);
+        largest = std::max(largest, magnitude);
+      }
+      for (double& x : p) total += x = std::exp(x - peak);
+      double* out = e.out.data() + (t * heads + h) * v_dim;
+      double* magnitude = e.magnitude.data() + (t * heads + h) * v_dim;
+      for (std::int64_t r = 0; r < visible; ++r) {
+        const double w = p[r] / total;
+        const float* row = value(h, r);
+        for (std::int64_t i = 0; i < v_dim; ++i) {
+          out[i] += w * row[i];
+          magnitude[i] += w * std::fabs(row[i]);
+        }
+      }
+      for (std::int64_t i = 0; i < v_dim; ++i) magnitude[i] *= 1 + largest;
+    }
+  return e;
+}
+
+// The largest |got - want| / magnitude (infinite for a NaN) and where.
+struct Worst {
+  double ratio = 0;
+  std::size_t at = 0;
+};
+template <typename Want>
+Worst worst_error(const std::vector<float>& got, const std::vector<Want>& want, const std::vector<double>& magnitude) {
+  Worst worst;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double difference = std::fabs(got[i] - static_cast<double>(want[i]));
+    double ratio = difference == 0 ? 0 : difference / magnitude[i];
+    if (std::isnan(ratio)) ratio = INFINITY;
+    if (ratio > worst.ratio) worst = {ratio, i};
+  }
+  return worst;
+}
+
+// Checks got against the exact result and, when given, the CPU kernel's; returns the largest ratio.
+double check_against(const std::vector<float>& got, const Exact& exact, const std::vector<float>* cpu_out,
+                     std::int64_t heads, std::int64_t v_dim) {
+  REQUIRE(got.size() == exact.out.size());
+  const Worst w = worst_error(got, exact.out, exact.magnitude);
+  INFO("largest error at token " << w.at / (heads * v_dim) << ", head " << w.at / v_dim % heads << ", element "
+                                 << w.at % v_dim << ": " << got[w.at] << " vs exact " << exact.out[w.at]
+                                 << ", magnitude " << exact.magnitude[w.at] << ", ratio " << w.ratio);
+  CHECK(w.ratio <= kTolerance);
+  if (cpu_out != nullptr) {
+    const Worst c = worst_error(got, *cpu_out, exact.magnitude);
+    INFO("largest difference from the CPU kernel at element " << c.at << ": " << got[c.at] << " vs "
+                                                              << (*cpu_out)[c.at] << ", ratio " << c.ratio);
+    CHECK(c.ratio <= 2 * kTolerance);
+  }
+  return w.ratio;
+}
+
+// ---- GQA -------------------------------------------------------------------------------------------
+
+struct GqaShape {
+  std::int64_t tokens, heads, kv_heads, qk_dim, v_dim, position, max_context;
+  float scale;
+};
+
+std::string describe(const GqaShape& s) {
+  std::ostringstream out;
+  out << "gqa: tokens " << s.tokens << ", heads " << s.heads << " / kv " << s.kv_heads << ", qk " << s.qk_dim
+      << ", v " << s.v_dim << ", position " << s.position << ", max_context " << s.max_context << ", scale "
+      << s.scale;
+  return out.str();
+}
+
+Exact exact_gqa(const GqaShape& s, const std::vector<float>& q, const std::vector<float>& k,
+                const std::vector<float>& v, std::int64_t max_visible = std::numeric_limits<std::int64_t>::max()) {
+  const std::int64_t group = s.heads / s.kv_heads;
+  return exact_attention(
+      s.tokens, s.heads, s.v_dim, s.position,
+      [&](std::int64_t t, std::int64_t h, std::int64_t r, double& magnitude) {
+        const float* qr = q.data() + (t * s.heads + h) * s.qk_dim;
+        const float* kr = k.data() + (r * s.kv_heads + h / group) * s.qk_dim;
+        double dot = 0, absolute = 0;
+        for (std::int64_t i = 0; i < s.qk_dim; ++i) {
+          dot += static_cast<double>(qr[i]) * kr[i];
+          absolute += std::fabs(static_cast<double>(qr[i]) * kr[i]);
+        }
+        magnitude = std::fabs(s.scale) * absolute;
+        return s.scale * dot;
+      },
+      [&](std::int64_t h, std::int64_t r) { return v.data() + (r * s.kv_heads + h / group) * s.v_dim; }, max_visible);
+}
+
+// One GQA problem on fresh inputs, rows past the visible ones NaN; returns the largest error ratio.
+double check_gqa(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& random) {
+  INFO(describe(s));
+  const std::int64_t visible = s.position + s.tokens;
+  const std::vector<float> q = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.qk_dim), -1, 1, random);
+  const std::vector<float> k = cache_with_garbage(s.max_context, s.kv_heads * s.qk_dim, visible, random);
+  const std::vector<float> v = cache_with_garbage(s.max_context, s.kv_heads * s.v_dim, visible, random);
+  const std::vector<std::int32_t> position{static_cast<std::int32_t>(s.position)};
+  cuda::DeviceBuffer q_device = to_device(context, q), k_device = to_device(context, k),
+                     v_device = to_device(context, v), position_device = to_device(context, position);
+  const std::size_t out_count = static_cast<std::size_t>(s.tokens * s.heads * s.v_dim);
+  cuda::DeviceBuffer out = context.allocate(out_count * sizeof(float), "out");
+  cuda::DeviceBuffer workspace =
+      workspace_for(context, cuda::gqa_attention_workspace_bytes(s.tokens, s.heads, s.v_dim, s.max_context));
+  cuda::gqa_attention(q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                      v_device.as<float>(), s.kv_heads, position_device.as<std::int32_t>(), s.max_context, s.scale,
+                      out.as<float>(), workspace.data(), context.stream());
+  const std::vector<float> got = to_host<float>(context, out, out_count);
+  const Exact exact = exact_gqa(s, q, k, v);
+  if (s.qk_dim != s.v_dim) return check_against(got, exact, nullptr, s.heads, s.v_dim);
+  std::vector<float> cpu_out(out_count);
+  cpu::gqa_attention(q.data(), s.tokens, s.heads, s.qk_dim, k.data(), v.data(), s.kv_heads, s.position, s.scale,
+                     cpu_out.data());
+  return check_against(got, exact, &cpu_out, s.heads, s.v_dim);
+}
+
+// ---- MLA -------------------------------------------------------------------------------------------
+
+struct MlaShape {
+  std::int64_t tokens, heads, latent_dim, rope_dim, position, max_context;
+  float scale;
+};
+
+std::string describe(const MlaShape& s) {
+  std::ostringstream out;
+  out << "mla: tokens " << s.tokens << ", heads " << s.heads << ", latent " << s.latent_dim << ", rope "
+      << s.rope_dim << ", position " << s.position << ", max_context " << s.max_context << ", scale " << s.scale;
+  return out.str();
+}
+
+struct MlaInputs {
+  std::vector<float> q_latent, q_rope, latent_cache, rope_cache;
+};
+
+Exact exact_mla(const MlaShape& s, const MlaInputs& in) {
+  return exact_attention(
+      s.tokens, s.heads, s.latent_dim, s.position,
+      [&](std::int64_t t, std::int64_t h, std::int64_t r, double& magnitude) {
+        double dot = 0, absolute = 0;
+        const float* ql = in.q_latent.data() + (t * s.heads + h) * s.latent_dim;
+        const float* kl = in.latent_cache.data() + r * s.latent_dim;
+        for (std::int64_t i = 0; i < s.latent_dim; ++i) {
+          dot += static_cast<double>(ql[i]) * kl[i];
+          absolute += std::fabs(static_cast<double>(ql[i]) * kl[i]);
+        }
+        const float* qr = in.q_rope.data() + (t * s.heads + h) * s.rope_dim;
+        const float* kr = in.rope_cache.data() + r * s.rope_dim;
+        for (std::int64_t i = 0; i < s.rope_dim; ++i) {
+          dot += static_cast<double>(qr[i]) * kr[i];
+          absolute += std::fabs(static_cast<double>(qr[i]) * kr[i]);
+        }
+        magnitude = std::fabs(s.scale) * absolute;
+        return s.scale * dot;
+      },
+      [&](std::int64_t, std::int64_t r) { return in.latent_cache.data() + r * s.latent_dim; });
+}
+
+// Runs mla_attention on device copies of `in`, with the position at position_device.
+std::vector<float> mla_on_gpu(cuda::DeviceContext& context, const MlaShape& s, const MlaInputs& in) {
+  const std::vector<std::int32_t> position{static_cast<std::int32_t>(s.position)};
+  // An empty rope part still gets a (never read) buffer.
+  const std::vector<float> one{1.0f};
+  cuda::DeviceBuffer q_latent = to_device(context, in.q_latent),
+                     q_rope = to_device(context, in.q_rope.empty() ? one : in.q_rope),
+                     latent_cache = to_device(context, in.latent_cache),
+                     rope_cache = to_device(context, in.rope_cache.empty() ? one : in.rope_cache),
+                     position_device = to_device(context, position);
+  const std::size_t out_count = static_cast<std::size_t>(s.tokens * s.heads * s.latent_dim);
+  cuda::DeviceBuffer out = context.allocate(out_count * sizeof(float), "out");
+  cuda::DeviceBuffer workspace =
+      workspace_for(context, cuda::mla_attention_workspace_bytes(s.tokens, s.heads, s.latent_dim, s.max_context));
+  cuda::mla_attention(q_latent.as<float>(), q_rope.as<float>(), s.tokens, s.heads, s.latent_dim, s.rope_dim,
+                      latent_cache.as<float>(), rope_cache.as<float>(), position_device.as<std::int32_t>(),
+                      s.max_context, s.scale, out.as<float>(), workspace.data(), context.stream());
+  return to_host<float>(context, out, out_count);
+}
+
+std::vector<float> mla_on_cpu(const MlaShape& s, const MlaInputs& in) {
+  std::vector<float> out(static_cast<std::size_t>(s.tokens * s.heads * s.latent_dim));
+  cpu::mla_attention(in.q_latent.data(), in.q_rope.data(), s.tokens, s.heads, s.latent_dim, s.rope_dim,
+                     in.latent_cache.data(), in.rope_cache.data(), s.position, s.scale, out.data());
+  return out;
+}
+
+double check_mla(cuda::DeviceContext& context, const MlaShape& s, std::mt19937& random) {
+  INFO(describe(s));
+  const std::int64_t visible = s.position + s.tokens;
+  MlaInputs in;
+  in.q_latent = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.latent_dim), -1, 1, random);
+  in.q_rope = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.rope_dim), -1, 1, random);
+  in.latent_cache = cache_with_garbage(s.max_context, s.latent_dim, visible, random);
+  in.rope_cache = cache_with_garbage(s.max_context, s.rope_dim, visible, random);
+  const std::vector<float> got = mla_on_gpu(context, s, in);
+  const std::vector<float> cpu_out = mla_on_cpu(s, in);
+  return check_against(got, exact_mla(s, in), &cpu_out, s.heads, s.latent_dim);
+}
+
+// Softmax scales around 1/sqrt(width): flat to peaked.
+float draw_scale(std::int64_t width, std::mt19937& random) {
+  return static_cast<float>(std::uniform_real_distribution<double>(0.5, 8.0)(random) /
+                            std::sqrt(static_cast<double>(width)));
+}
+
+// A CUDA graph captured from what `enqueue` queues on `stream`, instantiated.
+class CapturedGraph {
+ public:
+  template <typename Enqueue>
+  CapturedGraph(cudaStream_t stream, Enqueue enqueue) {
+    REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    try {
+      enqueue();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream, &partial);
+      if (partial != nullptr) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      throw;
+    }
+    REQUIRE(cudaStreamEndCapture(stream, &graph_) == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&exec_, graph_, 0) == cudaSuccess);
+  }
+  ~CapturedGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void launch(cudaStream_t stream) { REQUIRE(cudaGraphLaunch(exec_, stream) == cudaSuccess); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("cuda attention: bad sizes throw std::invalid_argument before touching the GPU") {
+  // Never dereferenced: every call below throws before launching anything.
+  const std::int32_t dummy = 0;
+  const std::int32_t* position = &dummy;
+  const auto half = cuda::RopeLayout::half_split;
+  using std::invalid_argument;
+  // gqa_attention(q, tokens, heads, qk, v, k, v, kv_heads, position, max_context, scale, out, ws, stream)
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 0, 128, nullptr, nullptr, 2, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 513, 128, nullptr, nullptr, 2, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 0, nullptr, nullptr, 2, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 600, nullptr, nullptr, 2, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 128, nullptr, nullptr, 3, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 128, nullptr, nullptr, 0, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 0, 128, 128, nullptr, nullptr, 1, position, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, -1, 8, 128, 128, nullptr, nullptr, 2, position, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 128, nullptr, nullptr, 2, position, 0, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 128, nullptr, nullptr, 2, nullptr, 64, 1, nullptr, nullptr,
+                                      nullptr),
+                  invalid_argument);
+  // Decode over a long cache needs a workspace.
+  REQUIRE(cuda::gqa_attention_workspace_bytes(1, 8, 128, 4096) > 0);
+  CHECK_THROWS_AS(cuda::gqa_attention(nullptr, 1, 8, 128, 128, nullptr, nullptr, 2, position, 4096, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention_workspace_bytes(-1, 8, 128, 4096), invalid_argument);
+  CHECK_THROWS_AS(cuda::gqa_attention_workspace_bytes(1, 8, 128, -4096), invalid_argument);
+  CHECK(cuda::gqa_attention_workspace_bytes(0, 8, 128, 4096) == 0);
+
+  // mla_attention(q_latent, q_rope, tokens, heads, latent, rope, latent_cache, rope_cache, position,
+  //               max_context, scale, out, ws, stream)
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 16, 0, 64, nullptr, nullptr, position, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 16, 1025, 64, nullptr, nullptr, position, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 16, 512, -1, nullptr, nullptr, position, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 16, 512, 129, nullptr, nullptr, position, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 0, 512, 64, nullptr, nullptr, position, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 16, 512, 64, nullptr, nullptr, nullptr, 64, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  REQUIRE(cuda::mla_attention_workspace_bytes(1, 16, 512, 4096) > 0);
+  CHECK_THROWS_AS(cuda::mla_attention(nullptr, nullptr, 1, 16, 512, 64, nullptr, nullptr, position, 4096, 1, nullptr,
+                                      nullptr, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_attention_workspace_bytes(1, -16, 512, 4096), invalid_argument);
+
+  // write_cache_rows(cache, width, source, source_stride, tokens, position, max_context, stream)
+  CHECK_THROWS_AS(cuda::write_cache_rows(nullptr, 0, nullptr, 0, 1, position, 64, nullptr), invalid_argument);
+  CHECK_THROWS_AS(cuda::write_cache_rows(nullptr, 8, nullptr, 8, -1, position, 64, nullptr), invalid_argument);
+  CHECK_THROWS_AS(cuda::write_cache_rows(nullptr, 8, nullptr, 8, 1, nullptr, 64, nullptr), invalid_argument);
+  CHECK_THROWS_AS(cuda::apply_rope_at(nullptr, 1, 1, 8, 8, 7, nullptr, nullptr, position, half, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::apply_rope_at(nullptr, 1, 1, 8, 8, 8, nullptr, nullptr, nullptr, half, nullptr),
+                  invalid_argument);
+}
+
+TEST_CASE("cuda attention: gqa_attention matches the CPU kernel and the exact result on random shapes") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::vector<GqaShape> shapes = {
+      // tokens, heads, kv_heads, qk, v, position, max_context, scale (0: drawn)
+      {1, 32, 4, 128, 128, draw(0, 5000, random), 8192, 0},      // Qwen3-30B-A3B decode
+      {1, 32, 8, 128, 128, draw(2000, 4000, random), 16384, 0},  // Mixtral decode, a long empty cache
+      {1, 64, 4, 128, 128, draw(0, 300, random), 4096, 0},       // Qwen3-235B decode: 16 heads a kv head
+      {300, 16, 16, 192, 128, 0, 4096, 0},     // DeepSeek MLA prefill on decompressed K/V: one split
+      {200, 16, 16, 192, 128, 300, 2048, 0},   // the same after a prompt, several splits
+      {150, 8, 2, 128, 128, 500, 1024, 0},     // GQA prefill after a prompt
+      {3, 4, 2, 256, 256, draw(0, 900, random), 1000, 0},
+      {2, 6, 3, 512, 512, draw(0, 500, random), 600, 0},  // the largest widths
+      {1, 4, 4, 1, 1, draw(0, 100, random), 200, 0},      // the smallest
+      {5, 3, 1, 7, 13, 0, 5, 0},                          // the cache exactly full
+  };
+  for (int round = 0; round < 40; ++round) {
+    GqaShape s{};
+    s.kv_heads = draw(1, 4, random);
+    s.heads = s.kv_heads * std::vector<std::int64_t>{1, 2, 3, 4, 5, 8}[draw(0, 5, random)];
+    s.qk_dim = draw(1, 300, random);
+    s.v_dim = round % 3 == 0 ? draw(1, 300, random) : s.qk_dim;
+    s.tokens = round % 2 == 0 ? 1 : draw(2, 40, random);
+    s.position = draw(0, round % 4 < 2 ? 2000 : 70, random);
+    s.max_context = s.position + s.tokens + (round % 5 == 0 ? 0 : draw(0, 5000, random));
+    shapes.push_back(s);
+  }
+  double worst = 0;
+  for (GqaShape& s : shapes) {
+    if (s.scale == 0) s.scale = draw_scale(s.qk_dim, random);
+    worst = std::max(worst, check_gqa(context, s, random));
+  }
+  MESSAGE("gqa_attention: largest error / magnitude " << worst);
+}
+
+TEST_CASE("cuda attention: mla_attention matches the CPU kernel and the exact result on random shapes") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::vector<MlaShape> shapes = {
+      // tokens, heads, latent, rope, position, max_context, scale (0: drawn)
+      {1, 128, 512, 64, draw(500, 1500, random), 4096, 0},  // DeepSeek-V3 decode
+      {1, 16, 512, 64, draw(3000, 5000, random), 16384, 0},  // DeepSeek-V2-Lite decode, a long empty cache
+      {64, 16, 512, 64, 100, 1024, 0},                       // V2-Lite prefill after a prompt
+      {5, 4, 32, 16, 10, 64, 0},                             // a tiny test model
+      {2, 16, 1024, 128, draw(0, 300, random), 400, 0},      // the largest widths
+      {3, 5, 30, 0, draw(0, 100, random), 150, 0},           // no rope part
+      {300, 16, 64, 16, 0, 300, 0},                          // the cache exactly full, one split
+  };
+  for (int round = 0; round < 24; ++round) {
+    MlaShape s{};
+    s.heads = draw(1, 40, random);
+    s.latent_dim = draw(1, 700, random);
+    s.rope_dim = draw(0, 100, random);
+    s.tokens = round % 2 == 0 ? 1 : draw(2, 20, random);
+    s.position = draw(0, round % 4 < 2 ? 3000 : 70, random);
+    s.max_context = s.position + s.tokens + (round % 5 == 0 ? 0 : draw(0, 5000, random));
+    shapes.push_back(s);
+  }
+  double worst = 0;
+  for (MlaShape& s : shapes) {
+    if (s.scale == 0) s.scale = draw_scale(s.latent_dim + s.rope_dim, random);
+    worst = std::max(worst, check_mla(context, s, random));
+  }
+  MESSAGE("mla_attention: largest error / magnitude " << worst);
+}
+
+TEST_CASE("cuda attention: decode at many positions over one cache, rows past the visible ones ignored") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const std::int64_t max_context = 4000;
+  // Split and tile boundaries (32-key tiles, splits of 64 keys or more) and the ends; descending, so
+  // that each position can turn the rows past it into NaN for good.
+  const std::vector<std::int64_t> positions = {3999, 2047, 1000, 129, 128, 127, 65, 64, 63, 33, 32, 31, 2, 1, 0};
+  double worst = 0;
+
+  GqaShape g{1, 12, 3, 96, 96, 0, max_context, draw_scale(96, random)};
+  const std::vector<float> k = uniform(static_cast<std::size_t>(max_context * g.kv_heads * g.qk_dim), -1, 1, random);
+  const std::vector<float> v = uniform(k.size(), -1, 1, random);
+  cuda::DeviceBuffer k_device = to_device(context, k), v_device = to_device(context, v);
+  MlaShape m{1, 16, 512, 64, 0, max_context, draw_scale(576, random)};
+  MlaInputs in;
+  in.latent_cache = uniform(static_cast<std::size_t>(max_context * m.latent_dim), -1, 1, random);
+  in.rope_cache = uniform(static_cast<std::size_t>(max_context * m.rope_dim), -1, 1, random);
+  cuda::DeviceBuffer latent_device = to_device(context, in.latent_cache),
+                     rope_device = to_device(context, in.rope_cache);
+  cuda::DeviceBuffer position_device = context.allocate(sizeof(std::int32_t), "position");
+  cuda::DeviceBuffer gqa_workspace = workspace_for(context, cuda::gqa_attention_workspace_bytes(1, g.heads, g.v_dim, max_context));
+  cuda::DeviceBuffer mla_workspace =
+      workspace_for(context, cuda::mla_attention_workspace_bytes(1, m.heads, m.latent_dim, max_context));
+  cuda::DeviceBuffer gqa_out = context.allocate(g.heads * g.v_dim * sizeof(float), "gqa out");
+  cuda::DeviceBuffer mla_out = context.allocate(m.heads * m.latent_dim * sizeof(float), "mla out");
+
+  for (const std::int64_t p : positions) {
+    INFO("position " << p);
+    // Rows past p become NaN (0xff bytes) on the device; the host copies keep their values.
+    const std::int64_t past = max_context - p - 1;
+    const auto poison = [&](cuda::DeviceBuffer& cache, std::int64_t width) {
+      REQUIRE(cudaMemsetAsync(cache.as<float>() + (p + 1) * width, 0xff, past * width * sizeof(float),
+                              context.stream()) == cudaSuccess);
+    };
+    poison(k_device, g.kv_heads * g.qk_dim);
+    poison(v_device, g.kv_heads * g.v_dim);
+    poison(latent_device, m.latent_dim);
+    poison(rope_device, m.rope_dim);
+    const std::int32_t p32 = static_cast<std::int32_t>(p);
+    context.copy_to_device(position_device.data(), &p32, sizeof p32);
+
+    g.position = p;
+    const std::vector<float> q = uniform(static_cast<std::size_t>(g.heads * g.qk_dim), -1, 1, random);
+    cuda::DeviceBuffer q_device = to_device(context, q);
+    cuda::gqa_attention(q_device.as<float>(), 1, g.heads, g.qk_dim, g.v_dim, k_device.as<float>(),
+                        v_device.as<float>(), g.kv_heads, position_device.as<std::int32_t>(), max_context, g.scale,
+                        gqa_out.as<float>(), gqa_workspace.data(), context.stream());
+    const std::vector<float> gqa_got = to_host<float>(context, gqa_out, static_cast<std::size_t>(g.heads * g.v_dim));
+    std::vector<float> gqa_cpu(gqa_got.size());
+    cpu::gqa_attention(q.data(), 1, g.heads, g.qk_dim, k.data(), v.data(), g.kv_heads, p, g.scale, gqa_cpu.data());
+    {
+      INFO(describe(g));
+      worst = std::max(worst, check_against(gqa_got, exact_gqa(g, q, k, v), &gqa_cpu, g.heads, g.v_dim));
+    }
+
+    m.position = p;
+    in.q_latent = uniform(static_cast<std::size_t>(m.heads * m.latent_dim), -1, 1, random);
+    in.q_rope = uniform(static_cast<std::size_t>(m.heads * m.rope_dim), -1, 1, random);
+    cuda::DeviceBuffer q_latent = to_device(context, in.q_latent), q_rope = to_device(context, in.q_rope);
+    cuda::mla_attention(q_latent.as<float>(), q_rope.as<float>(), 1, m.heads, m.latent_dim, m.rope_dim,
+                        latent_device.as<float>(), rope_device.as<float>(), position_device.as<std::int32_t>(),
+                        max_context, m.scale, mla_out.as<float>(), mla_workspace.data(), context.stream());
+    const std::vector<float> mla_got = to_host<float>(context, mla_out, in.q_latent.size());
+    const std::vector<float> mla_cpu = mla_on_cpu(m, in);
+    INFO(describe(m));
+    worst = std::max(worst, check_against(mla_got, exact_mla(m, in), &mla_cpu, m.heads, m.latent_dim));
+  }
+  MESSAGE("decode at many positions: largest error / magnitude " << worst);
+}
+
+TEST_CASE("cuda attention: positions outside the cache read nothing outside it") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  GqaShape s{2, 4, 2, 32, 32, 0, 100, 0.2f};
+  const std::vector<float> q = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.qk_dim), -1, 1, random);
+  const std::vector<float> k = uniform(static_cast<std::size_t>(s.max_context * s.kv_heads * s.qk_dim), -1, 1, random);
+  const std::vector<float> v = uniform(k.size(), -1, 1, random);
+  cuda::DeviceBuffer q_device = to_device(context, q), k_device = to_device(context, k),
+                     v_device = to_device(context, v);
+  cuda::DeviceBuffer position_device = context.allocate(sizeof(std::int32_t), "position");
+  cuda::DeviceBuffer workspace =
+      workspace_for(context, cuda::gqa_attention_workspace_bytes(s.tokens, s.heads, s.v_dim, s.max_context));
+  const std::size_t out_count = static_cast<std::size_t>(s.tokens * s.heads * s.v_dim);
+  cuda::DeviceBuffer out = context.allocate(out_count * sizeof(float), "out");
+  const auto run = [&](std::int32_t p) {
+    context.copy_to_device(position_device.data(), &p, sizeof p);
+    cuda::gqa_attention(q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                        v_device.as<float>(), s.kv_heads, position_device.as<std::int32_t>(), s.max_context, s.scale,
+                        out.as<float>(), workspace.data(), context.stream());
+    return to_host<float>(context, out, out_count);
+  };
+  // Past the end: every token sees the whole cache (clamped), nothing beyond it.
+  for (const std::int32_t p : {130, std::numeric_limits<std::int32_t>::max() - 1}) {
+    INFO("position " << p);
+    s.position = p;
+    check_against(run(p), exact_gqa(s, q, k, v, s.max_context), nullptr, s.heads, s.v_dim);
+  }
+  // Before the start: a token that sees no row gets NaN.
+  const std::vector<float> none = run(-50);
+  CHECK(std::all_of(none.begin(), none.end(), [](float x) { return std::isnan(x); }));
+}
+
+TEST_CASE("cuda attention: a captured decode step replays at a new position (rope, cache writes, GQA, MLA)") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const cudaStream_t stream = context.stream();
+  const std::int64_t max_context = 5000;
+  const std::int32_t first_run = static_cast<std::int32_t>(draw(0, 200, random));
+  const std::int32_t second_run = static_cast<std::int32_t>(draw(1000, max_context - 1, random));
+  const std::int32_t positions[2] = {first_run, second_run};
+  INFO("positions " << first_run << " then " << second_run);
+  cuda::DeviceBuffer position_device = context.allocate(sizeof(std::int32_t), "position");
+
+  SUBCASE("GQA: rope at the position, both cache rows written, attention") {
+    GqaShape s{1, 8, 2, 64, 64, 0, max_context, draw_scale(64, random)};
+    const std::int64_t kv_width = s.kv_heads * s.qk_dim, half = s.qk_dim / 2;
+    std::vector<float> cos(static_cast<std::size_t>(max_context * half)), sin(cos.size());
+    cpu::rope_cos_sin(cpu::rope_frequencies_default(static_cast<int>(s.qk_dim), 1e6), 0, max_context, cos.data(),
+                      sin.data());
+    // Rows up to the second position drawn (the first run writes one of them), NaN past it.
+    std::vector<float> k_cache = cache_with_garbage(max_context, kv_width, second_run + 1, random);
+    std::vector<float> v_cache = cache_with_garbage(max_context, kv_width, second_run + 1, random);
+    cuda::DeviceBuffer cos_device = to_device(context, cos), sin_device = to_device(context, sin);
+    cuda::DeviceBuffer k_device = to_device(context, k_cache), v_device = to_device(context, v_cache);
+    cuda::DeviceBuffer q_device = context.allocate(s.heads * s.qk_dim * sizeof(float), "q");
+    cuda::DeviceBuffer k_new = context.allocate(kv_width * sizeof(float), "k");
+    cuda::DeviceBuffer v_new = context.allocate(kv_width * sizeof(float), "v");
+    cuda::DeviceBuffer out = context.allocate(s.heads * s.v_dim * sizeof(float), "out");
+    cuda::DeviceBuffer direct_out = context.allocate(s.heads * s.v_dim * sizeof(float), "out");
+    const std::size_t workspace_bytes = cuda::gqa_attention_workspace_bytes(1, s.heads, s.v_dim, max_context);
+    REQUIRE(workspace_bytes > 0);  // the graph holds the combine kernel too
+    cuda::DeviceBuffer workspace = workspace_for(context, workspace_bytes);
+    const auto layout = cuda::RopeLayout::half_split;
+    const int rope_dim = static_cast<int>(s.qk_dim);
+    const auto* position = position_device.as<std::int32_t>();
+
+    CapturedGraph graph(stream, [&] {
+      cuda::apply_rope_at(q_device.as<float>(), 1, s.heads, s.heads * s.qk_dim, s.qk_dim, rope_dim,
+                          cos_device.as<float>(), sin_device.as<float>(), position, layout, stream);
+      cuda::apply_rope_at(k_new.as<float>(), 1, s.kv_heads, kv_width, s.qk_dim, rope_dim, cos_device.as<float>(),
+                          sin_device.as<float>(), position, layout, stream);
+      cuda::write_cache_rows(k_device.as<float>(), kv_width, k_new.as<float>(), kv_width, 1, position, max_context,
+                             stream);
+      cuda::write_cache_rows(v_device.as<float>(), kv_width, v_new.as<float>(), kv_width, 1, position, max_context,
+                             stream);
+      cuda::gqa_attention(q_device.as<float>(), 1, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                          v_device.as<float>(), s.kv_heads, position, max_context, s.scale, out.as<float>(),
+                          workspace.data(), stream);
+    });
+    for (const std::int32_t p : positions) {
+      INFO("replay at position " << p);
+      s.position = p;
+      std::vector<float> q = uniform(static_cast<std::size_t>(s.heads * s.qk_dim), -1, 1, random);
+      std::vector<float> k = uniform(static_cast<std::size_t>(kv_width), -1, 1, random);
+      const std::vector<float> v = uniform(static_cast<std::size_t>(kv_width), -1, 1, random);
+      context.copy_to_device(q_device.data(), q.data(), q.size() * sizeof(float));
+      context.copy_to_device(k_new.data(), k.data(), k.size() * sizeof(float));
+      context.copy_to_device(v_new.data(), v.data(), v.size() * sizeof(float));
+      context.copy_to_device(position_device.data(), &p, sizeof p);
+      graph.launch(stream);
+      const std::vector<float> got = to_host<float>(context, out, static_cast<std::size_t>(s.heads * s.v_dim));
+
+      // The CPU's step: the same rotation (bit-identical), the rows written, attention.
+      cpu::apply_rope(q.data(), 1, s.heads, s.heads * s.qk_dim, s.qk_dim, rope_dim, cos.data() + p * half,
+                      sin.data() + p * half, layout);
+      cpu::apply_rope(k.data(), 1, s.kv_heads, kv_width, s.qk_dim, rope_dim, cos.data() + p * half,
+                      sin.data() + p * half, layout);
+      std::copy(k.begin(), k.end(), k_cache.begin() + p * kv_width);
+      std::copy(v.begin(), v.end(), v_cache.begin() + p * kv_width);
+      const std::vector<float> k_row =
+          to_host<float>(context, k_device.as<float>() + p * kv_width, static_cast<std::size_t>(kv_width));
+      const std::vector<float> v_row =
+          to_host<float>(context, v_device.as<float>() + p * kv_width, static_cast<std::size_t>(kv_width));
+      CHECK(std::memcmp(k_row.data(), k.data(), k.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(v_row.data(), v.data(), v.size() * sizeof(float)) == 0);
+      std::vector<float> cpu_out(got.size());
+      cpu::gqa_attention(q.data(), 1, s.heads, s.qk_dim, k_cache.data(), v_cache.data(), s.kv_heads, p, s.scale,
+                         cpu_out.data());
+      check_against(got, exact_gqa(s, q, k_cache, v_cache), &cpu_out, s.heads, s.v_dim);
+
+      // A direct call on what the graph left behind (rotated q, written cache) gives the same bits.
+      cuda::gqa_attention(q_device.as<float>(), 1, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                          v_device.as<float>(), s.kv_heads, position, max_context, s.scale, direct_out.as<float>(),
+                          workspace.data(), stream);
+      const std::vector<float> direct = to_host<float>(context, direct_out, got.size());
+      CHECK(std::memcmp(direct.data(), got.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+
+  SUBCASE("MLA: attention over the latent and rope caches") {
+    // DeepSeek's widths: the tile needs more than 48 KiB of shared memory, so the captured launch
+    // includes the kernel's opt-in to more.
+    MlaShape s{1, 16, 512, 64, 0, max_context, draw_scale(576, random)};
+    MlaInputs in;
+    in.latent_cache = cache_with_garbage(max_context, s.latent_dim, second_run + 1, random);
+    in.rope_cache = cache_with_garbage(max_context, s.rope_dim, second_run + 1, random);
+    cuda::DeviceBuffer latent_device = to_device(context, in.latent_cache),
+                       rope_device = to_device(context, in.rope_cache);
+    cuda::DeviceBuffer q_latent = context.allocate(s.heads * s.latent_dim * sizeof(float), "q latent");
+    cuda::DeviceBuffer q_rope = context.allocate(s.heads * s.rope_dim * sizeof(float), "q rope");
+    cuda::DeviceBuffer out = context.allocate(s.heads * s.latent_dim * sizeof(float), "out");
+    const std::size_t workspace_bytes = cuda::mla_attention_workspace_bytes(1, s.heads, s.latent_dim, max_context);
+    REQUIRE(workspace_bytes > 0);
+    cuda::DeviceBuffer workspace = workspace_for(context, workspace_bytes);
+    const auto* position = position_device.as<std::int32_t>();
+    CapturedGraph graph(stream, [&] {
+      cuda::mla_attention(q_latent.as<float>(), q_rope.as<float>(), 1, s.heads, s.latent_dim, s.rope_dim,
+                          latent_device.as<float>(), rope_device.as<float>(), position, max_context, s.scale,
+                          out.as<float>(), workspace.data(), stream);
+    });
+    for (const std::int32_t p : positions) {
+      INFO("replay at position " << p);
+      s.position = p;
+      in.q_latent = uniform(static_cast<std::size_t>(s.heads * s.latent_dim), -1, 1, random);
+      in.q_rope = uniform(static_cast<std::size_t>(s.heads * s.rope_dim), -1, 1, random);
+      context.copy_to_device(q_latent.data(), in.q_latent.data(), in.q_latent.size() * sizeof(float));
+      context.copy_to_device(q_rope.data(), in.q_rope.data(), in.q_rope.size() * sizeof(float));
+      context.copy_to_device(position_device.data(), &p, sizeof p);
+      graph.launch(stream);
+      const std::vector<float> got = to_host<float>(context, out, in.q_latent.size());
+      const std::vector<float> cpu_out = mla_on_cpu(s, in);
+      check_against(got, exact_mla(s, in), &cpu_out, s.heads, s.latent_dim);
+    }
+  }
+}
+
+TEST_CASE("cuda kernels: apply_rope_at is bit-identical to apply_rope with the matching table rows") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const cpu::RopeLayout layouts[] = {cpu::RopeLayout::half_split, cpu::RopeLayout::interleaved_to_half_split,
+                                     cpu::RopeLayout::interleaved};
+  for (int round = 0; round < 18; ++round) {
+    const cpu::RopeLayout layout = layouts[round % 3];
+    const int rope_dim = round < 3 ? 1024 : 2 * static_cast<int>(draw(1, 128, random));
+    const std::int64_t tokens = draw(1, 20, random), heads = draw(1, 40, random);
+    const std::int64_t nope = round % 2 ? draw(1, 64, random) : 0;
+    const std::int64_t max_positions = tokens + draw(0, 3000, random);
+    const std::int64_t first_position = draw(0, max_positions - tokens, random);
+    INFO("layout " << static_cast<int>(layout) << ", rope_dim " << rope_dim << ", tokens " << tokens << ", heads "
+                   << heads << ", nope " << nope << ", position " << first_position << " of " << max_positions);
+    cpu::RopeFrequencies frequencies;
+    if (round % 4 < 2) {
+      frequencies = cpu::rope_frequencies_default(rope_dim, round % 4 ? 1e6 : 10000);
+    } else {
+      cpu::YarnConfig yarn;  // DeepSeek-V3's
+      yarn.rope_dim = rope_dim, yarn.factor = 40, yarn.mscale = 1, yarn.mscale_all_dim = 0.707;
+      frequencies = cpu::rope_frequencies_yarn(yarn);
+    }
+    const std::int64_t half = rope_dim / 2;
+    std::vector<float> cos_table(static_cast<std::size_t>(max_positions * half)), sin_table(cos_table.size());
+    cpu::rope_cos_sin(frequencies, 0, max_positions, cos_table.data(), sin_table.data());
+    const std::vector<float> cos(cos_table.begin() + first_position * half,
+                                 cos_table.begin() + (first_position + tokens) * half);
+    const std::vector<float> sin(sin_table.begin() + first_position * half,
+                                 sin_table.begin() + (first_position + tokens) * half);
+
+    const std::int64_t head_stride = nope + rope_dim, token_stride = heads * head_stride;
+    std::vector<float> q = uniform(static_cast<std::size_t>(tokens * token_stride), -4, 4, random);
+    cuda::DeviceBuffer by_rows = to_device(context, q), at_position = to_device(context, q);
+    cuda::DeviceBuffer cos_device = to_device(context, cos), sin_device = to_device(context, sin);
+    cuda::DeviceBuffer cos_table_device = to_device(context, cos_table),
+                       sin_table_device = to_device(context, sin_table);
+    const std::vector<std::int32_t> position{static_cast<std::int32_t>(first_position)};
+    cuda::DeviceBuffer position_device = to_device(context, position);
+    cuda::apply_rope(by_rows.as<float>() + nope, tokens, heads, token_stride, head_stride, rope_dim,
+                     cos_device.as<float>(), sin_device.as<float>(), layout, context.stream());
+    cuda::apply_rope_at(at_position.as<float>() + nope, tokens, heads, token_stride, head_stride, rope_dim,
+                        cos_table_device.as<float>(), sin_table_device.as<float>(),
+                        position_device.as<std::int32_t>(), layout, context.stream());
+    const std::vector<float> expected = to_host<float>(context, by_rows, q.size());
+    const std::vector<float> got = to_host<float>(context, at_position, q.size());
+    cpu::apply_rope(q.data() + nope, tokens, heads, token_stride, head_stride, rope_dim, cos.data(), sin.data(),
+                    layout);
+    CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(got.data(), q.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("cuda kernels: write_cache_rows copies rows exactly at the device position, never outside the cache") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const std::int64_t guard_rows = 3;  // on each side of the cache, must stay as they are
+  for (int round = 0; round < 30; ++round) {
+    const std::int64_t width = round < 2 ? 576 : draw(1, 2000, random);
+    const std::int64_t tokens = draw(1, 20, random), max_context = draw(1, 300, random);
+    const std::int64_t source_stride = width + (round % 2 ? draw(0, 10, random) : 0);
+    // Mostly inside the cache; some rounds start before it or run past its end.
+    const std::int64_t position = round % 5 == 4 ? draw(-tokens - 2, max_context + 2, random)
+                                                 : draw(0, std::max<std::int64_t>(0, max_context - tokens), random);
+    INFO("width " << width << ", tokens " << tokens << ", stride " << source_stride << ", position " << position
+                  << ", max_context " << max_context);
+    std::vector<float> buffer = uniform(static_cast<std::size_t>((max_context + 2 * guard_rows) * width), -9, 9, random);
+    const std::vector<float> source =
+        uniform(static_cast<std::size_t>((tokens - 1) * source_stride + width), -9, 9, random);
+    cuda::DeviceBuffer buffer_device = to_device(context, buffer), source_device = to_device(context, source);
+    const std::vector<std::int32_t> position_host{static_cast<std::int32_t>(position)};
+    cuda::DeviceBuffer position_device = to_device(context, position_host);
+    cuda::write_cache_rows(buffer_device.as<float>() + guard_rows * width, width, source_device.as<float>(),
+                           source_stride, tokens, position_device.as<std::int32_t>(), max_context, context.stream());
+    const std::vector<float> got = to_host<float>(context, buffer_device, buffer.size());
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const std::int64_t row = position + t;
+      if (row < 0 || row >= max_context) continue;
+      std::copy(source.begin() + t * source_stride, source.begin() + t * source_stride + width,
+                buffer.begin() + (guard_rows + row) * width);
+    }
+    CHECK(std::memcmp(got.data(), buffer.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
+#else  // built without the CUDA backend
+
+TEST_CASE("cuda attention: skipped, built without the CUDA backend") { MESSAGE("skipped: built without CUDA"); }
+
+#endif

@@ -1,0 +1,92 @@
+// The model on a GPU: the tiny transformers fixtures (f32 weights) run through the shipped hybrid
+// profiles (attention, gates, shared experts on cuda:0; routed experts on the CPU in decode, on
+// the GPU in prefill) and through an all-GPU profile, eagerly and with one CUDA graph per decode
+// step. Without a GPU every case says "skipped: no CUDA device".
+//
+// Tolerance: logits within 2^-8 (bf16's unit roundoff) of transformers', relative to the logits'
+// scale, for the prompt and every decode step; in practice f32 cuBLAS (no TF32) and f32 kernels
+// land near 1e-6, so the bound only has to absorb summation order. The greedy continuation must
+// equal transformers' and the CPU run's, and graph replays must give exactly the eager tokens.
+#include "tests/fidelity_support.h"
+
+#ifdef SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/device_context.h"
+#endif
+
+using namespace switchyard;
+using namespace switchyard::testing;
+
+#ifdef SWITCHYARD_HAVE_CUDA
+
+namespace {
+
+constexpr const char* kAllGpuProfile = R"(- match:
+    name: ""
+  replace:
+    class: default
+    kwargs: {generate_device: "cuda:0", prefill_device: "cuda:0"}
+)";
+
+constexpr double kBf16Tolerance = 1.0 / 256;
+
+bool no_gpu() {
+  if (switchyard::cuda::device_count() > 0) return false;
+  MESSAGE("skipped: no CUDA device");
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("gpu model: hybrid and all-GPU runs match transformers, eagerly and as CUDA graphs") {
+  if (no_gpu()) return;
+  const std::pair<const char*, const char*> cases[] = {
+      {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
+      {"deepseek_v2", "DeepSeek-V2-Lite-Chat.yaml"},
+      {"qwen3_moe", "Qwen3-MoE.yaml"},
+      {"mixtral", "Mixtral.yaml"},
+  };
+  for (const auto& [fixture, hybrid] : cases) {
+    const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
+    for (const bool all_gpu : {false, true})
+      for (const bool graph : {false, true}) {
+        const std::string name = std::string(fixture) + (all_gpu ? " all-GPU" : std::string(" hybrid ") + hybrid) +
+                                 (graph ? ", CUDA graph" : ", eager");
+        INFO(name);
+        CausalLMOptions options;
+        options.use_cuda_graph = graph;
+        Loaded l = load(fixture, all_gpu ? "<all-GPU profile>" : hybrid, all_gpu ? kAllGpuProfile : "", options);
+        CHECK(l.model->graph_device().has_value() == graph);
+        const FidelityRun run = run_greedy(*l.model, ref);
+        MESSAGE(name << ": relative error of prompt logits " << run.prompt_error << ", of decode logits "
+                     << run.step_error);
+        CHECK(run.prompt_error <= kBf16Tolerance);
+        CHECK(run.step_error <= kBf16Tolerance);
+        CHECK(run.generated == ref.generated);
+      }
+  }
+}
+
+TEST_CASE("gpu model: a graph replays at new positions exactly as eager steps do") {
+  if (no_gpu()) return;
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  CausalLMOptions eager_options, graph_options;
+  eager_options.use_cuda_graph = false;
+  Loaded eager = load("deepseek_v3", "DeepSeek-V3-Chat.yaml", "", eager_options);
+  Loaded graph = load("deepseek_v3", "DeepSeek-V3-Chat.yaml", "", graph_options);
+  REQUIRE(graph.model->graph_device().has_value());
+  // Prefill in two chunks of different sizes, then decode; every step's logits bit for bit.
+  const std::span<const std::int32_t> prompt(ref.prompt);
+  for (Loaded* l : {&eager, &graph}) {
+    l->model->forward(prompt.first(3), 0);
+    l->model->forward(prompt.subspan(3), 3);
+  }
+  std::int32_t next = 1;
+  for (std::int64_t position = static_cast<std::int64_t>(prompt.size()); position < 40; ++position) {
+    const std::vector<float> a = eager.model->forward(std::span(&next, 1), position);
+    const std::vector<float> b = graph.model->forward(std::span(&next, 1), position);
+    REQUIRE(a == b);
+    next = static_cast<std::int32_t>((std::max_element(a.begin(), a.end()) - a.begin() + position) % a.size());
+  }
+}
+
+#endif
