@@ -324,6 +324,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
     auto graph = std::make_unique<DecodeGraph>();
     cudaGraph_t captured = nullptr;
     gpu.context().pool().begin_capture();
+    gpu.timer().set_capturing(true);
     SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
     try {
       enqueue(ids, position, false);
@@ -332,11 +333,13 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
       if (captured != nullptr) cudaGraphDestroy(captured);
       cudaGetLastError();
       gpu.context().pool().end_capture();
+      gpu.timer().set_capturing(false);
       runtimes_->take_jobs();
       throw;
     }
     const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
     gpu.context().pool().end_capture();
+    gpu.timer().set_capturing(false);
     graph->jobs = runtimes_->take_jobs();
     SWITCHYARD_CUDA_CHECK(ended);
     const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);

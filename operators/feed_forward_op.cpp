@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "operators/activations.h"
+#include "operators/cpu/linear.h"
 #include "operators/cpu/silu_and_mul.h"
 
 namespace switchyard {
@@ -63,6 +64,7 @@ RoutedExperts::RoutedExperts(std::vector<Expert> experts) : experts_(std::move(e
 
 void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
                             int top_k, float* out) const {
+  if (tokens * top_k <= kFusedSlots) return forward_fused(x, tokens, ids, weights, top_k, out);
   std::fill(out, out + tokens * hidden_, 0.0f);
   // Group the (token, slot) pairs by expert, so each expert's weights are read once.
   std::vector<std::vector<std::int64_t>> routed(experts_.size());
@@ -90,6 +92,54 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
       const float w = weights[slot];
       for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * y[static_cast<std::size_t>(r * hidden_ + i)];
     }
+  }
+}
+
+void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
+                                  int top_k, float* out) const {
+  // One parallel region for the whole layer: threads share out the rows of every selected
+  // expert's gate and up projections, then (after the barrier) of the down projections. A
+  // projection per fork-join would cost 3 * top_k of them per token; the weights are streamed
+  // once either way, and cpu::linear runs on the calling thread inside the region.
+  constexpr std::int64_t kRows = 32;
+  const std::int64_t slots = tokens * top_k;
+  const std::int64_t inter = experts_.front().gate.out_features();
+  const std::int64_t up_items = (inter + kRows - 1) / kRows, down_items = (hidden_ + kRows - 1) / kRows;
+  std::vector<float> h(static_cast<std::size_t>(slots * inter)), y(static_cast<std::size_t>(slots * hidden_));
+  // Row `first` of a [rows, in] weight (plain dtypes: row-major, whole elements).
+  auto row = [](const Tensor& w, std::int64_t first) {
+    return static_cast<const char*>(w.data()) +
+           storage_bytes(w.dtype(), static_cast<std::uint64_t>(first * w.dim(1)));
+  };
+#pragma omp parallel
+  {
+    float g[kRows], u[kRows];
+#pragma omp for schedule(static)
+    for (std::int64_t item = 0; item < slots * up_items; ++item) {
+      const std::int64_t slot = item / up_items, first = item % up_items * kRows;
+      const std::int64_t rows = std::min(kRows, inter - first);
+      const Expert& e = experts_[static_cast<std::size_t>(ids[slot])];
+      const float* xs = x + slot / top_k * hidden_;
+      cpu::linear(xs, 1, hidden_, row(e.gate.weight(), first), e.gate.weight().dtype(), rows, g);
+      cpu::linear(xs, 1, hidden_, row(e.up.weight(), first), e.up.weight().dtype(), rows, u);
+      cpu::silu_and_mul(g, u, rows, h.data() + slot * inter + first);
+    }
+#pragma omp for schedule(static)
+    for (std::int64_t item = 0; item < slots * down_items; ++item) {
+      const std::int64_t slot = item / down_items, first = item % down_items * kRows;
+      const std::int64_t rows = std::min(kRows, hidden_ - first);
+      const Tensor& down = experts_[static_cast<std::size_t>(ids[slot])].down.weight();
+      cpu::linear(h.data() + slot * inter, 1, inter, row(down, first), down.dtype(), rows,
+                  y.data() + slot * hidden_ + first);
+    }
+  }
+  // In slot order, as the grouped path adds them.
+  std::fill(out, out + tokens * hidden_, 0.0f);
+  for (std::int64_t slot = 0; slot < slots; ++slot) {
+    float* row = out + slot / top_k * hidden_;
+    const float w = weights[slot];
+    const float* ys = y.data() + slot * hidden_;
+    for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * ys[i];
   }
 }
 

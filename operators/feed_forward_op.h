@@ -47,6 +47,11 @@ class RoutedExperts {
                float* out) const;
 
  private:
+  // Decode: at most this many (token, slot) pairs go through one fused parallel region.
+  static constexpr std::int64_t kFusedSlots = 16;
+  void forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
+                     float* out) const;
+
   std::vector<Expert> experts_;
   std::int64_t hidden_ = 0;
 };

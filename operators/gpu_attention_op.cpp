@@ -2,10 +2,14 @@
 
 #include <cublas_v2.h>
 
+#include <cstring>
+
 #include "operators/activations.h"
+#include "operators/cpu/half.h"
 #include "operators/cuda/attention.h"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/elementwise.h"
+#include "operators/cuda/gemv.h"
 #include "operators/cuda/kv_cache.h"
 #include "operators/cuda/rope.h"
 
@@ -79,12 +83,47 @@ GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self
   scale_ = mla_softmax_scale(c);
   rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, static_cast<int>(rope_)), max_context_);
   const std::string where = " of " + std::string(self_attn.name);
+  {
+    const Tensor w = context.param(context.child(self_attn, "kv_b_proj"), "weight", {DType::f32, DType::bf16, DType::f16});
+    const std::size_t element = w.dtype() == DType::f32 ? 4 : 2;
+    w_uk_t_dtype_ = w.dtype() == DType::f16 ? DType::f32 : w.dtype();
+    const std::size_t out_element = w_uk_t_dtype_ == DType::f32 ? 4 : 2;
+    std::vector<std::uint8_t> t(static_cast<std::size_t>(heads_ * latent_ * nope_) * out_element);
+    const auto* src = static_cast<const std::uint8_t*>(w.data());
+    for (std::int64_t h = 0; h < heads_; ++h)
+      for (std::int64_t i = 0; i < nope_; ++i)
+        for (std::int64_t c = 0; c < latent_; ++c) {
+          const std::size_t from = static_cast<std::size_t>(((h * (nope_ + v_dim_) + i) * latent_ + c));
+          const std::size_t to = static_cast<std::size_t>((h * latent_ + c) * nope_ + i);
+          if (w.dtype() == DType::f16) {
+            float f;
+            cpu::widen_to_f32(DType::f16, src + from * 2, 1, &f);
+            std::memcpy(t.data() + to * 4, &f, 4);
+          } else {
+            std::memcpy(t.data() + to * out_element, src + from * element, element);
+          }
+        }
+    w_uk_t_ = gpu_->context().upload(t.data(), t.size(), "the transposed key rows of kv_b_proj" + where);
+    gpu_->context().synchronize();
+  }
   latent_cache_ = make_cache(*gpu_, max_context_ * latent_, "the latent KV cache" + where);
   rope_cache_ = make_cache(*gpu_, max_context_ * rope_, "the rope key cache" + where);
 }
 
 void GpuMlaAttention::absorb_queries(const float* q, std::int64_t tokens, float* q_latent) {
   const std::int64_t q_head = nope_ + rope_, rows = nope_ + v_dim_;
+  cuda::GemvShape shape;  // decode: per head, latent rows of W_UK^T times that head's q_nope
+  shape.tokens = tokens;
+  shape.in = nope_;
+  shape.rows = heads_ * latent_;
+  shape.rows_per_group = latent_;
+  shape.weight_group_stride = latent_ * nope_;
+  shape.x_group_stride = q_head;
+  shape.x_token_stride = heads_ * q_head;
+  if (cuda::gemv_supports(shape, w_uk_t_dtype_, w_uk_t_.data(), q)) {
+    cuda::gemv(shape, w_uk_t_.data(), w_uk_t_dtype_, q, q_latent, gpu_->stream());
+    return;
+  }
   // Column t of B (q_nope of head h) at q + t * heads * q_head + h * q_head; A_h = W_UK[h] read
   // column-major as [latent, nope]; C column t at q_latent + t * heads * latent + h * latent.
   gemm_heads(*gpu_, kv_b_.device_dtype(),
@@ -98,6 +137,19 @@ void GpuMlaAttention::expand_values(const float* out_latent, std::int64_t tokens
   const std::size_t element = kv_b_.device_dtype() == DType::f32 ? 4 : 2;
   // A_h = W_UV[h], row-major [v_dim, latent]: column-major [latent, v_dim], transposed.
   const void* w_uv = static_cast<const char*>(kv_b_.device_weight()) + static_cast<std::size_t>(nope_ * latent_) * element;
+  cuda::GemvShape shape;  // decode: per head, v_dim rows of kv_b_proj times that head's latent
+  shape.tokens = tokens;
+  shape.in = latent_;
+  shape.rows = heads_ * v_dim_;
+  shape.rows_per_group = v_dim_;
+  shape.weight_group_stride = rows * latent_;
+  shape.weight_row_offset = nope_ * latent_;
+  shape.x_group_stride = latent_;
+  shape.x_token_stride = heads_ * latent_;
+  if (cuda::gemv_supports(shape, kv_b_.device_dtype(), kv_b_.device_weight(), out_latent)) {
+    cuda::gemv(shape, kv_b_.device_weight(), kv_b_.device_dtype(), out_latent, attn, gpu_->stream());
+    return;
+  }
   gemm_heads(*gpu_, kv_b_.device_dtype(),
              HeadBatch{CUBLAS_OP_T, static_cast<int>(v_dim_), static_cast<int>(tokens), static_cast<int>(latent_),
                        w_uv, latent_, rows * latent_, out_latent, heads_ * latent_, latent_,

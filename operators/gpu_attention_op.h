@@ -34,6 +34,10 @@ class GpuMlaAttention final : public AttentionOp {
   NormOp q_a_norm_, kv_a_norm_;
   const GpuRuntime::RopeTables* rope_tables_;
   cuda::DeviceBuffer latent_cache_, rope_cache_;  // [max_context, latent], [max_context, rope] f32
+  // kv_b_proj's key rows transposed per head, [heads, latent, nope] in the checkpoint's dtype:
+  // decode's absorption is then a matrix-vector product over contiguous rows.
+  cuda::DeviceBuffer w_uk_t_;
+  DType w_uk_t_dtype_ = DType::f32;
 };
 
 class GpuGqaAttention final : public AttentionOp {

@@ -12,7 +12,7 @@ GpuTimer::~GpuTimer() {
 }
 
 cudaEvent_t GpuTimer::event() {
-  if (!free_.empty()) {
+  if (!capturing_ && !free_.empty()) {
     cudaEvent_t e = free_.back();
     free_.pop_back();
     return e;
@@ -23,23 +23,29 @@ cudaEvent_t GpuTimer::event() {
   return e;
 }
 
+void GpuTimer::record(cudaEvent_t event, cudaStream_t stream) const {
+  // In a capture an event must become an external event node to be read after replays; outside
+  // one the external flag is an error.
+  if (capturing_) SWITCHYARD_CUDA_CHECK(cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal));
+  else SWITCHYARD_CUDA_CHECK(cudaEventRecord(event, stream));
+}
+
 void GpuTimer::start_step(cudaStream_t stream) {
   recycle(current_);
   current_.start = event();
-  SWITCHYARD_CUDA_CHECK(cudaEventRecordWithFlags(current_.start, stream, cudaEventRecordExternal));
+  record(current_.start, stream);
 }
 
 int GpuTimer::begin(cudaStream_t stream, Region region, int layer) {
   if (current_.start == nullptr) start_step(stream);
   Mark mark{region, layer, event(), event()};
-  SWITCHYARD_CUDA_CHECK(cudaEventRecordWithFlags(mark.begin, stream, cudaEventRecordExternal));
+  record(mark.begin, stream);
   current_.marks.push_back(mark);
   return static_cast<int>(current_.marks.size()) - 1;
 }
 
 void GpuTimer::end(cudaStream_t stream, int mark) {
-  SWITCHYARD_CUDA_CHECK(
-      cudaEventRecordWithFlags(current_.marks[static_cast<std::size_t>(mark)].end, stream, cudaEventRecordExternal));
+  record(current_.marks[static_cast<std::size_t>(mark)].end, stream);
 }
 
 GpuTimer::Step GpuTimer::take_step() {

@@ -35,6 +35,9 @@ class GpuTimer {
   // Records the begin or the end of a region; begin returns the mark to end.
   int begin(cudaStream_t stream, Region region, int layer);
   void end(cudaStream_t stream, int mark);
+  // While a graph is captured every mark gets new events: an event recorded eagerly before cannot
+  // become an event node of a capture.
+  void set_capturing(bool capturing) { capturing_ = capturing; }
   // Takes the current step's marks (for a graph to keep, or to read now).
   Step take_step();
   // After the stream has finished the step: its regions as Tracer events on lane 1 + device, the
@@ -45,8 +48,10 @@ class GpuTimer {
 
  private:
   cudaEvent_t event();
+  void record(cudaEvent_t event, cudaStream_t stream) const;
 
   int device_;
+  bool capturing_ = false;
   Step current_;
   std::vector<cudaEvent_t> free_;
   std::vector<cudaEvent_t> all_;

@@ -34,3 +34,11 @@ if [[ $what == bench || $what == all ]]; then
     --nvtx_layers 3,22,50 --profile --max_new_tokens 16 --trace_out "$out/trace.json" > "$out/run-v3.log" 2>&1
   echo "run v3 exit $?"
 fi
+if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)
+  models=/tmp/switchyard-models
+  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+    $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
+    --prompt_ids 1,2 --max_new_tokens 3 --use_cuda_graph false > "$out/ncu.log" 2>&1
+  echo "ncu exit $?"
+fi

@@ -9,6 +9,8 @@
 // equal transformers' and the CPU run's, and graph replays must give exactly the eager tokens.
 #include "tests/fidelity_support.h"
 
+#include <algorithm>
+
 #ifdef SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
 #endif
@@ -86,6 +88,43 @@ TEST_CASE("gpu model: a graph replays at new positions exactly as eager steps do
     const std::vector<float> b = graph.model->forward(std::span(&next, 1), position);
     REQUIRE(a == b);
     next = static_cast<std::int32_t>((std::max_element(a.begin(), a.end()) - a.begin() + position) % a.size());
+  }
+}
+
+TEST_CASE("gpu model: --profile times GPU work on the GPU lane, eagerly and inside the decode graph") {
+  if (no_gpu()) return;
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  for (const bool graph : {false, true}) {
+    INFO("use_cuda_graph " << graph);
+    Tracer tracer(std::vector<bool>(4, false), /*profile=*/true);
+    CausalLMOptions options;
+    options.use_cuda_graph = graph;
+    Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat.yaml", "", options, &tracer);
+    tracer.begin_step(0);
+    l.model->forward(ref.prompt, 0);
+    std::int32_t next = 1;
+    for (int step = 1; step <= 3; ++step) {
+      tracer.begin_step(step);
+      const Tracer::Scope scope(&tracer, Region::decode_step);
+      l.model->forward(std::span(&next, 1), static_cast<std::int64_t>(ref.prompt.size()) + step - 1);
+    }
+    // Per decode step, layer 1 (MoE, experts on the CPU in decode): attention, gate, shared
+    // experts and the wait on the GPU lane, the routed experts on the host.
+    for (int step = 1; step <= 3; ++step) {
+      INFO("step " << step);
+      auto has = [&](Region region, int lane) {
+        return std::any_of(tracer.events().begin(), tracer.events().end(), [&](const Tracer::Event& e) {
+          return e.step == step && e.layer == 1 && e.region == region && e.lane == lane && e.end_ns >= e.start_ns;
+        });
+      };
+      CHECK(has(Region::self_attention, 1));
+      CHECK(has(Region::moe_gate, 1));
+      CHECK(has(Region::shared_experts, 1));
+      CHECK(has(Region::cpuinfer_sync, 1));
+      CHECK(has(Region::routed_experts, 0));
+    }
+    const std::string table = tracer.profile_table();
+    CHECK(table.find("GPU waited for the CPU") != std::string::npos);
   }
 }
 

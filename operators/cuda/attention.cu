@@ -1,6 +1,10 @@
 #include "operators/cuda/attention.h"
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -31,10 +35,11 @@ static_assert(kDepthSlices * kRowHalves == kWarps && kRowsPerScoreThread * kRowH
 // Splits per call: enough that (query rows x splits) reaches kTargetRowSplits (about 256 blocks of
 // 16 rows: two per SM of an H200), at most kMaxSplits (the combine kernel's block), and no more than
 // max_context / kMinSplitKeys. At run time each split covers ceil(visible / splits) keys, at least
-// kMinSplitKeys, in whole tiles; splits past the visible keys have nothing to do.
+// kMinSplitKeys (one tile: a decode block then loads its keys in one round of loads), in whole
+// tiles; splits past the visible keys exit at once.
 constexpr int kMaxSplits = 128;
 constexpr std::int64_t kTargetRowSplits = 4096;
-constexpr std::int64_t kMinSplitKeys = 64;
+constexpr std::int64_t kMinSplitKeys = kTileKeys;
 
 // Limits of the public functions (the shared-memory tile must fit one block).
 constexpr std::int64_t kMaxGqaDim = 512;
@@ -119,6 +124,10 @@ __device__ inline std::int64_t output_row(const AttentionArgs& a, std::int64_t k
   return token * a.heads + head;
 }
 
+// Loads a thread keeps in flight at once: the kernels are latency-bound at decode sizes, so each
+// thread issues a batch of global loads before its first shared-memory store waits on them.
+constexpr int kLoadBatch = 8;
+
 // rows x width floats from source (row stride source_stride) to shared memory (row stride
 // destination_stride), columns [width, padded_width) zeroed. kVector: width == padded_width and
 // source rows 16-byte aligned.
@@ -126,19 +135,76 @@ template <bool kVector>
 __device__ void load_rows(float* destination, int destination_stride, const float* __restrict__ source,
                           std::int64_t source_stride, int rows, int width, int padded_width) {
   if constexpr (kVector) {
-    const int chunks = width / 4;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < rows * chunks; i += kThreads) {
-      const int row = i / chunks, chunk = i - row * chunks;
-      const float4 value = __ldg(reinterpret_cast<const float4*>(source + row * source_stride) + chunk);
-      *reinterpret_cast<float4*>(destination + row * destination_stride + 4 * chunk) = value;
+    const int chunks = width / 4, total = rows * chunks;
+    for (int base = threadIdx.x; base < total; base += kLoadBatch * kThreads) {
+      float4 staged[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads, row = i / chunks, chunk = i - row * chunks;
+        if (i < total) staged[u] = __ldg(reinterpret_cast<const float4*>(source + row * source_stride) + chunk);
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads, row = i / chunks, chunk = i - row * chunks;
+        if (i < total) *reinterpret_cast<float4*>(destination + row * destination_stride + 4 * chunk) = staged[u];
+      }
     }
   } else {
-#pragma unroll 4
-    for (int i = threadIdx.x; i < rows * padded_width; i += kThreads) {
-      const int row = i / padded_width, column = i - row * padded_width;
-      destination[row * destination_stride + column] =
-          column < width ? __ldg(source + row * source_stride + column) : 0.0f;
+    const int total = rows * padded_width;
+    for (int base = threadIdx.x; base < total; base += kLoadBatch * kThreads) {
+      float staged[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads, row = i / padded_width, column = i - row * padded_width;
+        staged[u] = i < total && column < width ? __ldg(source + row * source_stride + column) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads, row = i / padded_width, column = i - row * padded_width;
+        if (i < total) destination[row * destination_stride + column] = staged[u];
+      }
+    }
+  }
+}
+
+// The block's query rows [tile_rows, q_stride] into shared memory: [q_a row | q_b row], each part
+// zero-padded to a multiple of 4; rows past rows_here are zero and never used. kVector: the widths
+// are multiples of 4 and q_a, q_b 16-byte aligned.
+template <bool kVector>
+__device__ void load_query_rows(const AttentionArgs& a, float* q_tile, std::int64_t kv_head, std::int64_t first_row,
+                                int rows_here) {
+  const int width = kVector ? 4 : 1;  // floats per element moved
+  const int row_elements = a.q_stride / width, a_elements = a.padded_a / width;
+  const int total = a.tile_rows * row_elements;
+  for (int base = threadIdx.x; base < total; base += kLoadBatch * kThreads) {
+    float4 staged[kLoadBatch];
+#pragma unroll
+    for (int u = 0; u < kLoadBatch; ++u) {
+      const int i = base + u * kThreads, r = i / row_elements, e = i - r * row_elements;
+      staged[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (i < total && r < rows_here) {
+        const std::int64_t row = output_row(a, kv_head, first_row + r);
+        if constexpr (kVector) {
+          staged[u] = e < a_elements ? __ldg(reinterpret_cast<const float4*>(a.q_a + row * a.dim_a) + e)
+                                     : __ldg(reinterpret_cast<const float4*>(a.q_b + row * a.dim_b) + (e - a_elements));
+        } else {
+          const int column = e;
+          if (column < a.dim_a)
+            staged[u].x = __ldg(a.q_a + row * a.dim_a + column);
+          else if (column >= a.padded_a && column - a.padded_a < a.dim_b)
+            staged[u].x = __ldg(a.q_b + row * a.dim_b + (column - a.padded_a));
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kLoadBatch; ++u) {
+      const int i = base + u * kThreads;
+      if (i < total) {
+        if constexpr (kVector)
+          *reinterpret_cast<float4*>(q_tile + 4 * i) = staged[u];
+        else
+          q_tile[i] = staged[u].x;
+      }
     }
   }
 }
@@ -168,33 +234,20 @@ __global__ void __launch_bounds__(kThreads) attend_split(const AttentionArgs a) 
   const int rows_here = static_cast<int>(min(std::int64_t{a.tile_rows}, a.tokens * a.group - first_row));
 
   const std::int64_t first = *a.position;
-  const std::int64_t chunk = split_keys(visible_keys(first, a.tokens - 1, a.max_context), a.splits);
+  const std::int64_t all_visible = visible_keys(first, a.tokens - 1, a.max_context);
+  const std::int64_t chunk = split_keys(all_visible, a.splits);
+  // One split covers every visible key: split 0 writes the output itself, the combine kernel
+  // returns at once (both decide from the same *position).
+  const bool single = a.splits == 1 || all_visible <= chunk;
   const std::int64_t last_token = (first_row + rows_here - 1) / a.group;
   const std::int64_t keys_begin = split * chunk;
   const std::int64_t keys_end = min(keys_begin + chunk, visible_keys(first, last_token, a.max_context));
 
-  if (a.splits > 1 && keys_begin >= keys_end) {  // past the visible keys: an empty partial
-    for (int r = threadIdx.x; r < rows_here; r += kThreads) {
-      const std::int64_t o = split * total_rows + output_row(a, kv_head, first_row + r);
-      a.partial_max[o] = negative_infinity();
-      a.partial_sum[o] = 0.0f;
-    }
-    return;
-  }
+  // Past the visible keys: nothing to do (combine_splits reads no partial of a split that starts
+  // past what a row sees). Split 0 of a single-split call still writes (NaN for rows seeing nothing).
+  if (keys_begin >= keys_end && !(single && split == 0)) return;
 
-  // Query rows, zero-padded; rows past rows_here are zero and never used.
-  for (int i = threadIdx.x; i < a.tile_rows * a.q_stride; i += kThreads) {
-    const int r = i / a.q_stride, column = i - r * a.q_stride;
-    float value = 0.0f;
-    if (r < rows_here) {
-      const std::int64_t row = output_row(a, kv_head, first_row + r);
-      if (column < a.dim_a)
-        value = a.q_a[row * a.dim_a + column];
-      else if (column >= a.padded_a && column - a.padded_a < a.dim_b)
-        value = a.q_b[row * a.dim_b + (column - a.padded_a)];
-    }
-    q_tile[i] = value;
-  }
+  load_query_rows<kVector>(a, q_tile, kv_head, first_row, rows_here);
   if (threadIdx.x < a.tile_rows) {
     row_max[threadIdx.x] = negative_infinity();
     row_sum[threadIdx.x] = 0.0f;
@@ -316,9 +369,8 @@ __global__ void __launch_bounds__(kThreads) attend_split(const AttentionArgs a) 
       const int r = value_group + j * a.value_groups;
       if (r < rows_here) {
         const std::int64_t row = output_row(a, kv_head, first_row + r);
-        float* destination = a.splits == 1 ? a.out + row * a.v_dim
-                                           : a.partial_acc + (split * total_rows + row) * a.v_dim;
-        const float factor = a.splits == 1 ? 1.0f / row_sum[r] : 1.0f;
+        float* destination = single ? a.out + row * a.v_dim : a.partial_acc + (split * total_rows + row) * a.v_dim;
+        const float factor = single ? 1.0f / row_sum[r] : 1.0f;
         const float values[4] = {acc[j].x * factor, acc[j].y * factor, acc[j].z * factor, acc[j].w * factor};
         const int column = 4 * value_chunk;
 #pragma unroll
@@ -327,7 +379,7 @@ __global__ void __launch_bounds__(kThreads) attend_split(const AttentionArgs a) 
       }
     }
   }
-  if (a.splits > 1 && threadIdx.x < rows_here) {
+  if (!single && threadIdx.x < rows_here) {
     const std::int64_t o = split * total_rows + output_row(a, kv_head, first_row + threadIdx.x);
     a.partial_max[o] = row_max[threadIdx.x];
     a.partial_sum[o] = row_sum[threadIdx.x];
@@ -343,7 +395,9 @@ __global__ void __launch_bounds__(kMaxSplits)
   __shared__ float weights[kMaxSplits];
   const std::int64_t rows = tokens * heads, row = blockIdx.x, token = row / heads;
   const std::int64_t first = *position;
-  const std::int64_t chunk = split_keys(visible_keys(first, tokens - 1, max_context), splits);
+  const std::int64_t all_visible = visible_keys(first, tokens - 1, max_context);
+  const std::int64_t chunk = split_keys(all_visible, splits);
+  if (all_visible <= chunk) return;  // one split: attend_split wrote the output
   const int active =
       static_cast<int>(min(std::int64_t{splits}, ceil_div(visible_keys(first, token, max_context), chunk)));
   const int s = threadIdx.x;
@@ -402,6 +456,30 @@ void check_common(const char* name, std::int64_t tokens, std::int64_t heads, con
   if (position == nullptr) refuse(name, "no position (a device pointer to one int32)");
 }
 
+// Per-device facts the launch needs, queried once per device: cudaDeviceGetAttribute and
+// cudaFuncSetAttribute are host calls that would otherwise run on every decode step.
+struct DeviceLimits {
+  int block_shared_bytes = 0;  // opt-in limit of dynamic shared memory per block
+  int sm_shared_bytes = 0;     // shared memory per SM
+  std::atomic<bool> vector_opted_in{false}, scalar_opted_in{false};  // attend_split<true/false> raised
+};
+
+DeviceLimits& device_limits(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<DeviceLimits>> by_device;  // entries never move or go away
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<DeviceLimits>& limits = by_device[device];
+  if (!limits) {
+    auto fresh = std::make_unique<DeviceLimits>();
+    SWITCHYARD_CUDA_CHECK(
+        cudaDeviceGetAttribute(&fresh->block_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    SWITCHYARD_CUDA_CHECK(
+        cudaDeviceGetAttribute(&fresh->sm_shared_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    limits = std::move(fresh);
+  }
+  return *limits;
+}
+
 // Fills the tile layout, picks the query rows per block by shared memory, and launches.
 void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char* name, cudaStream_t stream) {
   a.padded_a = round_up_4(a.dim_a);
@@ -419,10 +497,10 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
 
   // Query rows per block: the most (up to 16) whose tile lets two blocks share an SM, else the most
   // that fit a block at all.
-  int device = 0, block_limit = 0, sm_limit = 0;
+  int device = 0;
   SWITCHYARD_CUDA_CHECK(cudaGetDevice(&device));
-  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&block_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&sm_limit, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  DeviceLimits& limits = device_limits(device);
+  const int block_limit = limits.block_shared_bytes, sm_limit = limits.sm_shared_bytes;
   const auto bytes_for = [&](int rows) { return std::size_t(shared_layout(a, rows).floats) * sizeof(float); };
   const std::size_t two_per_sm = static_cast<std::size_t>(std::max(0, sm_limit / 2 - 1024));
   int most_rows = 0;
@@ -444,15 +522,19 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
     a.partial_max = a.partial_acc + accumulators;
     a.partial_sum = a.partial_max + static_cast<std::size_t>(a.splits) * a.tokens * a.heads;
   }
-  const bool vector = a.dim_a % 4 == 0 && a.dim_b % 4 == 0 && a.v_dim % 4 == 0 && aligned_16(a.k_a) &&
+  const bool vector = a.dim_a % 4 == 0 && a.dim_b % 4 == 0 && a.v_dim % 4 == 0 && aligned_16(a.q_a) &&
+                      (a.dim_b == 0 || aligned_16(a.q_b)) && aligned_16(a.k_a) &&
                       a.k_a_row % 4 == 0 && a.k_a_head % 4 == 0 &&
                       (a.dim_b == 0 || (aligned_16(a.k_b) && a.k_b_row % 4 == 0 && a.k_b_head % 4 == 0)) &&
                       (a.values_are_k_a || (aligned_16(a.v) && a.v_row % 4 == 0 && a.v_head % 4 == 0));
   const auto kernel = vector ? attend_split<true> : attend_split<false>;
   // Past the default 48 KiB a kernel must opt in. The device's limit, not this call's need: the
   // same value from every call and thread, so concurrent launchers cannot undercut each other.
-  if (shared_bytes > 48 * 1024)
+  std::atomic<bool>& opted_in = vector ? limits.vector_opted_in : limits.scalar_opted_in;
+  if (shared_bytes > 48 * 1024 && !opted_in.load(std::memory_order_acquire)) {
     SWITCHYARD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, block_limit));
+    opted_in.store(true, std::memory_order_release);
+  }
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(kv_heads), static_cast<unsigned>(a.splits));
   kernel<<<grid, kThreads, shared_bytes, stream>>>(a);
   SWITCHYARD_CUDA_CHECK_LAUNCH();

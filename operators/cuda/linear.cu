@@ -8,6 +8,7 @@
 #include <string>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/gemv.h"
 
 namespace switchyard::cuda {
 namespace {
@@ -40,6 +41,14 @@ void linear(DeviceContext& context, const float* x, std::int64_t tokens, std::in
   if (in <= 0) {
     const auto bytes = static_cast<std::size_t>(tokens * out) * sizeof(float);
     SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, context.stream()));
+    return;
+  }
+  GemvShape shape;
+  shape.tokens = tokens;
+  shape.in = in;
+  shape.rows = out;
+  if (gemv_supports(shape, weight_dtype, weight, x)) {  // decode: a bandwidth-bound matrix-vector product
+    gemv(shape, weight, weight_dtype, x, y, context.stream());
     return;
   }
   check_size(tokens, "tokens");

@@ -1,6 +1,9 @@
 #pragma once
-// Linear layer on the GPU through cuBLAS: y = x W^T, W in transformers' layout [out, in].
+// Linear layer on the GPU: y = x W^T, W in transformers' layout [out, in].
 //
+// Decode (at most kGemvMaxTokens tokens, `in` a multiple of 8, aligned operands) runs as a
+// matrix-vector product (gemv.h): f32 x times the widened weights, f32 accumulation, no rounding of
+// x. Everything else goes through cuBLAS:
 //   W bf16: x is rounded to bf16 (cuBLAS multiplies bf16 by bf16), products are accumulated in
 //           f32 (CUBLAS_COMPUTE_32F), y is f32. Rounding x to 8 significant bits makes y differ
 //           from the CPU's f32-activation result by about 2^-9 of sum |x * W| per output;

@@ -1,0 +1,130 @@
+#include "operators/cuda/gemv.h"
+
+#include <cuda_bf16.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "operators/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // rows per block
+
+struct Rows {
+  std::int64_t in, rows, rows_per_group, weight_group_stride, weight_row_offset, x_group_stride, x_token_stride,
+      y_token_stride;
+};
+
+__device__ inline void widen(const uint4& packed, float (&w)[8]) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&packed);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    w[2 * i] = f.x;
+    w[2 * i + 1] = f.y;
+  }
+}
+
+// 8 weights at element k of the row, as f32.
+template <typename W>
+__device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]);
+template <>
+__device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* row, std::int64_t k, float (&w)[8]) {
+  widen(__ldg(reinterpret_cast<const uint4*>(row + k)), w);
+}
+template <>
+__device__ inline void load8<float>(const float* row, std::int64_t k, float (&w)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(row + k));
+  const float4 b = __ldg(reinterpret_cast<const float4*>(row + k + 4));
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
+template <typename W, int T>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Rows s, const W* weight, const float* x, float* y) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t r = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
+  if (r >= s.rows) return;
+  const std::int64_t g = r / s.rows_per_group, j = r % s.rows_per_group;
+  const W* row = weight + g * s.weight_group_stride + s.weight_row_offset + j * s.in;
+  const float* xg = x + g * s.x_group_stride;
+  float acc[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) acc[t] = 0.0f;
+#pragma unroll 2
+  for (std::int64_t k = std::int64_t{lane} * 8; k < s.in; k += 32 * 8) {
+    float w[8];
+    load8(row, k, w);
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float4 a = *reinterpret_cast<const float4*>(xg + t * s.x_token_stride + k);
+      const float4 b = *reinterpret_cast<const float4*>(xg + t * s.x_token_stride + k + 4);
+      acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float v = acc[t];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) y[t * s.y_token_stride + r] = v;
+  }
+}
+
+template <typename W>
+void launch(const Rows& s, std::int64_t tokens, const void* weight, const float* x, float* y, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((s.rows + kWarps - 1) / kWarps);
+  const auto* w = static_cast<const W*>(weight);
+  switch (tokens) {
+#define SWITCHYARD_GEMV_CASE(T) \
+  case T: gemv_kernel<W, T><<<blocks, kWarps * 32, 0, stream>>>(s, w, x, y); break;
+    SWITCHYARD_GEMV_CASE(1)
+    SWITCHYARD_GEMV_CASE(2)
+    SWITCHYARD_GEMV_CASE(3)
+    SWITCHYARD_GEMV_CASE(4)
+    SWITCHYARD_GEMV_CASE(5)
+    SWITCHYARD_GEMV_CASE(6)
+    SWITCHYARD_GEMV_CASE(7)
+    SWITCHYARD_GEMV_CASE(8)
+#undef SWITCHYARD_GEMV_CASE
+    default: throw std::invalid_argument("cuda::gemv: tokens " + std::to_string(tokens));
+  }
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+Rows rows_of(const GemvShape& shape) {
+  return Rows{shape.in,
+              shape.rows,
+              shape.rows_per_group > 0 ? shape.rows_per_group : shape.rows,
+              shape.weight_group_stride,
+              shape.weight_row_offset,
+              shape.x_group_stride,
+              shape.x_token_stride > 0 ? shape.x_token_stride : shape.in,
+              shape.y_token_stride > 0 ? shape.y_token_stride : shape.rows};
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weight, const float* x) {
+  if (shape.tokens < 1 || shape.tokens > kGemvMaxTokens || shape.in <= 0 || shape.rows <= 0) return false;
+  if (weight_dtype != DType::bf16 && weight_dtype != DType::f32) return false;
+  const Rows s = rows_of(shape);
+  const std::int64_t element = weight_dtype == DType::bf16 ? 2 : 4;
+  auto multiple = [](std::int64_t v, std::int64_t m) { return v % m == 0; };
+  return multiple(s.in, 8) && aligned16(weight) && aligned16(x) && multiple(s.weight_group_stride * element, 16) &&
+         multiple(s.weight_row_offset * element, 16) && multiple(s.x_group_stride, 4) && multiple(s.x_token_stride, 4);
+}
+
+void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const float* x, float* y,
+          cudaStream_t stream) {
+  if (!gemv_supports(shape, weight_dtype, weight, x))
+    throw std::invalid_argument("cuda::gemv: unsupported shape, dtype or alignment");
+  const Rows s = rows_of(shape);
+  if (weight_dtype == DType::bf16) launch<__nv_bfloat16>(s, shape.tokens, weight, x, y, stream);
+  else launch<float>(s, shape.tokens, weight, x, y, stream);
+}
+
+}  // namespace switchyard::cuda
