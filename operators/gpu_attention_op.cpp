@@ -174,20 +174,12 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   // to the cache rows of these positions.
   Scratch ckv(gpu_, tokens * (latent_ + rope_), "MLA compressed KV");
   kv_a_.forward(x, tokens, ckv);
-  Scratch latent(gpu_, tokens * latent_, "MLA latent"), latent_normed(gpu_, tokens * latent_, "MLA latent");
-  cuda::copy_rows(ckv, latent_ + rope_, tokens, latent_, latent, latent_, stream);
-  kv_a_norm_.forward(latent, tokens, latent_normed);
-  cuda::write_cache_rows(latent_cache_.as<float>(), latent_, latent_normed, latent_, tokens, gpu_->position(),
-                         max_context_, stream);
-  Scratch k_rope(gpu_, tokens * rope_, "MLA rope keys");
-  cuda::copy_rows(ckv.data() + latent_, latent_ + rope_, tokens, rope_, k_rope, rope_, stream);
   const auto layout = cpu::RopeLayout::interleaved_to_half_split;  // as the CPU operator, which explains why
   const float* cos = rope_tables_->cos.as<float>();
   const float* sin = rope_tables_->sin.as<float>();
-  cuda::apply_rope_at(k_rope, tokens, 1, rope_, rope_, static_cast<int>(rope_), cos, sin, gpu_->position(), layout,
-                      stream);
-  cuda::write_cache_rows(rope_cache_.as<float>(), rope_, k_rope, rope_, tokens, gpu_->position(), max_context_,
-                         stream);
+  cuda::write_mla_caches(ckv, tokens, latent_, rope_, kv_a_norm_.device_weight(), kv_a_norm_.device_dtype(),
+                         kv_a_norm_.eps(), cos, sin, layout, gpu_->position(), max_context_, latent_cache_.as<float>(),
+                         rope_cache_.as<float>(), stream);
   cuda::apply_rope_at(q.data() + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos, sin,
                       gpu_->position(), layout, stream);
 

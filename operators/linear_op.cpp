@@ -88,6 +88,14 @@ NormOp::NormOp(const BuildContext& context, const Module& norm, float eps, Devic
 #endif
 }
 
+#if SWITCHYARD_HAVE_CUDA
+const void* NormOp::device_weight() const { return device_weight_ ? device_weight_->buffer.data() : nullptr; }
+DType NormOp::device_dtype() const { return device_weight_ ? device_weight_->dtype : weight_.dtype(); }
+#else
+const void* NormOp::device_weight() const { return nullptr; }
+DType NormOp::device_dtype() const { return weight_.dtype(); }
+#endif
+
 Device NormOp::device() const {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) return gpu_->where();

@@ -49,6 +49,10 @@ class NormOp {
   void forward(const float* x, std::int64_t rows, float* out) const;
   std::int64_t width() const { return weight_.numel(); }
   Device device() const;
+  float eps() const { return eps_; }
+  // The GPU copy of the weight (bf16 or f32), for kernels that fuse the norm into other work.
+  const void* device_weight() const;
+  DType device_dtype() const;
 
  private:
   Tensor weight_;  // [width]

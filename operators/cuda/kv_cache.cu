@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 
 namespace switchyard::cuda {
@@ -19,7 +20,72 @@ __global__ void copy_rows_at(float* cache, std::int64_t width, const float* sour
   for (std::int64_t i = threadIdx.x; i < width; i += blockDim.x) destination[i] = from[i];
 }
 
+__device__ inline float norm_weight_at(const float* weight, std::int64_t i) { return weight[i]; }
+__device__ inline float norm_weight_at(const unsigned short* weight, std::int64_t i) {
+  return bf16_to_float(weight[i]);
+}
+
+// One block per token: the latent's RMSNorm (as rms_norm_rows), then the rope key's rotation (as
+// rotate_heads for one head).
+template <typename W>
+__global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, std::int64_t rope, const W* weight,
+                                        float eps, const float* cos_table, const float* sin_table,
+                                        cpu::RopeLayout layout, const std::int32_t* position,
+                                        std::int64_t max_context, float* latent_cache, float* rope_cache) {
+  const std::int64_t t = blockIdx.x;
+  const float* in = ckv + t * (latent + rope);
+  float sum_squares = 0;
+  for (std::int64_t i = threadIdx.x; i < latent; i += blockDim.x) sum_squares += in[i] * in[i];
+  sum_squares = block_sum(sum_squares);
+  const std::int64_t row = std::int64_t{*position} + t;
+  if (row < 0 || row >= max_context) return;  // uniform across the block, after its barriers
+  const float variance = sum_squares / static_cast<float>(latent);
+  const auto inverse_rms = static_cast<float>(1.0 / sqrt(static_cast<double>(variance + eps)));
+  float* latent_out = latent_cache + row * latent;
+  for (std::int64_t i = threadIdx.x; i < latent; i += blockDim.x)
+    latent_out[i] = norm_weight_at(weight, i) * (in[i] * inverse_rms);
+  const float* k = in + latent;
+  float* rope_out = rope_cache + row * rope;
+  const std::int64_t half = rope / 2;
+  const bool pairs_in = layout != cpu::RopeLayout::half_split;
+  const bool pairs_out = layout == cpu::RopeLayout::interleaved;
+  for (std::int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    const float a = pairs_in ? k[2 * j] : k[j];
+    const float b = pairs_in ? k[2 * j + 1] : k[j + half];
+    const float c = cos_table[row * half + j], s = sin_table[row * half + j];
+    rope_out[pairs_out ? 2 * j : j] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    rope_out[pairs_out ? 2 * j + 1 : j + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  }
+}
+
 }  // namespace
+
+void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
+                      const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
+                      const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
+                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream) {
+  if (norm_dtype != DType::f32 && norm_dtype != DType::bf16)
+    throw std::invalid_argument("cuda::write_mla_caches: norm weights must be f32 or bf16");
+  if (latent < 1 || rope < 0 || rope % 2 != 0 || rope > 1024 || tokens < 0 || tokens > 0x7fffffff ||
+      position == nullptr)
+    throw std::invalid_argument("cuda::write_mla_caches: latent " + std::to_string(latent) + ", rope " +
+                                std::to_string(rope) + ", tokens " + std::to_string(tokens) +
+                                ": latent >= 1, rope even in [0, 1024], a position pointer");
+  if (tokens == 0 || max_context == 0) return;
+  // The block size cuda::rms_norm picks for this width: the same partial sums, the same result.
+  const int threads = latent >= 4096 ? 1024 : latent >= 1024 ? 512 : 128;
+  const auto blocks = static_cast<unsigned>(tokens);
+  if (norm_dtype == DType::f32)
+    write_mla_caches_kernel<<<blocks, threads, 0, stream>>>(ckv, latent, rope, static_cast<const float*>(norm_weight),
+                                                            eps, cos_table, sin_table, layout, position, max_context,
+                                                            latent_cache, rope_cache);
+  else
+    write_mla_caches_kernel<<<blocks, threads, 0, stream>>>(ckv, latent, rope,
+                                                            static_cast<const unsigned short*>(norm_weight), eps,
+                                                            cos_table, sin_table, layout, position, max_context,
+                                                            latent_cache, rope_cache);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
 
 void write_cache_rows(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,
                       std::int64_t tokens, const std::int32_t* position, std::int64_t max_context,

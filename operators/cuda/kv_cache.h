@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+#include "operators/cpu/rope.h"
+
 namespace switchyard::cuda {
 
 // Device pointers. Copies `tokens` rows of `width` floats, source row t at source + t * source_stride,
@@ -16,5 +19,18 @@ namespace switchyard::cuda {
 void write_cache_rows(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,
                       std::int64_t tokens, const std::int32_t* position, std::int64_t max_context,
                       cudaStream_t stream);
+
+// DeepSeek MLA's compressed KV of new tokens into its two caches in one launch (what
+// copy_rows + rms_norm + write_cache_rows for the latent and copy_rows + apply_rope_at +
+// write_cache_rows for the rope key do in six): ckv: [tokens, latent + rope] from kv_a_proj_with_mqa;
+// the latent part is RMS-normalised with `norm_weight` ([latent], f32 or bf16) exactly as
+// cuda::rms_norm does it (same block size, same summation order, so bit-identical), the rope part
+// is rotated by the table rows *position + t exactly as apply_rope_at; they land in rows
+// [*position, *position + tokens) of latent_cache [max_context, latent] and rope_cache
+// [max_context, rope]. rope must be even and at most 1024. Queued on `stream`.
+void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
+                      const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
+                      const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
+                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream);
 
 }  // namespace switchyard::cuda

@@ -1,0 +1,96 @@
+// cuda::write_mla_caches (one launch) against the six launches it replaces (copy_rows, rms_norm,
+// write_cache_rows for the latent; copy_rows, apply_rope_at, write_cache_rows for the rope key):
+// bit-identical caches, at a position read from device memory, on fresh random inputs, with rows
+// outside the written ones untouched. Skipped visibly without a GPU.
+#include <doctest/doctest.h>
+
+#ifdef SWITCHYARD_HAVE_CUDA
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "operators/cpu/half.h"
+#include "operators/cpu/rope.h"
+#include "operators/cuda/device_context.h"
+#include "operators/cuda/elementwise.h"
+#include "operators/cuda/kv_cache.h"
+#include "operators/cuda/rms_norm.h"
+#include "operators/cuda/rope.h"
+
+namespace sy = switchyard;
+namespace cuda = switchyard::cuda;
+
+TEST_CASE("cuda: write_mla_caches equals the six kernels it fuses, bit for bit") {
+  if (cuda::device_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  cuda::DeviceContext context(0);
+  std::mt19937 random(std::random_device{}());
+  std::uniform_real_distribution<float> value(-3, 3);
+  for (int round = 0; round < 8; ++round) {
+    const std::int64_t latent = round < 4 ? 512 : 16 * (1 + round), rope = round < 4 ? 64 : 8 + 2 * round;
+    const std::int64_t tokens = 1 + round % 3 * 5, max_context = 40;
+    const std::int32_t position = 3 + round;
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    const auto layout = round % 3 == 0 ? sy::cpu::RopeLayout::interleaved_to_half_split
+                        : round % 3 == 1 ? sy::cpu::RopeLayout::half_split
+                                         : sy::cpu::RopeLayout::interleaved;
+    INFO("latent " << latent << " rope " << rope << " tokens " << tokens << " " << sy::dtype_name(dtype));
+    std::vector<float> ckv(static_cast<std::size_t>(tokens * (latent + rope)));
+    for (float& v : ckv) v = value(random);
+    std::vector<float> weight_f32(static_cast<std::size_t>(latent));
+    std::vector<std::uint16_t> weight_bf16(weight_f32.size());
+    for (std::size_t i = 0; i < weight_f32.size(); ++i) {
+      weight_f32[i] = 0.5f + value(random) / 6;
+      weight_bf16[i] = sy::cpu::f32_to_bf16(weight_f32[i]);
+    }
+    const sy::cpu::RopeFrequencies frequencies = sy::cpu::rope_frequencies_default(static_cast<int>(rope), 10000.0);
+    std::vector<float> cos(static_cast<std::size_t>(max_context * rope / 2)), sin(cos.size());
+    sy::cpu::rope_cos_sin(frequencies, 0, max_context, cos.data(), sin.data());
+    auto up = [&](const void* data, std::size_t bytes) { return context.upload(data, bytes, "test"); };
+    cuda::DeviceBuffer ckv_d = up(ckv.data(), ckv.size() * 4);
+    cuda::DeviceBuffer weight_d = dtype == sy::DType::bf16 ? up(weight_bf16.data(), weight_bf16.size() * 2)
+                                                           : up(weight_f32.data(), weight_f32.size() * 4);
+    cuda::DeviceBuffer cos_d = up(cos.data(), cos.size() * 4), sin_d = up(sin.data(), sin.size() * 4);
+    cuda::DeviceBuffer position_d = up(&position, 4);
+    // Caches prefilled with a pattern, to see that other rows stay as they were.
+    std::vector<float> pattern(static_cast<std::size_t>(max_context * latent), 7.25f);
+    cuda::DeviceBuffer fused_latent = up(pattern.data(), pattern.size() * 4), plain_latent = up(pattern.data(), pattern.size() * 4);
+    cuda::DeviceBuffer fused_rope = up(pattern.data(), static_cast<std::size_t>(max_context * rope) * 4),
+                       plain_rope = up(pattern.data(), static_cast<std::size_t>(max_context * rope) * 4);
+    const float eps = 1e-6f;
+    cudaStream_t stream = context.stream();
+    cuda::write_mla_caches(ckv_d.as<float>(), tokens, latent, rope, weight_d.data(), dtype, eps, cos_d.as<float>(),
+                           sin_d.as<float>(), layout, position_d.as<std::int32_t>(), max_context,
+                           fused_latent.as<float>(), fused_rope.as<float>(), stream);
+    cuda::DeviceBuffer lat = context.allocate(static_cast<std::size_t>(tokens * latent) * 4, "t"),
+                       normed = context.allocate(static_cast<std::size_t>(tokens * latent) * 4, "t"),
+                       k = context.allocate(static_cast<std::size_t>(tokens * rope) * 4, "t");
+    cuda::copy_rows(ckv_d.as<float>(), latent + rope, tokens, latent, lat.as<float>(), latent, stream);
+    cuda::rms_norm(lat.as<float>(), tokens, latent, weight_d.data(), dtype, eps, normed.as<float>(), stream);
+    cuda::write_cache_rows(plain_latent.as<float>(), latent, normed.as<float>(), latent, tokens,
+                           position_d.as<std::int32_t>(), max_context, stream);
+    cuda::copy_rows(ckv_d.as<float>() + latent, latent + rope, tokens, rope, k.as<float>(), rope, stream);
+    cuda::apply_rope_at(k.as<float>(), tokens, 1, rope, rope, static_cast<int>(rope), cos_d.as<float>(),
+                        sin_d.as<float>(), position_d.as<std::int32_t>(), layout, stream);
+    cuda::write_cache_rows(plain_rope.as<float>(), rope, k.as<float>(), rope, tokens, position_d.as<std::int32_t>(),
+                           max_context, stream);
+    auto down = [&](const cuda::DeviceBuffer& b, std::size_t floats) {
+      std::vector<float> host(floats);
+      context.copy_to_host(host.data(), b.data(), floats * 4);
+      context.synchronize();
+      return host;
+    };
+    const std::size_t latent_floats = pattern.size(), rope_floats = static_cast<std::size_t>(max_context * rope);
+    const std::vector<float> a = down(fused_latent, latent_floats), b = down(plain_latent, latent_floats);
+    const std::vector<float> c = down(fused_rope, rope_floats), d = down(plain_rope, rope_floats);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+    CHECK(std::memcmp(c.data(), d.data(), c.size() * 4) == 0);
+    CHECK(a[0] == 7.25f);                                    // row 0: not written
+    CHECK(a[static_cast<std::size_t>(position * latent)] != 7.25f);  // the first new row: written
+  }
+}
+
+#endif
