@@ -6,6 +6,10 @@
 #include "operators/activations.h"
 #include "operators/cpu/linear.h"
 #include "operators/cpu/silu_and_mul.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/gemv.h"
+#include "operators/gpu_runtime.h"
+#endif
 
 namespace switchyard {
 
@@ -39,6 +43,18 @@ MlpOp::MlpOp(const BuildContext& context, const Module& mlp, const char* gate, c
 void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
   const std::int64_t width = gate_.out_features();
   GpuRuntime* gpu = gate_.gpu();
+#if SWITCHYARD_HAVE_CUDA
+  // Decode on a GPU: gate, up and SiLU-mul in one launch.
+  if (gpu != nullptr && gate_.device_dtype() == up_.device_dtype() &&
+      cuda::gemv_swiglu_supports(tokens, gate_.in_features(), gate_.device_dtype(), gate_.device_weight(),
+                                 up_.device_weight(), x)) {
+    Scratch h(gpu, tokens * width, "an MLP's activations");
+    cuda::gemv_swiglu(tokens, gate_.in_features(), width, gate_.device_weight(), up_.device_weight(),
+                      gate_.device_dtype(), x, h, gpu->stream());
+    down_.forward(h, tokens, out);
+    return;
+  }
+#endif
   Scratch g(gpu, tokens * width, "an MLP's gate activations"), u(gpu, tokens * width, "an MLP's up activations");
   gate_.forward(x, tokens, g);
   up_.forward(x, tokens, u);

@@ -133,6 +133,45 @@ TEST_CASE("cuda gemv: per-head value projection and query absorption match the r
   }
 }
 
+TEST_CASE("cuda gemv: gate, up and SiLU-mul in one launch match the reference") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  std::mt19937 random(std::random_device{}());
+  for (int round = 0; round < 10; ++round) {
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    const std::int64_t tokens = 1 + round % cuda::kGemvMaxTokens, in = 8 * (1 + round * 7), rows = 3 + round * 5;
+    INFO(sy::dtype_name(dtype) << " tokens " << tokens << " in " << in << " rows " << rows);
+    const Weight gate(static_cast<std::size_t>(rows * in), dtype, random), up(static_cast<std::size_t>(rows * in), dtype, random);
+    std::vector<float> x = random_values(static_cast<std::size_t>(tokens * in), random);
+    for (float& v : x) v *= 3;  // gate values well into silu's curve
+    cuda::DeviceBuffer gate_d = gate.upload(context), up_d = up.upload(context);
+    cuda::DeviceBuffer x_d = context.upload(x.data(), x.size() * 4, "x");
+    cuda::DeviceBuffer h_d = context.allocate(static_cast<std::size_t>(tokens * rows) * 4, "h");
+    REQUIRE(cuda::gemv_swiglu_supports(tokens, in, dtype, gate_d.data(), up_d.data(), x_d.as<float>()));
+    cuda::gemv_swiglu(tokens, in, rows, gate_d.data(), up_d.data(), dtype, x_d.as<float>(), h_d.as<float>(),
+                      context.stream());
+    std::vector<float> h(static_cast<std::size_t>(tokens * rows));
+    context.copy_to_host(h.data(), h_d.data(), h.size() * 4);
+    context.synchronize();
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double g = 0, u = 0, g_scale = 0, u_scale = 0;
+        for (std::int64_t k = 0; k < in; ++k) {
+          const double xv = x[static_cast<std::size_t>(t * in + k)];
+          g += xv * gate.f32[static_cast<std::size_t>(r * in + k)];
+          u += xv * up.f32[static_cast<std::size_t>(r * in + k)];
+          g_scale += std::fabs(xv * gate.f32[static_cast<std::size_t>(r * in + k)]);
+          u_scale += std::fabs(xv * up.f32[static_cast<std::size_t>(r * in + k)]);
+        }
+        const double silu = g / (1 + std::exp(-g));
+        const double expected = silu * u;
+        // f32 sums (1e-5 of their scales) through silu (slope <= 1.1) and the product, plus expf.
+        const double bound = 1e-5 * (1.1 * g_scale * std::fabs(u) + std::fabs(silu) * u_scale) + 1e-6 * std::fabs(expected);
+        REQUIRE(std::fabs(h[static_cast<std::size_t>(t * rows + r)] - expected) <= bound);
+      }
+  }
+}
+
 TEST_CASE("cuda gemv: shapes it cannot take are refused before any launch") {
   cuda::GemvShape shape;
   shape.tokens = 1;

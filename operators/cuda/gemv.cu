@@ -72,6 +72,67 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Rows s, const W* weig
   }
 }
 
+// Warp per row j: both dot products, then silu(g) * u as silu_and_mul computes it.
+template <typename W, int T>
+__global__ void __launch_bounds__(kWarps * 32)
+    swiglu_kernel(std::int64_t in, std::int64_t rows, const W* gate, const W* up, const float* x, float* h) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t r = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
+  if (r >= rows) return;
+  const W* gate_row = gate + r * in;
+  const W* up_row = up + r * in;
+  float g_acc[T], u_acc[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) g_acc[t] = u_acc[t] = 0.0f;
+  for (std::int64_t k = std::int64_t{lane} * 8; k < in; k += 32 * 8) {
+    float wg[8], wu[8];
+    load8(gate_row, k, wg);
+    load8(up_row, k, wu);
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float4 a = *reinterpret_cast<const float4*>(x + t * in + k);
+      const float4 b = *reinterpret_cast<const float4*>(x + t * in + k + 4);
+      g_acc[t] += wg[0] * a.x + wg[1] * a.y + wg[2] * a.z + wg[3] * a.w + wg[4] * b.x + wg[5] * b.y + wg[6] * b.z +
+                  wg[7] * b.w;
+      u_acc[t] += wu[0] * a.x + wu[1] * a.y + wu[2] * a.z + wu[3] * a.w + wu[4] * b.x + wu[5] * b.y + wu[6] * b.z +
+                  wu[7] * b.w;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float g = g_acc[t], u = u_acc[t];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      g += __shfl_xor_sync(0xffffffffu, g, offset);
+      u += __shfl_xor_sync(0xffffffffu, u, offset);
+    }
+    if (lane == 0) h[t * rows + r] = g / (1.0f + expf(-g)) * u;
+  }
+}
+
+template <typename W>
+void launch_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, const void* gate, const void* up,
+                   const float* x, float* h, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  const auto* g = static_cast<const W*>(gate);
+  const auto* u = static_cast<const W*>(up);
+  switch (tokens) {
+#define SWITCHYARD_SWIGLU_CASE(T) \
+  case T: swiglu_kernel<W, T><<<blocks, kWarps * 32, 0, stream>>>(in, rows, g, u, x, h); break;
+    SWITCHYARD_SWIGLU_CASE(1)
+    SWITCHYARD_SWIGLU_CASE(2)
+    SWITCHYARD_SWIGLU_CASE(3)
+    SWITCHYARD_SWIGLU_CASE(4)
+    SWITCHYARD_SWIGLU_CASE(5)
+    SWITCHYARD_SWIGLU_CASE(6)
+    SWITCHYARD_SWIGLU_CASE(7)
+    SWITCHYARD_SWIGLU_CASE(8)
+#undef SWITCHYARD_SWIGLU_CASE
+    default: throw std::invalid_argument("cuda::gemv_swiglu: tokens " + std::to_string(tokens));
+  }
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
 template <typename W>
 void launch(const Rows& s, std::int64_t tokens, const void* weight, const float* x, float* y, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((s.rows + kWarps - 1) / kWarps);
@@ -125,6 +186,22 @@ void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const 
   const Rows s = rows_of(shape);
   if (weight_dtype == DType::bf16) launch<__nv_bfloat16>(s, shape.tokens, weight, x, y, stream);
   else launch<float>(s, shape.tokens, weight, x, y, stream);
+}
+
+bool gemv_swiglu_supports(std::int64_t tokens, std::int64_t in, DType weight_dtype, const void* gate, const void* up,
+                          const float* x) {
+  return tokens >= 1 && tokens <= kGemvMaxTokens && in > 0 && in % 8 == 0 &&
+         (weight_dtype == DType::bf16 || weight_dtype == DType::f32) && aligned16(gate) && aligned16(up) &&
+         aligned16(x);
+}
+
+void gemv_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, const void* gate, const void* up,
+                 DType weight_dtype, const float* x, float* h, cudaStream_t stream) {
+  if (!gemv_swiglu_supports(tokens, in, weight_dtype, gate, up, x))
+    throw std::invalid_argument("cuda::gemv_swiglu: unsupported shape, dtype or alignment");
+  if (rows <= 0) return;
+  if (weight_dtype == DType::bf16) launch_swiglu<__nv_bfloat16>(tokens, in, rows, gate, up, x, h, stream);
+  else launch_swiglu<float>(tokens, in, rows, gate, up, x, h, stream);
 }
 
 }  // namespace switchyard::cuda

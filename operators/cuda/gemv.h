@@ -35,4 +35,12 @@ bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weigh
 void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const float* x, float* y,
           cudaStream_t stream);
 
+// SwiGLU's first half for decode in one launch: h[t, j] = silu(gate_j . x_t) * (up_j . x_t) for the
+// rows j of gate and up ([rows, in] each, same dtype); x: [tokens, in]; h: [tokens, rows]. The
+// products as gemv, silu as cuda::silu_and_mul. Same conditions as gemv_supports (one group).
+bool gemv_swiglu_supports(std::int64_t tokens, std::int64_t in, DType weight_dtype, const void* gate, const void* up,
+                          const float* x);
+void gemv_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, const void* gate, const void* up,
+                 DType weight_dtype, const float* x, float* h, cudaStream_t stream);
+
 }  // namespace switchyard::cuda
