@@ -14,6 +14,7 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "operators/causal_lm.h"
+#include "placement/memory_estimate.h"
 #include "placement/report.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/bandwidth.h"
@@ -86,7 +87,13 @@ int DecodeBenchOptions::run() const {
   lm_options.use_cuda_graph = use_cuda_graph;
   lm_options.prefill_chunk = std::max(512, prompt_tokens);
   auto start = Clock::now();
-  CausalLM lm(context, lm_options);
+  std::unique_ptr<CausalLM> built;
+  try {
+    built = std::make_unique<CausalLM>(context, lm_options);
+  } catch (const InputError& error) {
+    throw InputError(explain_out_of_memory(error.what(), check.memory, options.budget.max_context), error.exit_code());
+  }
+  CausalLM& lm = *built;
   std::printf("built in %.1f s; placement: %s\n", seconds_since(start), lm.placement_summary().c_str());
   double hbm = 0;
 #if SWITCHYARD_HAVE_CUDA

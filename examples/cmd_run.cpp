@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "core/make_model.h"
 #include "core/trace.h"
-#include "core/units.h"
 #include "examples/commands.h"
 #include "examples/model_options.h"
 #include "operators/causal_lm.h"
@@ -47,20 +46,6 @@ struct ScratchDir {
     std::filesystem::remove_all(path, ignored);
   }
 };
-
-// An out-of-memory error from building the model, with what the plan expected on that device.
-std::string with_memory_estimate(const std::string& message, const std::vector<DeviceMemory>& memory,
-                                 std::int64_t max_context) {
-  if (message.find("out of memory on ") == std::string::npos) return message;
-  for (const DeviceMemory& d : memory) {
-    if (message.find("out of memory on " + d.device.str()) == std::string::npos) continue;
-    return message + "; the plan estimates " + format_bytes(d.total_bytes()) + " for " + d.device.str() + " (weights " +
-           format_bytes(d.weight_bytes) + ", KV cache " + format_bytes(d.kv_cache_bytes) + " at --max_context " +
-           std::to_string(max_context) + "); move modules off " + d.device.str() +
-           " in the profile (`switchyard check` shows the split) or lower --max_context";
-  }
-  return message;
-}
 
 std::vector<std::int32_t> parse_ids(const std::string& text) {
   std::vector<std::int32_t> ids;
@@ -147,7 +132,7 @@ struct RunCommand {
     try {
       built = std::make_unique<CausalLM>(context, lm_options);
     } catch (const InputError& error) {
-      throw InputError(with_memory_estimate(error.what(), check.memory, options.budget.max_context), error.exit_code());
+      throw InputError(explain_out_of_memory(error.what(), check.memory, options.budget.max_context), error.exit_code());
     }
     CausalLM& lm = *built;
     std::printf("placement: %s\n", lm.placement_summary().c_str());

@@ -1,6 +1,8 @@
 #include "placement/memory_estimate.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <map>
 
 #include "core/units.h"
@@ -59,6 +61,23 @@ void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnos
                           format_bytes(m.total_bytes() - *m.budget_bytes) + " too much; " + advice,
                       SourceLocation{file, 0, 0});
   }
+}
+
+std::string explain_out_of_memory(const std::string& message, const std::vector<DeviceMemory>& devices,
+                                  std::int64_t max_context) {
+  for (const DeviceMemory& d : devices) {
+    const std::string device = d.device.str();
+    const auto at = message.find("out of memory on " + device);
+    if (at == std::string::npos) continue;
+    // "cuda:1" must not match "cuda:10".
+    const auto end = at + std::string("out of memory on ").size() + device.size();
+    if (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) continue;
+    return message + "; the plan estimates " + format_bytes(d.total_bytes()) + " for " + device + " (weights " +
+           format_bytes(d.weight_bytes) + ", KV cache " + format_bytes(d.kv_cache_bytes) + " at --max_context " +
+           std::to_string(max_context) + "); move modules off " + device +
+           " in the profile (`switchyard check` shows the split) or lower --max_context";
+  }
+  return message;
 }
 
 }  // namespace switchyard

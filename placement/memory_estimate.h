@@ -32,4 +32,9 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
 // Errors for devices over budget.
 void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file);
 
+// An out-of-memory message from building a model ("out of memory on cuda:0: allocating ..."), with
+// what the plan expected on that device and what to do; other messages come back unchanged.
+std::string explain_out_of_memory(const std::string& message, const std::vector<DeviceMemory>& devices,
+                                  std::int64_t max_context);
+
 }  // namespace switchyard

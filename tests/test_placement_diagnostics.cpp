@@ -326,3 +326,20 @@ TEST_CASE("diagnostics: a missing profile file is an input error") {
   options.profile = "/nonexistent/profile.yaml";
   CHECK_THROWS_AS(run_check(options), InputError);
 }
+
+TEST_CASE("diagnostics: an out-of-memory error gains the plan's estimate for that device") {
+  switchyard::CheckOptions options;
+  options.model.arch = "deepseek-v2-lite";
+  options.profile = source_path("optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml");
+  const auto check = switchyard::run_check(options);
+  const std::string oom = "out of memory on cuda:0: allocating 1.10 GiB for the routed experts of model.layers.7.mlp.experts";
+  const std::string explained = switchyard::explain_out_of_memory(oom, check.memory, 4096);
+  INFO(explained);
+  CHECK(explained.rfind(oom, 0) == 0);
+  CHECK(explained.find("the plan estimates 29.0 GiB for cuda:0") != std::string::npos);
+  CHECK(explained.find("--max_context 4096") != std::string::npos);
+  // Other devices and other errors are left alone.
+  CHECK(switchyard::explain_out_of_memory("out of memory on cuda:01x", check.memory, 4096) ==
+        "out of memory on cuda:01x");
+  CHECK(switchyard::explain_out_of_memory("a bad tensor", check.memory, 4096) == "a bad tensor");
+}
