@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "operators/cuda/cuda_check.h"
+#include "operators/cuda/elementwise.h"
 #include "operators/feed_forward_op.h"
 
 namespace switchyard {
@@ -17,7 +19,17 @@ CpuExpertsHandOff::CpuExpertsHandOff(cuda::DeviceContext& context, int layers, s
       ids_(static_cast<std::size_t>(max_tokens * top_k) * sizeof(std::int32_t), "the CPU experts' routing"),
       weights_(static_cast<std::size_t>(max_tokens * top_k) * sizeof(float), "the CPU experts' routing weights"),
       out_(static_cast<std::size_t>(max_tokens * hidden) * sizeof(float), "the CPU experts' output"),
-      flags_(2 * layers) {}
+      flags_(2 * layers) {
+  auto mapped = [](const cuda::PinnedBuffer& buffer) {
+    void* device = nullptr;
+    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, buffer.data(), 0));
+    return device;
+  };
+  x_device_ = static_cast<float*>(mapped(x_));
+  ids_device_ = static_cast<std::int32_t*>(mapped(ids_));
+  weights_device_ = static_cast<float*>(mapped(weights_));
+  out_device_ = static_cast<float*>(mapped(out_));
+}
 
 CpuExpertsHandOff::Job CpuExpertsHandOff::submit(int layer, const float* x, const std::int32_t* ids,
                                                  const float* weights, std::int64_t tokens,
@@ -25,17 +37,16 @@ CpuExpertsHandOff::Job CpuExpertsHandOff::submit(int layer, const float* x, cons
   if (tokens > max_tokens_)
     throw std::logic_error("CpuExpertsHandOff: " + std::to_string(tokens) + " tokens, buffers for " +
                            std::to_string(max_tokens_));
-  context_.copy_to_host(x_.data(), x, static_cast<std::size_t>(tokens * hidden_) * sizeof(float));
-  context_.copy_to_host(ids_.data(), ids, static_cast<std::size_t>(tokens * top_k_) * sizeof(std::int32_t));
-  context_.copy_to_host(weights_.data(), weights, static_cast<std::size_t>(tokens * top_k_) * sizeof(float));
+  cuda::write_to_host(x, tokens * hidden_, ids, weights, tokens * top_k_, x_device_, ids_device_, weights_device_,
+                      context_.stream());
   flags_.stream_write(context_.stream(), 2 * layer, 1);
   return Job{this, layer, &experts, tokens, top_k_, tracer};
 }
 
-void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens) {
+void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens, const float* add) {
   flags_.stream_wait(context_.stream(), 2 * layer + 1, 1);
   flags_.stream_write(context_.stream(), 2 * layer + 1, 0);
-  context_.copy_to_device(out, out_.data(), static_cast<std::size_t>(tokens * hidden_) * sizeof(float));
+  cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream());
 }
 
 void CpuExpertsHandOff::run(const Job& job) {

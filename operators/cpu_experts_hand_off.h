@@ -2,13 +2,14 @@
 // The hand-off between a MoE block on a GPU and its routed experts on the CPU
 // (`KTransformersExperts{generate_device: cpu}` under a GPU MoE block), with no host callback:
 //
-//   stream:  gate ─► copy x, ids, weights to pinned memory ─► write ready[L] ─► shared experts
-//            ─► wait done[L] ─► clear done[L] ─► copy the routed sum back ─► add
+//   stream:  gate ─► write x, ids, weights to pinned memory ─► write ready[L] ─► shared experts
+//            ─► wait done[L] ─► clear done[L] ─► read the routed sum back, adding the shared
 //   host:    wait ready[L] ─► clear it ─► routed experts on the worker threads ─► write done[L]
 //
 // The flags are host-mapped memory written and awaited by stream memory operations
 // (cuda/host_flag.h), so the whole sequence can live in a CUDA graph; the pinned buffers are
-// static. submit() and collect() queue the stream's side and return at once; the host's side of
+// static and mapped into the device, so one small kernel writes the inputs and one reads the result
+// (no copy-engine round trips). submit() and collect() queue the stream's side and return at once; the host's side of
 // each layer is a Job that DeviceRuntimes::serve runs in order while the GPU works.
 #include <cstdint>
 
@@ -37,8 +38,9 @@ class CpuExpertsHandOff {
   // Stream side (queued on the context's stream). x: [tokens, hidden]; ids, weights: [tokens, top_k].
   Job submit(int layer, const float* x, const std::int32_t* ids, const float* weights, std::int64_t tokens,
              const RoutedExperts& experts, Tracer* tracer);
-  // out: [tokens, hidden], the routed experts' sum once the host has computed it.
-  void collect(int layer, float* out, std::int64_t tokens);
+  // out: [tokens, hidden], the routed experts' sum once the host has computed it, plus `add`
+  // ([tokens, hidden], the shared experts' output) when not null.
+  void collect(int layer, float* out, std::int64_t tokens, const float* add);
 
   // Host side: waits for the stream's input, computes, hands the result back.
   void run(const Job& job);
@@ -51,6 +53,9 @@ class CpuExpertsHandOff {
   std::int64_t max_tokens_, hidden_;
   int top_k_;
   cuda::PinnedBuffer x_, ids_, weights_, out_;
+  // Their device mappings (unified addressing: the same addresses on every device).
+  float *x_device_ = nullptr, *weights_device_ = nullptr, *out_device_ = nullptr;
+  std::int32_t* ids_device_ = nullptr;
   cuda::HostFlags flags_;  // ready[L] at 2L, done[L] at 2L + 1
 };
 

@@ -116,7 +116,8 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
       shared_->forward(x, tokens, *shared);
     }
     const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
-    hand_off.collect(layer_, out, tokens);
+    hand_off.collect(layer_, out, tokens, shared ? shared->data() : nullptr);
+    return;
   } else {
     {
       // The grouped (prefill) path reads its group sizes on the host: CPU experts queued by

@@ -58,6 +58,20 @@ __global__ void assemble_mla_kernel(const float* kv, const float* rope_keys, std
   }
 }
 
+__global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const std::int32_t* ids,
+                                     const float* weights, std::int64_t count_k, float* host_x,
+                                     std::int32_t* host_ids, float* host_weights) {
+  SWITCHYARD_FOR_EACH(i, count_x) host_x[i] = x[i];
+  SWITCHYARD_FOR_EACH(i, count_k) {
+    host_ids[i] = ids[i];
+    host_weights[i] = weights[i];
+  }
+}
+
+__global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out) {
+  SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
+}
+
 #undef SWITCHYARD_FOR_EACH
 
 }  // namespace
@@ -91,6 +105,21 @@ void copy_rows(const float* source, std::int64_t source_stride, std::int64_t row
 void round_to_bf16(const float* x, std::int64_t count, std::uint16_t* out, cudaStream_t stream) {
   if (count <= 0) return;
   round_to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, reinterpret_cast<__nv_bfloat16*>(out));
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids, const float* weights,
+                   std::int64_t count_k, float* host_x, std::int32_t* host_ids, float* host_weights,
+                   cudaStream_t stream) {
+  if (count_x <= 0 && count_k <= 0) return;
+  write_to_host_kernel<<<blocks_for(std::max(count_x, count_k)), kThreads, 0, stream>>>(
+      x, count_x, ids, weights, count_k, host_x, host_ids, host_weights);
+  SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  add_from_host_kernel<<<blocks_for(count), kThreads, 0, stream>>>(host, add, count, out);
   SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 

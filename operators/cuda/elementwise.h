@@ -19,6 +19,15 @@ void copy_rows(const float* source, std::int64_t source_stride, std::int64_t row
 // bf16 copies of f32 values, rounded to nearest even (as torch's .to(bfloat16)).
 void round_to_bf16(const float* x, std::int64_t count, std::uint16_t* out, cudaStream_t stream);
 
+// The CPU-experts hand-off without copy engines: the kernels read and write page-locked host
+// memory directly through its device mapping (host_* are device pointers of mapped memory).
+// x: [count_x] f32, ids: [count_k] int32, weights: [count_k] f32 written to the host.
+void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids, const float* weights,
+                   std::int64_t count_k, float* host_x, std::int32_t* host_ids, float* host_weights,
+                   cudaStream_t stream);
+// out[i] = host[i] (+ add[i] when add is not null), host read uncached (the CPU wrote it since).
+void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream);
+
 // DeepSeek MLA with decompressed keys and values (prefill): from kv = kv_b_proj(latent)
 // [context, heads, nope + v_dim] and the shared rope key [context, rope], the per-head keys
 // [context, heads, nope + rope] (k_nope then the rope key) and values [context, heads, v_dim].
