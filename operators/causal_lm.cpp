@@ -77,27 +77,32 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
 
 void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
   const std::int64_t n = tokens * hidden_size_;
+  float* hidden = stream.on(attention_->device());
+  Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
+  input_norm_.forward(hidden, tokens, normed);
   {
-    float* hidden = stream.on(attention_->device());
-    Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
-    input_norm_.forward(hidden, tokens, normed);
-    {
-      const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
-      attention_->forward(normed, tokens, position, delta);
-    }
-    add_in_place(attention_gpu_, hidden, delta, n);
+    const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
+    attention_->forward(normed, tokens, position, delta);
   }
-  float* hidden = stream.on(feed_forward_->device());
-  Scratch normed(feed_forward_gpu_, n, "normalised hidden states"), delta(feed_forward_gpu_, n, "MLP output");
-  post_attention_norm_.forward(hidden, tokens, normed);
+  const bool same_device = feed_forward_->device() == attention_->device();
+  if (same_device) {
+    post_attention_norm_.add_and_forward(hidden, delta, tokens, normed);  // residual + norm, one step
+  } else {
+    add_in_place(attention_gpu_, hidden, delta, n);
+    hidden = stream.on(feed_forward_->device());
+  }
+  Scratch ff_normed(same_device ? nullptr : feed_forward_gpu_, same_device ? 0 : n, "normalised hidden states");
+  float* ff_in = same_device ? normed.data() : ff_normed.data();
+  if (!same_device) post_attention_norm_.forward(hidden, tokens, ff_in);
+  Scratch ff_delta(feed_forward_gpu_, n, "MLP output");
   if (moe_) {
     // A MoE block times its own parts (gate, routed and shared experts, hand-offs).
-    feed_forward_->forward(normed, tokens, delta);
+    feed_forward_->forward(ff_in, tokens, ff_delta);
   } else {
     const WorkScope scope(feed_forward_gpu_, tracer_, Region::dense_mlp, layer_);
-    feed_forward_->forward(normed, tokens, delta);
+    feed_forward_->forward(ff_in, tokens, ff_delta);
   }
-  add_in_place(feed_forward_gpu_, hidden, delta, n);
+  add_in_place(feed_forward_gpu_, hidden, ff_delta, n);
 }
 
 CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)

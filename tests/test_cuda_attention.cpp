@@ -522,7 +522,8 @@ TEST_CASE("cuda attention: decode at many positions over one cache, rows past th
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
   const std::int64_t max_context = 4000;
-  // Split and tile boundaries (32-key tiles, splits of 64 keys or more) and the ends; descending, so
+  // Split and tile boundaries (32-key tiles and splits of 32 keys or more; one split up to 32 keys)
+  // and the ends; descending, so
   // that each position can turn the rows past it into NaN for good.
   const std::vector<std::int64_t> positions = {3999, 2047, 1000, 129, 128, 127, 65, 64, 63, 33, 32, 31, 2, 1, 0};
   double worst = 0;

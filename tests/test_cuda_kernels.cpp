@@ -39,6 +39,7 @@
 #include "tests/gate_test_support.h"
 #include "operators/cpu/rope.h"
 #include "operators/cuda/device_context.h"
+#include "operators/cuda/elementwise.h"
 #include "operators/cuda/embedding.h"
 #include "operators/cuda/gemv.h"
 #include "operators/cuda/linear.h"
@@ -457,6 +458,31 @@ TEST_CASE("cuda kernels: moe_gate breaks exact ties like the CPU kernel (the low
   std::vector<float> cpu_weights(got.weights.size());
   cpu::moe_gate(v3, logits.data(), tokens, cpu_ids.data(), cpu_weights.data());
   CHECK(got.ids == cpu_ids);
+}
+
+TEST_CASE("cuda kernels: add_rms_norm equals add_in_place then rms_norm, bit for bit") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  for (int round = 0; round < 6; ++round) {
+    const std::int64_t rows = 1 + round, dim = std::vector<std::int64_t>{2048, 7168, 512, 100, 1408, 4096}[round];
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    const std::vector<float> x = uniform(rows * dim, -3, 3, random), delta = uniform(rows * dim, -1, 1, random);
+    const std::vector<float> weight_f32 = uniform(dim, 0.5f, 1.5f, random);
+    const std::vector<std::uint16_t> weight_bf16 = to_bf16(weight_f32);
+    cuda::DeviceBuffer weight =
+        dtype == sy::DType::bf16 ? to_device(context, weight_bf16) : to_device(context, weight_f32);
+    cuda::DeviceBuffer fused_x = to_device(context, x), plain_x = to_device(context, x), d = to_device(context, delta);
+    cuda::DeviceBuffer fused_out = context.allocate(x.size() * 4, "out"), plain_out = context.allocate(x.size() * 4, "out");
+    cuda::add_rms_norm(fused_x.as<float>(), d.as<float>(), rows, dim, weight.data(), dtype, 1e-6f,
+                       fused_out.as<float>(), context.stream());
+    cuda::add_in_place(plain_x.as<float>(), d.as<float>(), rows * dim, context.stream());
+    cuda::rms_norm(plain_x.as<float>(), rows, dim, weight.data(), dtype, 1e-6f, plain_out.as<float>(), context.stream());
+    CHECK(to_host<float>(context, fused_x, x.size()) == to_host<float>(context, plain_x, x.size()));
+    CHECK(to_host<float>(context, fused_out, x.size()) == to_host<float>(context, plain_out, x.size()));
+  }
 }
 
 TEST_CASE("cuda kernels: linear with bf16 and f32 weights matches the reference") {

@@ -126,7 +126,7 @@ __device__ inline std::int64_t output_row(const AttentionArgs& a, std::int64_t k
 
 // Loads a thread keeps in flight at once: the kernels are latency-bound at decode sizes, so each
 // thread issues a batch of global loads before its first shared-memory store waits on them.
-constexpr int kLoadBatch = 8;
+constexpr int kLoadBatch = 6;
 
 // rows x width floats from source (row stride source_stride) to shared memory (row stride
 // destination_stride), columns [width, padded_width) zeroed. kVector: width == padded_width and
@@ -214,7 +214,7 @@ __device__ void load_query_rows(const AttentionArgs& a, float* q_tile, std::int6
 // (one split) or the partial (several). Every branch on which a __syncthreads depends is uniform
 // over the block.
 template <bool kVector>
-__global__ void __launch_bounds__(kThreads) attend_split(const AttentionArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) attend_split(const AttentionArgs a) {
   extern __shared__ float4 shared_words[];
   float* shared = reinterpret_cast<float*>(shared_words);
   const SharedLayout layout = shared_layout(a, a.tile_rows);

@@ -13,14 +13,15 @@
 //
 // Design (flash-decoding; tokens = 1 is the hot path): the keys are split into a fixed number of
 // splits (split_count in attention.cu, from tokens * heads and max_context), each split covering an
-// equal share of the P + tokens visible keys (at least 64), so that as many splits work as the
-// visible length pays for. A block takes one split, one kv head and a tile of up to 16 query rows
-// (the query heads that share the kv head, times tokens; for MLA, a tile of heads); it streams the
-// split's keys through shared memory 32 at a time, reads each cache row once for all its query rows,
-// and keeps an online softmax (running max, sum, accumulator) in f32. With one split the block writes
-// the output; with several it writes its partial (max, sum, unnormalised accumulator) to the
-// workspace and a second kernel combines the splits. Prefill (many tokens) uses the same kernel: one
-// split, blocks over query tiles, each reading the keys its tile sees.
+// equal share of the P + tokens visible keys (at least 32; splits past them exit at once), so that as
+// many splits work as the visible length pays for. A block takes one split, one kv head and a tile of
+// up to 16 query rows (the query heads that share the kv head, times tokens; for MLA, a tile of
+// heads); it streams the split's keys through shared memory 32 at a time, reads each cache row once
+// for all its query rows, and keeps an online softmax (running max, sum, accumulator) in f32. When one
+// split covers every visible key its block writes the output (the combine kernel, still launched for
+// graph capture, returns at once); with several each writes its partial (max, sum, unnormalised
+// accumulator) to the workspace and a second kernel combines the splits. Prefill (many tokens) uses
+// the same kernel: one split, blocks over query tiles, each reading the keys its tile sees.
 //
 // Agreement with the CPU kernels: both are f32 with different summation orders and the GPU's online
 // softmax rescaling; dot products over d terms differ by ~sqrt(d) f32 rounding steps of the score

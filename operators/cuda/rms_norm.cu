@@ -12,13 +12,21 @@ namespace {
 __device__ inline float weight_at(const float* weight, std::int64_t i) { return weight[i]; }
 __device__ inline float weight_at(const unsigned short* weight, std::int64_t i) { return bf16_to_float(weight[i]); }
 
-// One block per row.
+// One block per row; with `delta`, the row is first updated in place (x += delta).
 template <typename W>
-__global__ void rms_norm_rows(const float* x, std::int64_t dim, const W* weight, float eps, float* out) {
-  const float* in = x + blockIdx.x * dim;
+__global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out) {
+  float* in = x + blockIdx.x * dim;
   float* o = out + blockIdx.x * dim;
   float sum_squares = 0;
-  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum_squares += in[i] * in[i];
+  if (delta != nullptr) {
+    const float* d = delta + blockIdx.x * dim;
+    for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      in[i] += d[i];
+      sum_squares += in[i] * in[i];
+    }
+  } else {
+    for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum_squares += in[i] * in[i];
+  }
   sum_squares = block_sum(sum_squares);
   const float variance = sum_squares / static_cast<float>(dim);
   // As the CPU kernel: 1 / sqrt of the f32 variance + eps, rounded once.
@@ -26,10 +34,8 @@ __global__ void rms_norm_rows(const float* x, std::int64_t dim, const W* weight,
   for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = weight_at(weight, i) * (in[i] * inverse_rms);
 }
 
-}  // namespace
-
-void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* weight, DType weight_dtype, float eps,
-              float* out, cudaStream_t stream) {
+void launch_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
+                     DType weight_dtype, float eps, float* out, cudaStream_t stream) {
   if (weight_dtype != DType::f32 && weight_dtype != DType::bf16)
     throw std::invalid_argument(std::string("cuda::rms_norm: weights of dtype ") + dtype_name(weight_dtype) +
                                 " are not supported (f32 and bf16 are)");
@@ -38,10 +44,23 @@ void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* w
   const int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
   const auto blocks = static_cast<unsigned>(rows);
   if (weight_dtype == DType::f32)
-    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, dim, static_cast<const float*>(weight), eps, out);
+    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, delta, dim, static_cast<const float*>(weight), eps, out);
   else
-    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, dim, static_cast<const unsigned short*>(weight), eps, out);
+    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, delta, dim, static_cast<const unsigned short*>(weight), eps, out);
   SWITCHYARD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* weight, DType weight_dtype, float eps,
+              float* out, cudaStream_t stream) {
+  // Not written without a delta.
+  launch_rms_norm(const_cast<float*>(x), nullptr, rows, dim, weight, weight_dtype, eps, out, stream);
+}
+
+void add_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
+                  DType weight_dtype, float eps, float* out, cudaStream_t stream) {
+  launch_rms_norm(x, delta, rows, dim, weight, weight_dtype, eps, out, stream);
 }
 
 }  // namespace switchyard::cuda
