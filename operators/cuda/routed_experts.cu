@@ -328,12 +328,10 @@ __global__ void combine_slots(const float* expert_rows, std::int64_t hidden, std
 std::size_t element_bytes(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
 // a * b * c, refusing results beyond 2^62 (so that sums of a few stay in std::int64_t and size_t).
-std::int64_t checked_product(std::int64_t a, std::int64_t b, std::int64_t c, const char* what) {
+std::int64_t checked_product(std::int64_t a, std::int64_t b, std::int64_t c, const std::string& what) {
   constexpr std::int64_t kLimit = std::int64_t{1} << 62;
-  if (a > 0 && b > kLimit / a) refuse(std::string(what) + " is too large");
-  const std::int64_t ab = a * b;
-  if (ab > 0 && c > kLimit / ab) refuse(std::string(what) + " is too large");
-  return ab * c;
+  if ((a > 0 && b > kLimit / a) || (a * b > 0 && c > kLimit / (a * b))) refuse(what + " is beyond 2^62 bytes");
+  return a * b * c;
 }
 
 void check_stack(const ExpertStack& stack) {
@@ -347,7 +345,9 @@ void check_stack(const ExpertStack& stack) {
     refuse("experts, hidden and inter must fit cuBLAS's 32-bit sizes, got " + std::to_string(stack.experts) + ", " +
            std::to_string(stack.hidden) + " and " + std::to_string(stack.inter));
   checked_product(stack.experts * 3, stack.inter * static_cast<std::int64_t>(element_bytes(stack.dtype)),
-                  stack.hidden, "the expert stack");
+                  stack.hidden,
+                  "the expert stack (" + std::to_string(stack.experts) + " experts of 3 * " +
+                      std::to_string(stack.inter) + " * " + std::to_string(stack.hidden) + " weights)");
 }
 
 // The number of (token, slot) pairs.

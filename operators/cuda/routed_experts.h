@@ -20,7 +20,9 @@
 //           stable placement: within an expert, rows in slot order), x's rows are gathered, each
 //           expert runs one cuBLAS GEMM per projection over its rows, and a last kernel sums each
 //           token's pairs in slot order into out. Synchronises once, to read the offsets to the
-//           host; not capturable. Deterministic (no atomics in any sum).
+//           host; not capturable. Deterministic (no atomics in any sum). Allocates no device
+//           memory: it calls cuBLAS itself rather than cuda::linear, so that x and h are rounded to
+//           bf16 once for all experts into the workspace instead of once per expert into the pool.
 //           Numerics as cuda::linear (linear.h): with bf16 weights x and h are rounded to bf16 and
 //           products accumulated in f32 (what transformers computes with a bf16 model on a GPU);
 //           with f32 weights plain f32 GEMMs (no TF32).
