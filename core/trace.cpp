@@ -75,6 +75,11 @@ Tracer::Tracer(std::vector<bool> nvtx_layers, bool profile) : nvtx_layers_(std::
   if (profile_) events_.reserve(1 << 16);
 }
 
+void Tracer::add_event(const Event& event) {
+  const std::lock_guard lock(events_mutex_);
+  events_.push_back(event);
+}
+
 void Tracer::set_profiling(bool on) {
   profile_ = on;
   if (on) events_.reserve(1 << 16);
@@ -104,7 +109,7 @@ Tracer::Scope::Scope(Tracer* tracer, Region region, int layer, bool host_timed) 
 
 Tracer::Scope::~Scope() {
   if (!tracer_) return;
-  if (timed_) tracer_->events_.push_back(Event{region_, layer_, tracer_->step_, start_ns_, now_ns()});
+  if (timed_) tracer_->add_event(Event{region_, layer_, tracer_->step_, start_ns_, now_ns()});
 #if SWITCHYARD_HAVE_NVTX
   if (nvtx_) nvtxRangePop();
 #endif

@@ -9,8 +9,10 @@
 //    for work on the CPU (lane 0), CUDA events for work on a GPU (lane 1 + device), added by the
 //    GPU runtime on the same time line.
 // A region that is off costs one branch.
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,7 +49,8 @@ class Tracer {
   int step() const { return step_; }
   const std::vector<Event>& events() const { return events_; }
   // An event measured elsewhere (a GPU lane), on this tracer's clock (now_ns()).
-  void add_event(const Event& event) { events_.push_back(event); }
+  // Thread-safe (the CPU experts record theirs from their own thread).
+  void add_event(const Event& event);
   static std::int64_t now_ns();
   const char* name(Region region, int layer) const;
 
@@ -79,8 +82,9 @@ class Tracer {
   std::vector<bool> nvtx_layers_;
   bool any_nvtx_ = false;
   bool profile_ = false;
-  int step_ = 0;
+  std::atomic<int> step_{0};  // read by the CPU-experts worker's scopes
   std::vector<std::string> names_;  // [region][layer + 1]
+  std::mutex events_mutex_;
   std::vector<Event> events_;
 };
 

@@ -160,7 +160,12 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   stream_ = std::make_unique<ResidualStream>(runtimes_.get(), options_.prefill_chunk, hidden_);
 }
 
-CausalLM::~CausalLM() = default;
+CausalLM::~CausalLM() {
+#if SWITCHYARD_HAVE_CUDA
+  // The CPU-experts worker may hold jobs that point into the layers, which go first.
+  if (runtimes_) runtimes_->shutdown();
+#endif
+}
 
 std::size_t CausalLM::kv_cache_bytes() const {
   std::size_t total = 0;
@@ -330,6 +335,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
     cudaGraph_t captured = nullptr;
     gpu.context().pool().begin_capture();
     gpu.timer().set_capturing(true);
+    runtimes_->begin_capture();
     SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
     try {
       enqueue(ids, position, false);
@@ -339,13 +345,13 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
       cudaGetLastError();
       gpu.context().pool().end_capture();
       gpu.timer().set_capturing(false);
-      runtimes_->take_jobs();
+      runtimes_->end_capture();
       throw;
     }
     const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
     gpu.context().pool().end_capture();
     gpu.timer().set_capturing(false);
-    graph->jobs = runtimes_->take_jobs();
+    graph->jobs = runtimes_->end_capture();
     SWITCHYARD_CUDA_CHECK(ended);
     const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);
     cudaGraphDestroy(captured);
@@ -354,7 +360,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
     graph->profiled = profiling;
     graph_ = std::move(graph);
   }
-  runtimes_->set_jobs(graph_->jobs);
+  for (const CpuExpertsHandOff::Job& job : graph_->jobs) runtimes_->enqueue(job);
   const std::int64_t start_ns = Tracer::now_ns();
   SWITCHYARD_CUDA_CHECK(cudaGraphLaunch(graph_->exec, gpu.stream()));
   runtimes_->synchronize();

@@ -1,5 +1,8 @@
 #include "operators/gpu_runtime.h"
 
+#include <omp.h>
+
+#include <chrono>
 #include <cstring>
 #include <exception>
 
@@ -85,25 +88,97 @@ GpuRuntime* DeviceRuntimes::find(Device device) {
   return found == runtimes_.end() ? nullptr : found->second.get();
 }
 
-void DeviceRuntimes::serve() {
-  std::vector<CpuExpertsHandOff::Job> jobs = std::move(jobs_);
-  jobs_.clear();
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    try {
-      jobs[i].hand_off->run(jobs[i]);
-    } catch (...) {
-      const std::exception_ptr error = std::current_exception();
-      for (std::size_t j = i; j < jobs.size(); ++j) jobs[j].hand_off->release(jobs[j]);
-      for (auto& [index, runtime] : runtimes_)
-        if (cudaStreamSynchronize(runtime->stream()) != cudaSuccess) cudaGetLastError();
-      std::rethrow_exception(error);
+DeviceRuntimes::~DeviceRuntimes() { shutdown(); }
+
+void DeviceRuntimes::shutdown() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void DeviceRuntimes::enqueue(const CpuExpertsHandOff::Job& job) {
+  if (capturing_) {
+    captured_.push_back(job);
+    return;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    if (!worker_.joinable()) {
+      // The worker's OpenMP team takes the size this thread was given (--cpu_infer).
+      const int threads = omp_get_max_threads();
+      worker_ = std::thread([this, threads] {
+        omp_set_num_threads(threads);
+        work();
+      });
     }
+    queue_.push_back(job);
+    ++unfinished_;
+  }
+  changed_.notify_all();
+}
+
+std::vector<CpuExpertsHandOff::Job> DeviceRuntimes::end_capture() {
+  capturing_ = false;
+  return std::move(captured_);
+}
+
+void DeviceRuntimes::work() {
+  for (;;) {
+    CpuExpertsHandOff::Job job;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = queue_.front();
+      queue_.pop_front();
+    }
+    bool failed = false;
+    {
+      const std::lock_guard lock(mutex_);
+      failed = error_ != nullptr;
+    }
+    try {
+      // After an error the streams still wait for every job: let them through.
+      if (failed) job.hand_off->release(job);
+      else job.hand_off->run(job);
+    } catch (...) {
+      job.hand_off->release(job);
+      const std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      --unfinished_;
+    }
+    changed_.notify_all();
+  }
+}
+
+void DeviceRuntimes::serve() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return unfinished_ == 0; });
+  if (error_) {
+    const std::exception_ptr error = error_;
+    error_ = nullptr;
+    lock.unlock();
+    for (auto& [index, runtime] : runtimes_)
+      if (cudaStreamSynchronize(runtime->stream()) != cudaSuccess) cudaGetLastError();
+    std::rethrow_exception(error);
   }
 }
 
 void DeviceRuntimes::synchronize() {
+  for (auto& [index, runtime] : runtimes_) {
+    // Poll rather than block in the driver: with CPU experts the worker's threads need the cores.
+    cudaError_t status;
+    while ((status = cudaStreamQuery(runtime->stream())) == cudaErrorNotReady)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (status != cudaSuccess) runtime->context().synchronize();  // raises the stream's error
+  }
   serve();
-  for (auto& [index, runtime] : runtimes_) runtime->context().synchronize();
 }
 
 GpuScope::GpuScope(GpuRuntime& gpu, Tracer* tracer, Region region, int layer)

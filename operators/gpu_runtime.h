@@ -6,11 +6,19 @@
 // so that a captured CUDA graph replays at any position), RoPE tables for every position, the
 // CPU-experts hand-off and the profile timer. All of a device's work runs on its one stream.
 //
-// DeviceRuntimes keeps the host's side of the CPU-expert hand-offs as a queue of jobs in the order
-// the layers were queued; serve() runs them while the GPUs work. Anything that needs a GPU result
-// on the host calls synchronize(), which serves first, so no stream waits on a job nobody runs.
+// DeviceRuntimes runs the host's side of the CPU-expert hand-offs on its own thread (the
+// "cpuinfer" worker, with --cpu_infer OpenMP threads of its own), in the order the layers were
+// queued, while this thread goes on queuing GPU work: a launch that blocks because the driver's
+// queue is full (a long eager step, a large graph) cannot stall the experts the GPU waits for.
+// Anything that needs a GPU result on the host calls synchronize(), which waits for the streams
+// and the worker.
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -81,26 +89,42 @@ class DeviceRuntimes {
  public:
   // max_tokens: the most tokens one forward pass runs (the prefill chunk).
   explicit DeviceRuntimes(std::int64_t max_tokens) : max_tokens_(max_tokens) {}
+  ~DeviceRuntimes();
+  DeviceRuntimes(const DeviceRuntimes&) = delete;
+  DeviceRuntimes& operator=(const DeviceRuntimes&) = delete;
+
   // Created on first use; InputError when this build has no CUDA or the device is absent.
   GpuRuntime& get(Device device);
   GpuRuntime* find(Device device);
   std::int64_t max_tokens() const { return max_tokens_; }
   const std::map<int, std::unique_ptr<GpuRuntime>>& all() const { return runtimes_; }
 
-  // Queues the host's side of a hand-off (in layer order).
-  void enqueue(const CpuExpertsHandOff::Job& job) { jobs_.push_back(job); }
-  std::vector<CpuExpertsHandOff::Job> take_jobs() { return std::move(jobs_); }
-  void set_jobs(std::vector<CpuExpertsHandOff::Job> jobs) { jobs_ = std::move(jobs); }
-  // Runs the queued jobs in order. On an error the remaining jobs are released (their streams go
-  // on with stale data) and the error is rethrown after the streams drain.
+  // The host's side of a hand-off, in layer order: to the worker, or, while a graph is captured
+  // (nothing runs), to the capture's list.
+  void enqueue(const CpuExpertsHandOff::Job& job);
+  void begin_capture() { capturing_ = true; }
+  std::vector<CpuExpertsHandOff::Job> end_capture();
+  // Waits until the worker has run every job queued so far; rethrows a job's error.
   void serve();
-  // serve(), then waits for every stream.
+  // Waits for every stream and for the worker.
   void synchronize();
+  // Stops the worker after the jobs it has (the owner calls this before the experts go away).
+  void shutdown();
 
  private:
+  void work();
+
   std::int64_t max_tokens_;
   std::map<int, std::unique_ptr<GpuRuntime>> runtimes_;
-  std::vector<CpuExpertsHandOff::Job> jobs_;
+  bool capturing_ = false;
+  std::vector<CpuExpertsHandOff::Job> captured_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<CpuExpertsHandOff::Job> queue_;
+  std::size_t unfinished_ = 0;  // queued or running
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread worker_;
 };
 
 // A region of GPU work: the NVTX range around its launches and, when profiling, CUDA events

@@ -2,6 +2,7 @@
 // (tests/nvtx_recorder), the way nsys would see them: named per layer, only for the selected
 // layers, and correctly nested. Runs without a GPU.
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -20,6 +21,7 @@ struct Range {
   std::string name;
   int depth;
   std::string parent;
+  int thread;  // 0: the thread that pushed first (the main thread)
 };
 
 std::vector<Range> record(const std::string& arguments) {
@@ -31,15 +33,16 @@ std::vector<Range> record(const std::string& arguments) {
   REQUIRE(run.exit_code == 0);
   std::ifstream in(log);
   std::vector<Range> ranges;
-  std::vector<std::string> stack;
+  std::map<int, std::vector<std::string>> stacks;  // per thread, as NVTX nests ranges
   std::string kind;
-  int depth = 0;
-  while (in >> kind >> depth) {
+  int thread = 0, depth = 0;
+  while (in >> kind >> thread >> depth) {
+    std::vector<std::string>& stack = stacks[thread];
     if (kind == "push") {
       std::string name;
       in >> name;
       CHECK(depth == static_cast<int>(stack.size()) + 1);
-      ranges.push_back(Range{name, depth, stack.empty() ? "" : stack.back()});
+      ranges.push_back(Range{name, depth, stack.empty() ? "" : stack.back(), thread});
       stack.push_back(name);
     } else {
       REQUIRE(kind == "pop");
@@ -47,7 +50,7 @@ std::vector<Range> record(const std::string& arguments) {
       stack.pop_back();
     }
   }
-  CHECK(stack.empty());  // every push was popped
+  for (const auto& [t, stack] : stacks) CHECK(stack.empty());  // every push was popped
   std::filesystem::remove(log);
   return ranges;
 }
@@ -105,10 +108,14 @@ TEST_CASE("nvtx: the hybrid GPU + CPU-experts layer names its hand-off") {
       return std::count_if(ranges.begin(), ranges.end(), [&](const Range& r) { return r.name == name; });
     };
     for (const Range& r : ranges) {
-      INFO(r.name << " at depth " << r.depth << " in " << r.parent);
-      if (r.name.find("_2") != std::string::npos) {
+      INFO(r.name << " at depth " << r.depth << " in " << r.parent << " on thread " << r.thread);
+      if (r.name.find("_2") == std::string::npos) continue;
+      if (r.thread == 0) {
         CHECK(r.depth == 2);
         CHECK((r.parent == "prefill" || r.parent == "decode_step"));
+      } else {  // the CPU-experts worker: its own top-level ranges
+        CHECK(r.name == "routed_experts_2");
+        CHECK(r.depth == 1);
       }
     }
     // Eager: every step emits its ranges; with graphs the three decode steps are one capture

@@ -23,13 +23,14 @@ std::string generated_ids(const std::string& output) {
 
 struct TempModel {
   std::filesystem::path dir;
-  TempModel(const std::string& preset, std::uint64_t seed) {
+  TempModel(const std::string& preset, std::uint64_t seed, int layers = 0) {
     dir = std::filesystem::temp_directory_path() /
           ("switchyard-run-test-" + preset + "-" + std::to_string(seed) + "-" + std::to_string(std::random_device{}()));
     switchyard::MakeModelOptions options;
     options.preset = preset;
     options.out_dir = dir;
     options.seed = seed;
+    if (layers > 0) options.layers = layers;
     switchyard::make_model(options);
   }
   ~TempModel() {
@@ -111,4 +112,21 @@ TEST_CASE("run command: errors a user can cause") {
   config["num_hidden_layers"] = config["num_hidden_layers"].get<int>() + 1;
   std::ofstream(model.dir / "config.json") << config.dump(2);
   CHECK(run_switchyard(base).exit_code == 2);
+}
+
+TEST_CASE("run command: a deep hybrid model runs eagerly and as graphs (GPU work queued ahead of the CPU experts)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  // 61 layers, 58 of them handing experts to the CPU: an eager step queues more GPU work than the
+  // driver's queue holds, so launches block until the CPU experts let the stream go on.
+  const TempModel model("tiny-deepseek-v3", 3, 61);
+  const std::string base = "run --model_path " + model.dir.string() + " --max_new_tokens 4 --optimize_config_path " +
+                           source_path("optimize_rules/DeepSeek-V3-Chat.yaml");
+  const auto eager = run_switchyard(base + " --use_cuda_graph false");
+  const auto graph = run_switchyard(base + " --profile");
+  CHECK(eager.exit_code == 0);
+  CHECK(graph.exit_code == 0);
+  CHECK(generated_ids(eager.output) == generated_ids(graph.output));
 }

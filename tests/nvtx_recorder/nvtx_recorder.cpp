@@ -1,6 +1,7 @@
 // An NVTX injection library for the tests: NVTX loads it from NVTX_INJECTION64_PATH (as it loads a
 // profiler's) and it appends every range push and pop of the process to the file named by
-// SWITCHYARD_NVTX_LOG, one line each: "push <depth> <name>" / "pop <depth>". No GPU needed.
+// SWITCHYARD_NVTX_LOG, one line each: "push <thread> <depth> <name>" / "pop <thread> <depth>", with
+// NVTX's per-thread nesting (thread: 0 for the first thread that pushes, then 1, ...). No GPU needed.
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
@@ -11,18 +12,25 @@ namespace {
 
 std::mutex mutex;
 std::FILE* log_file = nullptr;
-int depth = 0;
+int threads = 0;
+thread_local int depth = 0;
+thread_local int thread = -1;
+
+int thread_number() {
+  if (thread < 0) thread = threads++;
+  return thread;
+}
 
 int push_range(const char* message) {
   const std::lock_guard<std::mutex> lock(mutex);
   ++depth;
-  if (log_file) std::fprintf(log_file, "push %d %s\n", depth, message ? message : "");
+  if (log_file) std::fprintf(log_file, "push %d %d %s\n", thread_number(), depth, message ? message : "");
   return depth - 1;
 }
 
 int pop_range() {
   const std::lock_guard<std::mutex> lock(mutex);
-  if (log_file) std::fprintf(log_file, "pop %d\n", depth);
+  if (log_file) std::fprintf(log_file, "pop %d %d\n", thread_number(), depth);
   return --depth;
 }
 
