@@ -360,9 +360,13 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
     graph->profiled = profiling;
     graph_ = std::move(graph);
   }
+  // The jobs go to the worker first: a launch that waits for queue space must not wait for them.
+  runtimes_->set_launching(true);
   for (const CpuExpertsHandOff::Job& job : graph_->jobs) runtimes_->enqueue(job);
   const std::int64_t start_ns = Tracer::now_ns();
-  SWITCHYARD_CUDA_CHECK(cudaGraphLaunch(graph_->exec, gpu.stream()));
+  const cudaError_t launched = cudaGraphLaunch(graph_->exec, gpu.stream());
+  runtimes_->set_launching(false);
+  SWITCHYARD_CUDA_CHECK(launched);
   runtimes_->synchronize();
   if (profiling) gpu.timer().report(graph_->marks, *tracer_, start_ns);
   std::vector<float> logits(static_cast<std::size_t>(vocab_));

@@ -49,8 +49,8 @@ void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens, cons
   cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream());
 }
 
-void CpuExpertsHandOff::run(const Job& job) {
-  flags_.host_wait(2 * job.layer, 1, context_.stream());
+void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching) {
+  flags_.host_wait(2 * job.layer, 1, context_.stream(), launching);
   flags_.host_write(2 * job.layer, 0);
   {
     const Tracer::Scope scope(job.tracer, Region::routed_experts, job.layer);

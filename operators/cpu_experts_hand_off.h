@@ -42,8 +42,9 @@ class CpuExpertsHandOff {
   // ([tokens, hidden], the shared experts' output) when not null.
   void collect(int layer, float* out, std::int64_t tokens, const float* add);
 
-  // Host side: waits for the stream's input, computes, hands the result back.
-  void run(const Job& job);
+  // Host side: waits for the stream's input, computes, hands the result back. `launching`: see
+  // HostFlags::host_wait.
+  void run(const Job& job, const std::atomic<bool>* launching = nullptr);
   // Lets the stream past this job without computing it (after an error elsewhere), so that no
   // stream waits forever.
   void release(const Job& job);

@@ -12,6 +12,7 @@
 // queue is full (a long eager step, a large graph) cannot stall the experts the GPU waits for.
 // Anything that needs a GPU result on the host calls synchronize(), which waits for the streams
 // and the worker.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -103,6 +104,9 @@ class DeviceRuntimes {
   // (nothing runs), to the capture's list.
   void enqueue(const CpuExpertsHandOff::Job& job);
   void begin_capture() { capturing_ = true; }
+  // Around queuing a graph's jobs and launching it: until the launch returns, the worker must not
+  // take the idle stream for one that will never write its flags.
+  void set_launching(bool launching) { launching_.store(launching, std::memory_order_release); }
   std::vector<CpuExpertsHandOff::Job> end_capture();
   // Waits until the worker has run every job queued so far; rethrows a job's error.
   void serve();
@@ -124,6 +128,7 @@ class DeviceRuntimes {
   std::size_t unfinished_ = 0;  // queued or running
   std::exception_ptr error_;
   bool stopping_ = false;
+  std::atomic<bool> launching_{false};
   std::thread worker_;
 };
 

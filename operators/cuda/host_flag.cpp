@@ -134,7 +134,7 @@ std::uint32_t HostFlags::host_read(int i) const {
   return flag_ref(host_ + i).load(std::memory_order_acquire);
 }
 
-void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream) const {
+void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream, const std::atomic<bool>* launching) const {
   if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
   auto flag = flag_ref(host_ + i);
   for (std::uint64_t spin = 1;; ++spin) {
@@ -145,6 +145,7 @@ void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream) const
     const cudaError_t status = cudaStreamQuery(stream);
     if (status == cudaErrorNotReady) continue;
     if (flag.load(std::memory_order_acquire) == value) return;
+    if (status == cudaSuccess && launching != nullptr && launching->load(std::memory_order_acquire)) continue;
     if (status == cudaSuccess)
       throw std::runtime_error("the GPU finished its work without handing the CPU experts their input (flag " +
                                std::to_string(i) + ")");

@@ -16,6 +16,7 @@
 // stream it waits for has faulted or finished without writing the flag.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -45,8 +46,10 @@ class HostFlags {
   void host_write(int i, std::uint32_t value);
   std::uint32_t host_read(int i) const;
   // Spins until flag[i] == value; `stream` is the one that will write it, polled now and then so
-  // that a fault or a missing write ends in runtime_error instead of a hang.
-  void host_wait(int i, std::uint32_t value, cudaStream_t stream) const;
+  // that a fault or a missing write ends in runtime_error instead of a hang. While *launching is
+  // true the write may not be queued yet (a graph about to be launched), so an idle stream is not
+  // a missing write.
+  void host_wait(int i, std::uint32_t value, cudaStream_t stream, const std::atomic<bool>* launching = nullptr) const;
 
  private:
   // Host-function fallback: a callback's argument, (flag, value), one per flag and value 0 or 1.
