@@ -2,12 +2,12 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <cstring>
 #include <exception>
 
 #include "core/error.h"
 #include "operators/cpu/half.h"
-#include "operators/cuda/cuda_check.h"
 
 namespace switchyard {
 
@@ -17,22 +17,6 @@ GpuRuntime::GpuRuntime(DeviceRuntimes& owner, int device)
       step_host_(static_cast<std::size_t>(1 + owner.max_tokens()) * sizeof(std::int32_t), "the step's token ids"),
       timer_(device) {
   step_device_ = context_.allocate(step_host_.bytes(), "the step's token ids");
-  const cuda::DeviceGuard guard(device);
-  SWITCHYARD_CUDA_CHECK(cudaEventCreateWithFlags(&idle_, cudaEventBlockingSync | cudaEventDisableTiming));
-}
-
-GpuRuntime::~GpuRuntime() {
-  const cuda::DeviceGuard guard(context_.device(), std::nothrow);
-  if (idle_ != nullptr && cudaEventDestroy(idle_) != cudaSuccess) cudaGetLastError();
-}
-
-void GpuRuntime::wait_idle() {
-  const cuda::DeviceGuard guard(context_.device());
-  SWITCHYARD_CUDA_CHECK(cudaEventRecord(idle_, context_.stream()));
-  if (cudaEventSynchronize(idle_) != cudaSuccess) {
-    cudaGetLastError();
-    context_.synchronize();  // raises the stream's error
-  }
 }
 
 void GpuRuntime::write_step(std::int64_t position, std::span<const std::int32_t> ids) {
@@ -187,7 +171,13 @@ void DeviceRuntimes::serve() {
 }
 
 void DeviceRuntimes::synchronize() {
-  for (auto& [index, runtime] : runtimes_) runtime->wait_idle();
+  for (auto& [index, runtime] : runtimes_) {
+    // Poll rather than block in the driver: with CPU experts the worker's threads need the cores.
+    cudaError_t status;
+    while ((status = cudaStreamQuery(runtime->stream())) == cudaErrorNotReady)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (status != cudaSuccess) runtime->context().synchronize();  // raises the stream's error
+  }
   serve();
 }
 

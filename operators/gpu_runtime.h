@@ -40,7 +40,6 @@ class DeviceRuntimes;
 class GpuRuntime {
  public:
   GpuRuntime(DeviceRuntimes& owner, int device);
-  ~GpuRuntime();
   GpuRuntime(const GpuRuntime&) = delete;
   GpuRuntime& operator=(const GpuRuntime&) = delete;
 
@@ -75,13 +74,9 @@ class GpuRuntime {
   CpuExpertsHandOff& hand_off(int layers, std::int64_t hidden, int top_k);
 
   GpuTimer& timer() { return timer_; }
-  // Waits for everything queued on the stream, asleep: the CPU experts' threads need the cores
-  // (a spinning or polling waiter slows the slowest of them, and the others wait at its barrier).
-  void wait_idle();
 
  private:
   DeviceRuntimes& owner_;
-  cudaEvent_t idle_ = nullptr;  // blocking-sync event
   cuda::DeviceContext context_;
   cuda::PinnedBuffer step_host_;
   std::size_t step_bytes_ = 0;
