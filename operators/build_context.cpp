@@ -55,7 +55,8 @@ GpuRuntime* BuildContext::gpu(Device device) const {
 #else
   throw InputError("the profile runs modules on " + device.str() +
                    ", but this build has no CUDA backend (configure with the CUDA toolkit, or use a CPU profile "
-                   "such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml)");
+                   "such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml)",
+                   1);  // as an absent device: the profile does not fit this build
 #endif
 }
 
