@@ -39,56 +39,16 @@
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/kv_cache.h"
 #include "operators/cuda/rope.h"
+#include "tests/cuda_test_support.h"
 
 namespace cpu = switchyard::cpu;
 namespace cuda = switchyard::cuda;
+using namespace switchyard::testing;
 
 namespace {
 
 constexpr double kTolerance = 3e-5;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
-
-// True, with a visible message, when the test must be skipped.
-bool no_gpu() {
-  if (cuda::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
-
-template <typename T>
-cuda::DeviceBuffer to_device(cuda::DeviceContext& context, const std::vector<T>& host) {
-  return context.upload(host.data(), host.size() * sizeof(T), "a test input");
-}
-
-template <typename T>
-std::vector<T> to_host(cuda::DeviceContext& context, const void* device, std::size_t count) {
-  std::vector<T> host(count);
-  context.copy_to_host(host.data(), device, count * sizeof(T));
-  context.synchronize();
-  return host;
-}
-
-template <typename T>
-std::vector<T> to_host(cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::size_t count) {
-  return to_host<T>(context, buffer.data(), count);
-}
-
-std::vector<float> uniform(std::size_t count, float low, float high, std::mt19937& random) {
-  std::uniform_real_distribution<float> value(low, high);
-  std::vector<float> out(count);
-  for (float& v : out) v = value(random);
-  return out;
-}
-
-std::int64_t draw(std::int64_t low, std::int64_t high, std::mt19937& random) {
-  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
-}
 
 // A cache [rows, width] whose first `visible` rows are drawn and the rest NaN.
 std::vector<float> cache_with_garbage(std::int64_t rows, std::int64_t width, std::int64_t visible,

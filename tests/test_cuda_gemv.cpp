@@ -14,31 +14,22 @@
 #include "operators/cpu/half.h"
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/gemv.h"
+#include "tests/cuda_test_support.h"
 
 namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
+using namespace switchyard::testing;
 
 namespace {
 
-bool no_gpu() {
-  if (cuda::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
-
-std::vector<float> random_values(std::size_t n, std::mt19937& random) {
-  std::uniform_real_distribution<float> value(-1, 1);
-  std::vector<float> out(n);
-  for (float& v : out) v = value(random);
-  return out;
-}
+std::vector<float> uniform_values(std::size_t n, std::mt19937& random) { return uniform(n, -1, 1, random); }
 
 // A weight in either dtype: the bytes for the device and the exact values for the reference.
 struct Weight {
   std::vector<std::uint16_t> bf16;
   std::vector<float> f32;
   sy::DType dtype;
-  Weight(std::size_t n, sy::DType type, std::mt19937& random) : f32(random_values(n, random)), dtype(type) {
+  Weight(std::size_t n, sy::DType type, std::mt19937& random) : f32(uniform_values(n, random)), dtype(type) {
     if (type != sy::DType::bf16) return;
     bf16.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -66,8 +57,8 @@ TEST_CASE("cuda gemv: per-head value projection and query absorption match the r
     INFO(sy::dtype_name(dtype) << " tokens " << tokens << " heads " << heads << " nope " << nope << " v " << v_dim
                                << " latent " << latent);
     const Weight w(static_cast<std::size_t>(heads * head_rows * latent), dtype, random);
-    const std::vector<float> q = random_values(static_cast<std::size_t>(tokens * heads * q_head), random);
-    const std::vector<float> ol = random_values(static_cast<std::size_t>(tokens * heads * latent), random);
+    const std::vector<float> q = uniform_values(static_cast<std::size_t>(tokens * heads * q_head), random);
+    const std::vector<float> ol = uniform_values(static_cast<std::size_t>(tokens * heads * latent), random);
     cuda::DeviceBuffer w_dev = w.upload(context);
     cuda::DeviceBuffer q_dev = context.upload(q.data(), q.size() * 4, "q"), ol_dev = context.upload(ol.data(), ol.size() * 4, "ol");
     cuda::DeviceBuffer absorbed = context.allocate(static_cast<std::size_t>(tokens * heads * latent) * 4, "out");
@@ -142,7 +133,7 @@ TEST_CASE("cuda gemv: gate, up and SiLU-mul in one launch match the reference") 
     const std::int64_t tokens = 1 + round % cuda::kGemvMaxTokens, in = 8 * (1 + round * 7), rows = 3 + round * 5;
     INFO(sy::dtype_name(dtype) << " tokens " << tokens << " in " << in << " rows " << rows);
     const Weight gate(static_cast<std::size_t>(rows * in), dtype, random), up(static_cast<std::size_t>(rows * in), dtype, random);
-    std::vector<float> x = random_values(static_cast<std::size_t>(tokens * in), random);
+    std::vector<float> x = uniform_values(static_cast<std::size_t>(tokens * in), random);
     for (float& v : x) v *= 3;  // gate values well into silu's curve
     cuda::DeviceBuffer gate_d = gate.upload(context), up_d = up.upload(context);
     cuda::DeviceBuffer x_d = context.upload(x.data(), x.size() * 4, "x");

@@ -47,45 +47,14 @@
 #include "operators/cuda/rms_norm.h"
 #include "operators/cuda/rope.h"
 #include "operators/cuda/silu_and_mul.h"
+#include "tests/cuda_test_support.h"
 
 namespace sy = switchyard;
 namespace cpu = switchyard::cpu;
 namespace cuda = switchyard::cuda;
+using namespace switchyard::testing;
 
 namespace {
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
-
-// True, with a visible message, when the test must be skipped.
-bool no_gpu() {
-  if (cuda::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
-
-template <typename T>
-cuda::DeviceBuffer to_device(cuda::DeviceContext& context, const std::vector<T>& host) {
-  return context.upload(host.data(), host.size() * sizeof(T), "a test input");
-}
-
-template <typename T>
-std::vector<T> to_host(cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::size_t count) {
-  std::vector<T> host(count);
-  context.copy_to_host(host.data(), buffer.data(), count * sizeof(T));
-  context.synchronize();
-  return host;
-}
-
-std::vector<float> uniform(std::size_t count, float low, float high, std::mt19937& random) {
-  std::uniform_real_distribution<float> value(low, high);
-  std::vector<float> out(count);
-  for (float& v : out) v = value(random);
-  return out;
-}
 
 std::vector<std::uint16_t> to_bf16(const std::vector<float>& values) {
   std::vector<std::uint16_t> out(values.size());

@@ -17,15 +17,14 @@
 #include "operators/cuda/kv_cache.h"
 #include "operators/cuda/rms_norm.h"
 #include "operators/cuda/rope.h"
+#include "tests/cuda_test_support.h"
 
 namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
+using namespace switchyard::testing;
 
 TEST_CASE("cuda: write_mla_caches equals the six kernels it fuses, bit for bit") {
-  if (cuda::device_count() == 0) {
-    MESSAGE("skipped: no CUDA device");
-    return;
-  }
+  if (no_gpu()) return;
   cuda::DeviceContext context(0);
   std::mt19937 random(std::random_device{}());
   std::uniform_real_distribution<float> value(-3, 3);

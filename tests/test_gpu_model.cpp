@@ -13,6 +13,7 @@
 
 #ifdef SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
+#include "tests/cuda_test_support.h"
 #endif
 
 using namespace switchyard;
@@ -30,12 +31,6 @@ constexpr const char* kAllGpuProfile = R"(- match:
 )";
 
 constexpr double kBf16Tolerance = 1.0 / 256;
-
-bool no_gpu() {
-  if (switchyard::cuda::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
 
 }  // namespace
 

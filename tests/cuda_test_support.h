@@ -1,0 +1,58 @@
+#pragma once
+// What the GPU tests share: a replayable random seed, the visible skip without a GPU, copies to
+// and from the device, and random inputs.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "operators/cuda/device_context.h"
+
+namespace switchyard::testing {
+
+// SWITCHYARD_TEST_SEED replays a failing draw.
+inline std::uint32_t test_seed() {
+  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
+    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
+  return std::random_device{}();
+}
+
+// True, with a visible message, when the test must be skipped.
+inline bool no_gpu() {
+  if (cuda::device_count() > 0) return false;
+  MESSAGE("skipped: no CUDA device");
+  return true;
+}
+
+template <typename T>
+cuda::DeviceBuffer to_device(cuda::DeviceContext& context, const std::vector<T>& host) {
+  return context.upload(host.data(), host.size() * sizeof(T), "a test input");
+}
+
+template <typename T>
+std::vector<T> to_host(cuda::DeviceContext& context, const void* device, std::size_t count) {
+  std::vector<T> host(count);
+  context.copy_to_host(host.data(), device, count * sizeof(T));
+  context.synchronize();
+  return host;
+}
+
+template <typename T>
+std::vector<T> to_host(cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::size_t count) {
+  return to_host<T>(context, buffer.data(), count);
+}
+
+inline std::vector<float> uniform(std::size_t count, float low, float high, std::mt19937& random) {
+  std::uniform_real_distribution<float> value(low, high);
+  std::vector<float> out(count);
+  for (float& v : out) v = value(random);
+  return out;
+}
+
+inline std::int64_t draw(std::int64_t low, std::int64_t high, std::mt19937& random) {
+  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+}
+
+}  // namespace switchyard::testing
