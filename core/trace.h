@@ -44,7 +44,6 @@ class Tracer {
   bool profiling() const { return profile_; }
   // Turns profile events on or off from now on (benchmarks time unprofiled steps, then profile).
   void set_profiling(bool on);
-  void clear_events() { events_.clear(); }
   void begin_step(int step) { step_ = step; }
   int step() const { return step_; }
   const std::vector<Event>& events() const { return events_; }

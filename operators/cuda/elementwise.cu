@@ -24,10 +24,6 @@ __global__ void add_in_place_kernel(float* y, const float* x, std::int64_t count
   SWITCHYARD_FOR_EACH(i, count) y[i] += x[i];
 }
 
-__global__ void add_kernel(const float* a, const float* b, std::int64_t count, float* out) {
-  SWITCHYARD_FOR_EACH(i, count) out[i] = a[i] + b[i];
-}
-
 __global__ void add_bias_kernel(float* y, const float* bias, std::int64_t count, std::int64_t cols) {
   SWITCHYARD_FOR_EACH(i, count) y[i] += bias[i % cols];
 }
@@ -79,12 +75,6 @@ __global__ void add_from_host_kernel(const float* host, const float* add, std::i
 void add_in_place(float* y, const float* x, std::int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
   add_in_place_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, x, count);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
-}
-
-void add(const float* a, const float* b, std::int64_t count, float* out, cudaStream_t stream) {
-  if (count <= 0) return;
-  add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(a, b, count, out);
   SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 

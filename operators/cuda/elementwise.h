@@ -9,8 +9,6 @@ namespace switchyard::cuda {
 // Device pointers, queued on `stream`.
 // y[i] += x[i], i < count.
 void add_in_place(float* y, const float* x, std::int64_t count, cudaStream_t stream);
-// out[i] = a[i] + b[i]; out may be a or b.
-void add(const float* a, const float* b, std::int64_t count, float* out, cudaStream_t stream);
 // y[r, c] += bias[c] for a [rows, cols] matrix.
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 // Copies a [rows, width] block: row r from source + r * source_stride to destination + r * destination_stride.

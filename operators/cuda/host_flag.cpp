@@ -80,63 +80,48 @@ HostFlags::~HostFlags() {
   if (host_ != nullptr && cudaFreeHost(host_) != cudaSuccess) cudaGetLastError();
 }
 
-bool HostFlags::uses_memory_operations() const { return memory_operations().write != nullptr; }
+
+std::uint32_t* HostFlags::flag(int i) const {
+  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  return host_ + i;
+}
 
 void HostFlags::stream_write(cudaStream_t stream, int i, std::uint32_t value) {
-  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
-  const MemoryOperations& operations = memory_operations();
-  if (operations.write != nullptr) {
-    void* device = nullptr;
-    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_ + i, 0));
-    check_driver(operations.write(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device), value,
-                                  CU_STREAM_WRITE_VALUE_DEFAULT),
-                 "cuStreamWriteValue32");
-    return;
-  }
-  HostFunctionFlag* slot = fallback_slot(i, value);
-  SWITCHYARD_CUDA_CHECK(cudaLaunchHostFunc(
-      stream,
-      [](void* argument) {
-        auto* f = static_cast<HostFunctionFlag*>(argument);
-        flag_ref(f->flag).store(f->value, std::memory_order_release);
-      },
-      slot));
+  stream_operation(stream, i, value, /*wait=*/false);
 }
 
 void HostFlags::stream_wait(cudaStream_t stream, int i, std::uint32_t value) {
-  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
+  stream_operation(stream, i, value, /*wait=*/true);
+}
+
+void HostFlags::stream_operation(cudaStream_t stream, int i, std::uint32_t value, bool wait) {
+  std::uint32_t* host = flag(i);
   const MemoryOperations& operations = memory_operations();
-  if (operations.wait != nullptr) {
+  if (operations.write != nullptr) {
     void* device = nullptr;
-    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_ + i, 0));
-    check_driver(operations.wait(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device), value,
-                                 CU_STREAM_WAIT_VALUE_EQ),
-                 "cuStreamWaitValue32");
+    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
+    const auto on = reinterpret_cast<CUstream>(stream);
+    const auto at = reinterpret_cast<CUdeviceptr>(device);
+    if (wait) check_driver(operations.wait(on, at, value, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
+    else check_driver(operations.write(on, at, value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
     return;
   }
-  HostFunctionFlag* slot = fallback_slot(i, value);
-  SWITCHYARD_CUDA_CHECK(cudaLaunchHostFunc(
-      stream,
-      [](void* argument) {
-        auto* f = static_cast<HostFunctionFlag*>(argument);
-        while (flag_ref(f->flag).load(std::memory_order_acquire) != f->value) relax();
-      },
-      slot));
+  const cudaHostFn_t callback = wait ? +[](void* argument) {
+    const auto* f = static_cast<HostFunctionFlag*>(argument);
+    while (flag_ref(f->flag).load(std::memory_order_acquire) != f->value) relax();
+  } : +[](void* argument) {
+    const auto* f = static_cast<HostFunctionFlag*>(argument);
+    flag_ref(f->flag).store(f->value, std::memory_order_release);
+  };
+  SWITCHYARD_CUDA_CHECK(cudaLaunchHostFunc(stream, callback, fallback_slot(i, value)));
 }
 
 void HostFlags::host_write(int i, std::uint32_t value) {
-  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
-  flag_ref(host_ + i).store(value, std::memory_order_release);
-}
-
-std::uint32_t HostFlags::host_read(int i) const {
-  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
-  return flag_ref(host_ + i).load(std::memory_order_acquire);
+  flag_ref(flag(i)).store(value, std::memory_order_release);
 }
 
 void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream, const std::atomic<bool>* launching) const {
-  if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
-  auto flag = flag_ref(host_ + i);
+  auto flag = flag_ref(this->flag(i));
   for (std::uint64_t spin = 1;; ++spin) {
     if (flag.load(std::memory_order_acquire) == value) return;
     relax();

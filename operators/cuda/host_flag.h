@@ -32,9 +32,6 @@ class HostFlags {
   HostFlags(const HostFlags&) = delete;
   HostFlags& operator=(const HostFlags&) = delete;
 
-  int count() const { return count_; }
-  // Whether the stream side uses stream memory operations (false: host-function fallback).
-  bool uses_memory_operations() const;
 
   // Queued on `stream`: flag[i] = value once the work queued before it is done (with a fence, so
   // the host sees that work's writes to mapped or pinned memory first).
@@ -44,7 +41,6 @@ class HostFlags {
 
   // Host side. host_write publishes everything this thread wrote before it (release).
   void host_write(int i, std::uint32_t value);
-  std::uint32_t host_read(int i) const;
   // Spins until flag[i] == value; `stream` is the one that will write it, polled now and then so
   // that a fault or a missing write ends in runtime_error instead of a hang. While *launching is
   // true the write may not be queued yet (a graph about to be launched), so an idle stream is not
@@ -58,6 +54,8 @@ class HostFlags {
     std::uint32_t value;
   };
   HostFunctionFlag* fallback_slot(int i, std::uint32_t value);
+  std::uint32_t* flag(int i) const;  // std::out_of_range for a flag that does not exist
+  void stream_operation(cudaStream_t stream, int i, std::uint32_t value, bool wait);
 
   std::uint32_t* host_ = nullptr;  // mapped pinned memory
   int count_ = 0;
