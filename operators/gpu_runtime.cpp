@@ -171,8 +171,15 @@ void DeviceRuntimes::serve() {
 }
 
 void DeviceRuntimes::synchronize() {
+  {
+    // Asleep while the worker runs the experts: no CUDA call and no polling takes a core from its
+    // team (the jobs need only work already queued on the streams, so this ends).
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return unfinished_ == 0; });
+  }
   for (auto& [index, runtime] : runtimes_) {
-    // Poll rather than block in the driver: with CPU experts the worker's threads need the cores.
+    // Then the streams' tails. Poll rather than block in the driver: a blocking-sync wait holds a
+    // lock that the worker's stream query would wait behind.
     cudaError_t status;
     while ((status = cudaStreamQuery(runtime->stream())) == cudaErrorNotReady)
       std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -12,6 +12,12 @@
 // queue is full (a long eager step, a large graph) cannot stall the experts the GPU waits for.
 // Anything that needs a GPU result on the host calls synchronize(), which waits for the streams
 // and the worker.
+//
+// The worker's OpenMP team should be the only one in the process: libgomp counts the idle pooled
+// threads of every team it has made, and once they outnumber the cores, every team's barriers
+// sleep after ~100 spins, so each of the experts' parallel regions pays futex wake-ups (~35% on
+// the GPU machine). The threads that launch GPU work therefore run no OpenMP regions of their
+// own in a hybrid decode, and the STREAM measurement runs on a thread that ends.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
