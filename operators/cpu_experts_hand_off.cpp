@@ -34,19 +34,29 @@ CpuExpertsHandOff::CpuExpertsHandOff(cuda::DeviceContext& context, int layers, s
 CpuExpertsHandOff::Job CpuExpertsHandOff::submit(int layer, const float* x, const std::int32_t* ids,
                                                  const float* weights, std::int64_t tokens,
                                                  const RoutedExperts& experts, Tracer* tracer) {
-  if (tokens > max_tokens_)
-    throw std::logic_error("CpuExpertsHandOff: " + std::to_string(tokens) + " tokens, buffers for " +
-                           std::to_string(max_tokens_));
+  Job handed = job(layer, tokens, experts, tracer);
   cuda::write_to_host(x, tokens * hidden_, ids, weights, tokens * top_k_, x_device_, ids_device_, weights_device_,
                       context_.stream());
   flags_.stream_write(context_.stream(), 2 * layer, 1);
+  return handed;
+}
+
+cuda::GateHandOff CpuExpertsHandOff::gate_hand_off(int layer, const float* x) {
+  return cuda::GateHandOff{x, hidden_, x_device_, ids_device_, weights_device_, flags_.device_flag(2 * layer)};
+}
+
+CpuExpertsHandOff::Job CpuExpertsHandOff::job(int layer, std::int64_t tokens, const RoutedExperts& experts,
+                                              Tracer* tracer) {
+  if (tokens > max_tokens_)
+    throw std::logic_error("CpuExpertsHandOff: " + std::to_string(tokens) + " tokens, buffers for " +
+                           std::to_string(max_tokens_));
   return Job{this, layer, &experts, tokens, top_k_, tracer};
 }
 
 void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens, const float* add) {
   flags_.stream_wait(context_.stream(), 2 * layer + 1, 1);
-  flags_.stream_write(context_.stream(), 2 * layer + 1, 0);
-  cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream());
+  // The same launch clears done[L] for the next round.
+  cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream(), flags_.device_flag(2 * layer + 1));
 }
 
 void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching) {

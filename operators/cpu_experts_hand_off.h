@@ -6,6 +6,9 @@
 //            ─► wait done[L] ─► clear done[L] ─► read the routed sum back, adding the shared
 //   host:    wait ready[L] ─► clear it ─► routed experts on the worker threads ─► write done[L]
 //
+// For one token (decode) the gate's kernel does the first three steps itself and the read-back
+// kernel clears done[L]: four graph nodes per layer instead of seven.
+//
 // The flags are host-mapped memory written and awaited by stream memory operations
 // (cuda/host_flag.h), so the whole sequence can live in a CUDA graph; the pinned buffers are
 // static and mapped into the device, so one small kernel writes the inputs and one reads the result
@@ -16,6 +19,7 @@
 #include "core/trace.h"
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/host_flag.h"
+#include "operators/cuda/moe_gate.h"
 
 namespace switchyard {
 
@@ -38,6 +42,10 @@ class CpuExpertsHandOff {
   // Stream side (queued on the context's stream). x: [tokens, hidden]; ids, weights: [tokens, top_k].
   Job submit(int layer, const float* x, const std::int32_t* ids, const float* weights, std::int64_t tokens,
              const RoutedExperts& experts, Tracer* tracer);
+  // One token: the stream side of submit() done by the gate's own launch instead (cuda::moe_gate
+  // with this hand-off), and the job it hands over.
+  cuda::GateHandOff gate_hand_off(int layer, const float* x);
+  Job job(int layer, std::int64_t tokens, const RoutedExperts& experts, Tracer* tracer);
   // out: [tokens, hidden], the routed experts' sum once the host has computed it, plus `add`
   // ([tokens, hidden], the shared experts' output) when not null.
   void collect(int layer, float* out, std::int64_t tokens, const float* add);

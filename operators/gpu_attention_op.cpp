@@ -106,6 +106,10 @@ GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self
     w_uk_t_ = gpu_->context().upload(t.data(), t.size(), "the transposed key rows of kv_b_proj" + where);
     gpu_->context().synchronize();
   }
+  // Decode's two projections of x (the queries', or their compression's, and the compressed KV's)
+  // in one launch: their weights stacked, each LinearOp still working on its own rows.
+  LinearOp* first_projections[] = {has_q_lora_ ? &q_a_ : &q_, &kv_a_};
+  stacked_ = LinearOp::stack_on_device(first_projections);
   latent_cache_ = make_cache(*gpu_, max_context_ * latent_, "the latent KV cache" + where);
   rope_cache_ = make_cache(*gpu_, max_context_ * rope_, "the rope key cache" + where);
 }
@@ -156,40 +160,61 @@ void GpuMlaAttention::expand_values(const float* out_latent, std::int64_t tokens
                        tokens * heads_ * latent_, attn, heads_ * v_dim_, v_dim_, static_cast<int>(heads_)});
 }
 
+void GpuMlaAttention::project(const float* x, std::int64_t tokens, float* first, float* ckv) {
+  LinearOp& first_op = has_q_lora_ ? q_a_ : q_;
+  cuda::GemvShape shape;
+  shape.tokens = tokens;
+  shape.in = first_op.in_features();
+  shape.rows = first_op.out_features() + kv_a_.out_features();
+  // One token: the stacked rows' outputs are [first | ckv], the two buffers back to back.
+  if (tokens == 1 && stacked_ != nullptr && ckv == first + first_op.out_features() &&
+      cuda::gemv_supports(shape, first_op.device_dtype(), stacked_, x)) {
+    cuda::gemv(shape, stacked_, first_op.device_dtype(), x, first, gpu_->stream());
+    return;
+  }
+  first_op.forward(x, tokens, first);
+  kv_a_.forward(x, tokens, ckv);
+}
+
 void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
   check_context(position, tokens, max_context_);
   cudaStream_t stream = gpu_->stream();
   const std::int64_t q_head = nope_ + rope_;
-  Scratch q(gpu_, tokens * heads_ * q_head, "MLA queries");
+  const std::int64_t first_width = has_q_lora_ ? q_a_.out_features() : heads_ * q_head;
+  // [tokens, first_width] then [tokens, latent + rope]: the queries (or their compression) and
+  // the compressed KV.
+  Scratch projected(gpu_, tokens * (first_width + latent_ + rope_), "MLA projections");
+  float* ckv = projected.data() + tokens * first_width;
+  project(x, tokens, projected, ckv);
+  Scratch q_lora(gpu_, has_q_lora_ ? tokens * heads_ * q_head : 0, "MLA queries");
+  float* q = projected;
   if (has_q_lora_) {
-    Scratch qa(gpu_, tokens * q_a_.out_features(), "MLA compressed queries");
-    Scratch qa_normed(gpu_, tokens * q_a_.out_features(), "MLA compressed queries");
-    q_a_.forward(x, tokens, qa);
-    q_a_norm_.forward(qa, tokens, qa_normed);
-    q_b_.forward(qa_normed, tokens, q);
-  } else {
-    q_.forward(x, tokens, q);
+    Scratch qa_normed(gpu_, tokens * first_width, "MLA compressed queries");
+    q_a_norm_.forward(projected, tokens, qa_normed);
+    q_b_.forward(qa_normed, tokens, q_lora);
+    q = q_lora;
   }
-  // The compressed KV [tokens, latent + rope]: the normalised latent and the rotated rope key go
-  // to the cache rows of these positions.
-  Scratch ckv(gpu_, tokens * (latent_ + rope_), "MLA compressed KV");
-  kv_a_.forward(x, tokens, ckv);
+  // The normalised latent and the rotated rope key of the new tokens go to the cache rows of
+  // their positions; decode rotates the queries' rope parts into their own buffer in the same launch.
   const auto layout = cpu::RopeLayout::interleaved_to_half_split;  // as the CPU operator, which explains why
   const float* cos = rope_tables_->cos.as<float>();
   const float* sin = rope_tables_->sin.as<float>();
+  Scratch q_rope(gpu_, tokens == 1 ? heads_ * rope_ : 0, "MLA rope queries");
+  const cuda::MlaQueryRope rope_queries =
+      tokens == 1 && rope_ > 0 ? cuda::MlaQueryRope{q + nope_, heads_, heads_ * q_head, q_head, q_rope.data()}
+                               : cuda::MlaQueryRope{};
   cuda::write_mla_caches(ckv, tokens, latent_, rope_, kv_a_norm_.device_weight(), kv_a_norm_.device_dtype(),
                          kv_a_norm_.eps(), cos, sin, layout, gpu_->position(), max_context_, latent_cache_.as<float>(),
-                         rope_cache_.as<float>(), stream);
-  cuda::apply_rope_at(q.data() + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos, sin,
-                      gpu_->position(), layout, stream);
+                         rope_cache_.as<float>(), stream, rope_queries);
+  if (tokens > 1)
+    cuda::apply_rope_at(q + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos, sin,
+                        gpu_->position(), layout, stream);
 
   Scratch attn(gpu_, tokens * heads_ * v_dim_, "MLA attention output");
   if (tokens == 1) {
     // Decode, absorbed: the latent cache is read once per tile of heads, never expanded.
     Scratch q_latent(gpu_, tokens * heads_ * latent_, "MLA absorbed queries");
     absorb_queries(q, tokens, q_latent);
-    Scratch q_rope(gpu_, tokens * heads_ * rope_, "MLA rope queries");
-    cuda::copy_rows(q.data() + nope_, q_head, tokens * heads_, rope_, q_rope, rope_, stream);
     Scratch out_latent(gpu_, tokens * heads_ * latent_, "MLA latent output");
     const std::size_t bytes = cuda::mla_attention_workspace_bytes(tokens, heads_, latent_, max_context_);
     cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");

@@ -24,6 +24,9 @@ class GpuMlaAttention final : public AttentionOp {
   // q_latent[t, h] = q_nope[t, h] W_UK[h]; attn[t, h] = W_UV[h] out_latent[t, h] (batched GEMMs
   // over heads on kv_b_proj's rows).
   void absorb_queries(const float* q, std::int64_t tokens, float* q_latent);
+  // first: [tokens, q_a or q rows]; ckv: [tokens, latent + rope] (one gemv over the stacked
+  // weights when one token's buffers are back to back).
+  void project(const float* x, std::int64_t tokens, float* first, float* ckv);
   void expand_values(const float* out_latent, std::int64_t tokens, float* attn);
 
   GpuRuntime* gpu_;
@@ -38,6 +41,7 @@ class GpuMlaAttention final : public AttentionOp {
   // decode's absorption is then a matrix-vector product over contiguous rows.
   cuda::DeviceBuffer w_uk_t_;
   DType w_uk_t_dtype_ = DType::f32;
+  const void* stacked_ = nullptr;  // [q or q_a rows; kv_a rows], or null (not stackable)
 };
 
 class GpuGqaAttention final : public AttentionOp {

@@ -96,19 +96,25 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   cuda::DeviceBuffer ids = gpu_->context().allocate(static_cast<std::size_t>(tokens * top_k) * sizeof(std::int32_t),
                                                     "routed expert ids");
   Scratch weights(gpu_, tokens * top_k, "routing weights");
+  const Device experts = tokens > 1 ? prefill_experts_ : generate_experts_;
+  CpuExpertsHandOff* hand_off = experts.is_cpu() ? &gpu_->hand_off(layers_, hidden_, top_k) : nullptr;
+  // One token for the CPU experts: the gate's own launch hands it over.
+  const bool gate_hands_off = hand_off != nullptr && tokens == 1;
+  cuda::GateHandOff gate_hand_off;
+  if (gate_hands_off) gate_hand_off = hand_off->gate_hand_off(layer_, x);
   {
     const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
     router_.forward(x, tokens, logits);
-    cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream);
+    cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream,
+                   gate_hands_off ? &gate_hand_off : nullptr);
   }
-  const Device experts = tokens > 1 ? prefill_experts_ : generate_experts_;
   std::unique_ptr<Scratch> shared;
-  if (experts.is_cpu()) {
-    CpuExpertsHandOff& hand_off = gpu_->hand_off(layers_, hidden_, top_k);
+  if (hand_off != nullptr) {
     {
       const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_submit, layer_);
       gpu_->runtimes().enqueue(
-          hand_off.submit(layer_, x, ids.as<std::int32_t>(), weights, tokens, *cpu_experts_, tracer_));
+          gate_hands_off ? hand_off->job(layer_, tokens, *cpu_experts_, tracer_)
+                         : hand_off->submit(layer_, x, ids.as<std::int32_t>(), weights, tokens, *cpu_experts_, tracer_));
     }
     if (shared_) {  // on the GPU while the CPU computes the routed experts
       const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
@@ -116,7 +122,7 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
       shared_->forward(x, tokens, *shared);
     }
     const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
-    hand_off.collect(layer_, out, tokens, shared ? shared->data() : nullptr);
+    hand_off->collect(layer_, out, tokens, shared ? shared->data() : nullptr);
     return;
   } else {
     {

@@ -4,6 +4,7 @@
 #include "operators/device_tensor.h"
 #include "operators/cpu/rms_norm.h"
 #if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/cuda_check.h"
 #include "operators/cuda/elementwise.h"
 #include "operators/cuda/linear.h"
 #include "operators/cuda/rms_norm.h"
@@ -55,9 +56,43 @@ Device LinearOp::device() const {
 }
 
 #if SWITCHYARD_HAVE_CUDA
-const void* LinearOp::device_weight() const { return device_weight_ ? device_weight_->buffer.data() : nullptr; }
+const void* LinearOp::device_weight() const { return device_weight_ ? device_weight_->data() : nullptr; }
 DType LinearOp::device_dtype() const { return device_weight_ ? device_weight_->dtype : weight_.dtype(); }
+
+const void* LinearOp::stack_on_device(std::span<LinearOp* const> ops) {
+  if (ops.empty() || ops.front()->gpu_ == nullptr) return nullptr;
+  const LinearOp& first = *ops.front();
+  std::size_t bytes = 0;
+  for (const LinearOp* op : ops) {
+    if (op->gpu_ != first.gpu_ || op->device_bias_ || !op->device_weight_ || op->device_weight_->view != nullptr ||
+        op->device_weight_->dtype != first.device_weight_->dtype || op->in_features() != first.in_features())
+      return nullptr;
+    bytes += op->device_weight_->buffer.bytes();
+  }
+  auto stacked = std::make_shared<DeviceTensor>();
+  stacked->dtype = first.device_weight_->dtype;
+  stacked->buffer = first.gpu_->context().allocate(bytes, "stacked projection weights");
+  std::size_t offset = 0;
+  for (LinearOp* op : ops) {
+    auto* at = static_cast<char*>(stacked->buffer.data()) + offset;
+    SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(at, op->device_weight_->data(), op->device_weight_->buffer.bytes(),
+                                          cudaMemcpyDeviceToDevice, first.gpu_->stream()));
+    offset += op->device_weight_->buffer.bytes();
+  }
+  first.gpu_->context().synchronize();  // before the separate copies go
+  offset = 0;
+  for (LinearOp* op : ops) {
+    auto view = std::make_shared<DeviceTensor>();
+    view->dtype = stacked->dtype;
+    view->view = static_cast<const char*>(stacked->buffer.data()) + offset;
+    view->owner = stacked;
+    offset += op->device_weight_->buffer.bytes();
+    op->device_weight_ = std::move(view);
+  }
+  return stacked->buffer.data();
+}
 #else
+const void* LinearOp::stack_on_device(std::span<LinearOp* const>) { return nullptr; }
 const void* LinearOp::device_weight() const { return nullptr; }
 DType LinearOp::device_dtype() const { return weight_.dtype(); }
 #endif
@@ -65,7 +100,7 @@ DType LinearOp::device_dtype() const { return weight_.dtype(); }
 void LinearOp::forward(const float* x, std::int64_t tokens, float* y) const {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) {
-    cuda::linear(gpu_->context(), x, tokens, in_features(), device_weight_->buffer.data(), device_weight_->dtype,
+    cuda::linear(gpu_->context(), x, tokens, in_features(), device_weight_->data(), device_weight_->dtype,
                  out_features(), y);
     if (device_bias_)
       cuda::add_bias(y, device_bias_->buffer.as<float>(), tokens, out_features(), gpu_->stream());
@@ -89,7 +124,7 @@ NormOp::NormOp(const BuildContext& context, const Module& norm, float eps, Devic
 }
 
 #if SWITCHYARD_HAVE_CUDA
-const void* NormOp::device_weight() const { return device_weight_ ? device_weight_->buffer.data() : nullptr; }
+const void* NormOp::device_weight() const { return device_weight_ ? device_weight_->data() : nullptr; }
 DType NormOp::device_dtype() const { return device_weight_ ? device_weight_->dtype : weight_.dtype(); }
 #else
 const void* NormOp::device_weight() const { return nullptr; }
@@ -106,7 +141,7 @@ Device NormOp::device() const {
 void NormOp::forward(const float* x, std::int64_t rows, float* out) const {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) {
-    cuda::rms_norm(x, rows, width(), device_weight_->buffer.data(), device_weight_->dtype, eps_, out, gpu_->stream());
+    cuda::rms_norm(x, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out, gpu_->stream());
     return;
   }
 #endif
@@ -116,7 +151,7 @@ void NormOp::forward(const float* x, std::int64_t rows, float* out) const {
 void NormOp::add_and_forward(float* x, const float* delta, std::int64_t rows, float* out) const {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) {
-    cuda::add_rms_norm(x, delta, rows, width(), device_weight_->buffer.data(), device_weight_->dtype, eps_, out,
+    cuda::add_rms_norm(x, delta, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out,
                        gpu_->stream());
     return;
   }

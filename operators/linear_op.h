@@ -4,6 +4,7 @@
 // (bf16 and f32 as stored) and the work is queued on the device's stream. Inputs and outputs live
 // on the op's device: the framework moves activations at module boundaries, an op never does.
 #include <memory>
+#include <span>
 
 #include "operators/build_context.h"
 
@@ -32,6 +33,12 @@ class LinearOp {
   // The GPU copy ([out, in], bf16 or f32), for operators that use the weight other than as x W^T.
   const void* device_weight() const;
   DType device_dtype() const;
+
+  // Puts the GPU copies of `ops` (one GPU, one dtype, one in_features, no biases) in one buffer,
+  // their rows one after another, so that one GEMV launch computes them all; each op keeps
+  // working on its own rows of it. Returns the stacked [sum of out, in] weight, or null (and
+  // changes nothing) when the ops cannot be stacked.
+  static const void* stack_on_device(std::span<LinearOp* const> ops);
 
  private:
   Tensor weight_;             // [out, in] f32 | bf16 | f16

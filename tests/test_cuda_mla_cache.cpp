@@ -1,5 +1,6 @@
-// cuda::write_mla_caches (one launch) against the six launches it replaces (copy_rows, rms_norm,
-// write_cache_rows for the latent; copy_rows, apply_rope_at, write_cache_rows for the rope key):
+// cuda::write_mla_caches (one launch) against the eight launches it replaces (copy_rows, rms_norm,
+// write_cache_rows for the latent; copy_rows, apply_rope_at, write_cache_rows for the rope key;
+// apply_rope_at and copy_rows for the queries' rope parts):
 // bit-identical caches, at a position read from device memory, on fresh random inputs, with rows
 // outside the written ones untouched. Skipped visibly without a GPU.
 #include <doctest/doctest.h>
@@ -23,7 +24,7 @@ namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
 using namespace switchyard::testing;
 
-TEST_CASE("cuda: write_mla_caches equals the six kernels it fuses, bit for bit") {
+TEST_CASE("cuda: write_mla_caches equals the eight kernels it fuses, bit for bit") {
   if (no_gpu()) return;
   cuda::DeviceContext context(0);
   std::mt19937 random(std::random_device{}());
@@ -61,9 +62,21 @@ TEST_CASE("cuda: write_mla_caches equals the six kernels it fuses, bit for bit")
                        plain_rope = up(pattern.data(), static_cast<std::size_t>(max_context * rope) * 4);
     const float eps = 1e-6f;
     cudaStream_t stream = context.stream();
+    // Query heads [tokens, heads, nope + rope]: their rope parts rotated into a compact buffer.
+    const std::int64_t heads = 1 + round * 5, nope = 8 + round, q_head = nope + rope;
+    std::vector<float> q(static_cast<std::size_t>(tokens * heads * q_head));
+    for (float& v : q) v = value(random);
+    cuda::DeviceBuffer q_d = up(q.data(), q.size() * 4);
+    cuda::DeviceBuffer q_rope_fused = context.allocate(static_cast<std::size_t>(tokens * heads * rope) * 4, "t");
     cuda::write_mla_caches(ckv_d.as<float>(), tokens, latent, rope, weight_d.data(), dtype, eps, cos_d.as<float>(),
                            sin_d.as<float>(), layout, position_d.as<std::int32_t>(), max_context,
-                           fused_latent.as<float>(), fused_rope.as<float>(), stream);
+                           fused_latent.as<float>(), fused_rope.as<float>(), stream,
+                           cuda::MlaQueryRope{q_d.as<float>() + nope, heads, heads * q_head, q_head,
+                                              q_rope_fused.as<float>()});
+    cuda::apply_rope_at(q_d.as<float>() + nope, tokens, heads, heads * q_head, q_head, static_cast<int>(rope),
+                        cos_d.as<float>(), sin_d.as<float>(), position_d.as<std::int32_t>(), layout, stream);
+    cuda::DeviceBuffer q_rope_plain = context.allocate(static_cast<std::size_t>(tokens * heads * rope) * 4, "t");
+    cuda::copy_rows(q_d.as<float>() + nope, q_head, tokens * heads, rope, q_rope_plain.as<float>(), rope, stream);
     cuda::DeviceBuffer lat = context.allocate(static_cast<std::size_t>(tokens * latent) * 4, "t"),
                        normed = context.allocate(static_cast<std::size_t>(tokens * latent) * 4, "t"),
                        k = context.allocate(static_cast<std::size_t>(tokens * rope) * 4, "t");
@@ -87,6 +100,10 @@ TEST_CASE("cuda: write_mla_caches equals the six kernels it fuses, bit for bit")
     const std::vector<float> c = down(fused_rope, rope_floats), d = down(plain_rope, rope_floats);
     CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
     CHECK(std::memcmp(c.data(), d.data(), c.size() * 4) == 0);
+    const std::size_t q_rope_floats = static_cast<std::size_t>(tokens * heads * rope);
+    const std::vector<float> e = down(q_rope_fused, q_rope_floats), f = down(q_rope_plain, q_rope_floats);
+    CHECK(std::memcmp(e.data(), f.data(), e.size() * 4) == 0);
+    CHECK(e[0] != q[static_cast<std::size_t>(nope)]);  // rotated (position > 0), not copied
     CHECK(a[0] == 7.25f);                                    // row 0: not written
     CHECK(a[static_cast<std::size_t>(position * latent)] != 7.25f);  // the first new row: written
   }

@@ -64,7 +64,9 @@ __global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const
   }
 }
 
-__global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out) {
+__global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out,
+                                     std::uint32_t* clear_flag) {
+  if (clear_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(clear_flag) = 0;
   SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
 }
 
@@ -107,9 +109,11 @@ void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids
   SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 
-void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream) {
-  if (count <= 0) return;
-  add_from_host_kernel<<<blocks_for(count), kThreads, 0, stream>>>(host, add, count, out);
+void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream,
+                   std::uint32_t* clear_flag) {
+  if (count <= 0 && clear_flag == nullptr) return;
+  add_from_host_kernel<<<blocks_for(std::max<std::int64_t>(count, 1)), kThreads, 0, stream>>>(host, add, count, out,
+                                                                                              clear_flag);
   SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 

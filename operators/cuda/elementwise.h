@@ -24,7 +24,9 @@ void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids
                    std::int64_t count_k, float* host_x, std::int32_t* host_ids, float* host_weights,
                    cudaStream_t stream);
 // out[i] = host[i] (+ add[i] when add is not null), host read uncached (the CPU wrote it since).
-void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream);
+// clear_flag (a device view of a host-mapped flag, or null): set to 0 by the same launch.
+void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream,
+                   std::uint32_t* clear_flag = nullptr);
 
 // DeepSeek MLA with decompressed keys and values (prefill): from kv = kv_b_proj(latent)
 // [context, heads, nope + v_dim] and the shared rope key [context, rope], the per-head keys

@@ -71,6 +71,9 @@ HostFlags::HostFlags(int count) : count_(count) {
   const std::size_t bytes = sizeof(std::uint32_t) * static_cast<std::size_t>(count > 0 ? count : 1);
   check_allocation(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes, cudaHostAllocMapped | cudaHostAllocPortable),
                    -1, bytes, "hand-off flags between the GPU and the CPU experts", __FILE__, __LINE__);
+  void* device = nullptr;
+  SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_, 0));
+  device_ = static_cast<std::uint32_t*>(device);
   for (int i = 0; i < count_; ++i) flag_ref(host_ + i).store(0, std::memory_order_relaxed);
   fallback_.resize(static_cast<std::size_t>(2 * count_));
   for (int i = 0; i < 2 * count_; ++i) fallback_[static_cast<std::size_t>(i)] = {host_ + i / 2, static_cast<std::uint32_t>(i % 2)};
@@ -86,6 +89,8 @@ std::uint32_t* HostFlags::flag(int i) const {
   return host_ + i;
 }
 
+std::uint32_t* HostFlags::device_flag(int i) const { return device_ + (flag(i) - host_); }
+
 void HostFlags::stream_write(cudaStream_t stream, int i, std::uint32_t value) {
   stream_operation(stream, i, value, /*wait=*/false);
 }
@@ -95,13 +100,10 @@ void HostFlags::stream_wait(cudaStream_t stream, int i, std::uint32_t value) {
 }
 
 void HostFlags::stream_operation(cudaStream_t stream, int i, std::uint32_t value, bool wait) {
-  std::uint32_t* host = flag(i);
   const MemoryOperations& operations = memory_operations();
   if (operations.write != nullptr) {
-    void* device = nullptr;
-    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
     const auto on = reinterpret_cast<CUstream>(stream);
-    const auto at = reinterpret_cast<CUdeviceptr>(device);
+    const auto at = reinterpret_cast<CUdeviceptr>(device_flag(i));
     if (wait) check_driver(operations.wait(on, at, value, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
     else check_driver(operations.write(on, at, value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
     return;

@@ -39,6 +39,10 @@ class HostFlags {
   // Queued on `stream`: the work after it starts once flag[i] == value.
   void stream_wait(cudaStream_t stream, int i, std::uint32_t value);
 
+  // The device's view of flag[i], for kernels that set or clear a flag themselves (a kernel that
+  // sets one must first fence its other writes to host memory: __threadfence_system).
+  std::uint32_t* device_flag(int i) const;
+
   // Host side. host_write publishes everything this thread wrote before it (release).
   void host_write(int i, std::uint32_t value);
   // Spins until flag[i] == value; `stream` is the one that will write it, polled now and then so
@@ -58,6 +62,7 @@ class HostFlags {
   void stream_operation(cudaStream_t stream, int i, std::uint32_t value, bool wait);
 
   std::uint32_t* host_ = nullptr;  // mapped pinned memory
+  std::uint32_t* device_ = nullptr;  // its device mapping
   int count_ = 0;
   std::vector<HostFunctionFlag> fallback_;
 };

@@ -1,5 +1,6 @@
 #include "operators/cuda/kv_cache.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -25,14 +26,40 @@ __device__ inline float norm_weight_at(const unsigned short* weight, std::int64_
   return bf16_to_float(weight[i]);
 }
 
-// One block per token: the latent's RMSNorm (as rms_norm_rows), then the rope key's rotation (as
-// rotate_heads for one head).
+// A pair (a, b) of a rope vector rotated by (c, s): transformers' order, (x * cos) + (rotate_half(x)
+// * sin), each product rounded, as rotate_heads does it.
+__device__ inline void rotate_pair(const float* in, float* out, std::int64_t j, std::int64_t half, float c, float s,
+                                   cpu::RopeLayout layout) {
+  const bool pairs_in = layout != cpu::RopeLayout::half_split;
+  const bool pairs_out = layout == cpu::RopeLayout::interleaved;
+  const float a = pairs_in ? in[2 * j] : in[j];
+  const float b = pairs_in ? in[2 * j + 1] : in[j + half];
+  out[pairs_out ? 2 * j : j] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  out[pairs_out ? 2 * j + 1 : j + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
+// grid (tokens, 1 + query blocks). blockIdx.y == 0: the token's caches, the latent's RMSNorm (as
+// rms_norm_rows), then the rope key's rotation (as rotate_heads for one head). blockIdx.y > 0: a
+// group of the token's query heads, rotated into queries.out.
 template <typename W>
 __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, std::int64_t rope, const W* weight,
                                         float eps, const float* cos_table, const float* sin_table,
                                         cpu::RopeLayout layout, const std::int32_t* position,
-                                        std::int64_t max_context, float* latent_cache, float* rope_cache) {
+                                        std::int64_t max_context, float* latent_cache, float* rope_cache,
+                                        MlaQueryRope queries) {
   const std::int64_t t = blockIdx.x;
+  const std::int64_t half = rope / 2;
+  if (blockIdx.y > 0) {
+    const std::int64_t row = std::int64_t{*position} + t;
+    if (row < 0 || row >= max_context || half == 0) return;
+    const std::int64_t heads_per_block = blockDim.x / half;  // as the host computed it
+    const std::int64_t h = (blockIdx.y - 1) * heads_per_block + threadIdx.x / half, j = threadIdx.x % half;
+    if (h >= queries.heads || threadIdx.x / half >= heads_per_block) return;
+    rotate_pair(queries.q + t * queries.token_stride + h * queries.head_stride,
+                queries.out + (t * queries.heads + h) * rope, j, half, cos_table[row * half + j],
+                sin_table[row * half + j], layout);
+    return;
+  }
   const float* in = ckv + t * (latent + rope);
   float sum_squares = 0;
   for (std::int64_t i = threadIdx.x; i < latent; i += blockDim.x) sum_squares += in[i] * in[i];
@@ -44,18 +71,9 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
   float* latent_out = latent_cache + row * latent;
   for (std::int64_t i = threadIdx.x; i < latent; i += blockDim.x)
     latent_out[i] = norm_weight_at(weight, i) * (in[i] * inverse_rms);
-  const float* k = in + latent;
-  float* rope_out = rope_cache + row * rope;
-  const std::int64_t half = rope / 2;
-  const bool pairs_in = layout != cpu::RopeLayout::half_split;
-  const bool pairs_out = layout == cpu::RopeLayout::interleaved;
-  for (std::int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    const float a = pairs_in ? k[2 * j] : k[j];
-    const float b = pairs_in ? k[2 * j + 1] : k[j + half];
-    const float c = cos_table[row * half + j], s = sin_table[row * half + j];
-    rope_out[pairs_out ? 2 * j : j] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    rope_out[pairs_out ? 2 * j + 1 : j + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-  }
+  for (std::int64_t j = threadIdx.x; j < half; j += blockDim.x)
+    rotate_pair(in + latent, rope_cache + row * rope, j, half, cos_table[row * half + j], sin_table[row * half + j],
+                layout);
 }
 
 }  // namespace
@@ -63,7 +81,8 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
 void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
-                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream) {
+                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream,
+                      const MlaQueryRope& queries) {
   if (norm_dtype != DType::f32 && norm_dtype != DType::bf16)
     throw std::invalid_argument("cuda::write_mla_caches: norm weights must be f32 or bf16");
   if (latent < 1 || rope < 0 || rope % 2 != 0 || rope > 1024 || tokens < 0 || tokens > 0x7fffffff ||
@@ -71,19 +90,30 @@ void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent
     throw std::invalid_argument("cuda::write_mla_caches: latent " + std::to_string(latent) + ", rope " +
                                 std::to_string(rope) + ", tokens " + std::to_string(tokens) +
                                 ": latent >= 1, rope even in [0, 1024], a position pointer");
+  if (queries.q != nullptr && (queries.heads < 1 || queries.out == nullptr || queries.token_stride < 0 ||
+                               queries.head_stride < 0))
+    throw std::invalid_argument("cuda::write_mla_caches: query heads " + std::to_string(queries.heads) +
+                                " must be at least 1, with an output and non-negative strides");
   if (tokens == 0 || max_context == 0) return;
   // The block size cuda::rms_norm picks for this width: the same partial sums, the same result.
   const int threads = latent >= 4096 ? 1024 : latent >= 1024 ? 512 : 128;
-  const auto blocks = static_cast<unsigned>(tokens);
+  std::int64_t query_blocks = 0;
+  if (queries.q != nullptr && rope > 0) {
+    const std::int64_t heads_per_block = std::max<std::int64_t>(1, threads / (rope / 2));
+    if (rope / 2 > threads) throw std::invalid_argument("cuda::write_mla_caches: query rope wider than a block");
+    query_blocks = (queries.heads + heads_per_block - 1) / heads_per_block;
+  }
+  if (query_blocks >= 65535) throw std::invalid_argument("cuda::write_mla_caches: too many query heads");
+  const dim3 blocks(static_cast<unsigned>(tokens), static_cast<unsigned>(1 + query_blocks));
   if (norm_dtype == DType::f32)
     write_mla_caches_kernel<<<blocks, threads, 0, stream>>>(ckv, latent, rope, static_cast<const float*>(norm_weight),
                                                             eps, cos_table, sin_table, layout, position, max_context,
-                                                            latent_cache, rope_cache);
+                                                            latent_cache, rope_cache, queries);
   else
     write_mla_caches_kernel<<<blocks, threads, 0, stream>>>(ckv, latent, rope,
                                                             static_cast<const unsigned short*>(norm_weight), eps,
                                                             cos_table, sin_table, layout, position, max_context,
-                                                            latent_cache, rope_cache);
+                                                            latent_cache, rope_cache, queries);
   SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 

@@ -28,9 +28,21 @@ void write_cache_rows(float* cache, std::int64_t width, const float* source, std
 // is rotated by the table rows *position + t exactly as apply_rope_at; they land in rows
 // [*position, *position + tokens) of latent_cache [max_context, latent] and rope_cache
 // [max_context, rope]. rope must be even and at most 1024. Queued on `stream`.
+//
+// `queries` (optional, when q is set): the new tokens' query rope parts in the same launch, head h
+// of token t at q + t * token_stride + h * head_stride (rope floats, not yet rotated), rotated by
+// the same table rows exactly as apply_rope_at would and written to out [tokens, heads, rope]; q
+// itself is left as it is. (Decode: what apply_rope_at on q and copy_rows to the attention's
+// rope queries do in two more launches.)
+struct MlaQueryRope {
+  const float* q = nullptr;
+  std::int64_t heads = 0, token_stride = 0, head_stride = 0;
+  float* out = nullptr;
+};
 void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
-                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream);
+                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream,
+                      const MlaQueryRope& queries = {});
 
 }  // namespace switchyard::cuda

@@ -28,9 +28,11 @@ __device__ float group_score(const MoeGateConfig& c, const float* choice, int si
 }
 
 // One block per token, thread e for expert e (blockDim.x: n_experts rounded up to a warp).
-__global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t* expert_ids, float* weights) {
+__global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t* expert_ids, float* weights,
+                             GateHandOff hand_off) {
   __shared__ float scores[kMaxGateExperts], choice[kMaxGateExperts], group_scores[kMaxGateExperts];
   __shared__ float chosen_weights[kMaxGateExperts];
+  __shared__ std::int32_t chosen_ids[kMaxGateExperts];
   __shared__ bool kept[kMaxGateExperts];
   const int n = c.n_experts, k = c.top_k, e = threadIdx.x;
   const bool expert = e < n;
@@ -77,6 +79,7 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
     for (int i = 0; i < n; ++i) rank += choice[i] > mine || (choice[i] == mine && i < e);
     if (rank < k) {
       expert_ids[blockIdx.x * std::int64_t{k} + rank] = e;
+      chosen_ids[rank] = e;
       chosen_weights[rank] = c.weights_from_scores ? scores[e] : mine;
     }
   }
@@ -97,14 +100,36 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
       if (c.normalize) value /= denominator;
       if (scale) value *= c.routed_scaling_factor;
       w[i] = value;
+      chosen_weights[i] = value;
     }
   }
+  if (hand_off.ready == nullptr) return;
+
+  // 7. The hand-off to the CPU experts (one token): x, ids, weights to host memory, each thread
+  // fencing its own writes, then the flag.
+  __syncthreads();
+  for (int i = e; i < k; i += blockDim.x) {
+    hand_off.ids_host[i] = chosen_ids[i];
+    hand_off.weights_host[i] = chosen_weights[i];
+  }
+  const float* __restrict__ x = hand_off.x;
+  float* __restrict__ x_host = hand_off.x_host;
+  const std::int64_t stride = blockDim.x;
+  std::int64_t i = e;
+  for (; i + 3 * stride < hand_off.hidden; i += 4 * stride) {  // four loads in flight per thread
+    const float a = x[i], b = x[i + stride], d = x[i + 2 * stride], f = x[i + 3 * stride];
+    x_host[i] = a, x_host[i + stride] = b, x_host[i + 2 * stride] = d, x_host[i + 3 * stride] = f;
+  }
+  for (; i < hand_off.hidden; i += stride) x_host[i] = x[i];
+  __threadfence_system();
+  __syncthreads();
+  if (e == 0) *reinterpret_cast<volatile std::uint32_t*>(hand_off.ready) = 1;
 }
 
 }  // namespace
 
 void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
-              float* weights, cudaStream_t stream) {
+              float* weights, cudaStream_t stream, const GateHandOff* hand_off) {
   // The CPU kernel's checks: with no tokens it validates the config and touches nothing else.
   cpu::moe_gate(config, nullptr, 0, nullptr, nullptr);
   if (config.n_experts > kMaxGateExperts)
@@ -112,8 +137,14 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
                                 std::to_string(kMaxGateExperts) + " are supported");
   if (tokens <= 0) return;
   if (tokens > 0x7fffffff) throw std::invalid_argument("cuda::moe_gate: more than 2^31 - 1 tokens");
+  if (hand_off != nullptr &&
+      (tokens != 1 || hand_off->ready == nullptr || hand_off->x == nullptr || hand_off->x_host == nullptr ||
+       hand_off->ids_host == nullptr || hand_off->weights_host == nullptr || hand_off->hidden < 0))
+    throw std::invalid_argument("cuda::moe_gate: a hand-off takes one token (" + std::to_string(tokens) +
+                                " given) and every buffer");
   const int threads = (config.n_experts + 31) / 32 * 32;
-  route_tokens<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(config, logits, expert_ids, weights);
+  route_tokens<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(config, logits, expert_ids, weights,
+                                                                       hand_off != nullptr ? *hand_off : GateHandOff{});
   SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,7 +20,20 @@ constexpr int kMaxGateExperts = 512;
 // weights: [tokens, top_k] f32. config.score_correction_bias, when set, must point to DEVICE
 // memory ([n_experts] f32): on the GPU the bias is a weight like any other. Queued on `stream`.
 // Throws std::invalid_argument for a config the CPU kernel refuses, or n_experts > 512.
+//
+// hand_off (one token only, else std::invalid_argument): the same launch then hands the token to
+// CPU experts: x [hidden] f32, its ids and weights are copied to host-mapped memory (device
+// views), and after a system-wide fence the host-mapped flag `ready` is set to 1, which is what
+// write_to_host and a stream write of the flag do in two more operations.
+struct GateHandOff {
+  const float* x = nullptr;
+  std::int64_t hidden = 0;
+  float* x_host = nullptr;
+  std::int32_t* ids_host = nullptr;
+  float* weights_host = nullptr;
+  std::uint32_t* ready = nullptr;
+};
 void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
-              float* weights, cudaStream_t stream);
+              float* weights, cudaStream_t stream, const GateHandOff* hand_off = nullptr);
 
 }  // namespace switchyard::cuda
