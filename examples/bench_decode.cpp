@@ -70,8 +70,9 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
 int DecodeBenchOptions::run() const {
   if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
   CheckOptions options = model.to_check_options();
-  if (options.budget.max_context < prompt_tokens + decode_tokens + profile_tokens + 4)
-    options.budget.max_context = prompt_tokens + decode_tokens + profile_tokens + 4;
+  // The prompt, the timed steps twice (with and without the CPU experts' work), the profiled ones.
+  const std::int64_t needed_context = prompt_tokens + 2 * (decode_tokens + 2) + profile_tokens + 4;
+  if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;
   const CheckResult check = run_check(options);
   for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
   if (check.diagnostics.has_errors()) return 1;
@@ -148,6 +149,23 @@ int DecodeBenchOptions::run() const {
     std::printf("  GPU: weights read %s / HBM %.0f GB/s = %.3f ms%s\n",
                 format_bytes(static_cast<std::uint64_t>(gpu_bytes)).c_str(), hbm / 1e9, gpu_roofline * 1e3,
                 cpu_roofline > 0 ? "" : (" -> decode at " + std::to_string(decode_seconds / gpu_roofline).substr(0, 5) + "x").c_str());
+
+  // The GPU side alone: the same steps with the CPU experts' work skipped (their hand-offs kept).
+  const auto layers = static_cast<double>(check.tree->num_layers());
+  if (traffic.cpu_bytes > 0) {
+    lm.skip_cpu_expert_work(true);
+    for (int i = 0; i < 2; ++i) lm.forward(std::span(&next, 1), position++);
+    start = Clock::now();
+    for (int i = 0; i < decode_tokens; ++i) lm.forward(std::span(&next, 1), position++);
+    const double gpu_side = seconds_since(start) / decode_tokens;
+    lm.skip_cpu_expert_work(false);
+    std::printf("GPU side alone (CPU experts' work skipped, hand-offs kept): %.3f ms/token, %.1f us per layer "
+                "(target <= 50)\n",
+                gpu_side * 1e3, gpu_side * 1e6 / layers);
+  } else {
+    std::printf("GPU time per layer: %.1f us (the whole step / %d layers)\n", decode_seconds * 1e6 / layers,
+                static_cast<int>(layers));
+  }
 
   if (profile_tokens > 0) {
     tracer.set_profiling(true);

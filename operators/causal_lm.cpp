@@ -173,6 +173,14 @@ std::size_t CausalLM::kv_cache_bytes() const {
   return total;
 }
 
+void CausalLM::skip_cpu_expert_work(bool skip) {
+#if SWITCHYARD_HAVE_CUDA
+  if (runtimes_) runtimes_->skip_expert_work(skip);
+#else
+  (void)skip;
+#endif
+}
+
 std::optional<Device> CausalLM::graph_device() const {
 #if SWITCHYARD_HAVE_CUDA
   if (graph_gpu_ != nullptr) return graph_gpu_->where();

@@ -64,6 +64,10 @@ class CausalLM {
   std::size_t kv_cache_bytes() const;
   // The GPU whose decode steps are CUDA graphs, if any.
   std::optional<Device> graph_device() const;
+  // Benchmarks: with skip, the CPU experts' hand-offs go on as usual but their work is not done
+  // (the GPU reads back whatever the buffers hold), which times the GPU side of a hybrid step
+  // alone. The logits are then meaningless.
+  void skip_cpu_expert_work(bool skip);
   // "cuda:0 (attention, shared experts, ...)"-style summary of where the layers run.
   std::string placement_summary() const;
 

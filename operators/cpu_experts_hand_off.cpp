@@ -59,10 +59,10 @@ void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens, cons
   cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream(), flags_.device_flag(2 * layer + 1));
 }
 
-void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching) {
+void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching, bool compute) {
   flags_.host_wait(2 * job.layer, 1, context_.stream(), launching);
   flags_.host_write(2 * job.layer, 0);
-  {
+  if (compute) {
     const Tracer::Scope scope(job.tracer, Region::routed_experts, job.layer);
     job.experts->forward(x_.as<float>(), job.tokens, ids_.as<std::int32_t>(), weights_.as<float>(), job.top_k,
                          out_.as<float>());

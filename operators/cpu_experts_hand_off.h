@@ -52,7 +52,8 @@ class CpuExpertsHandOff {
 
   // Host side: waits for the stream's input, computes, hands the result back. `launching`: see
   // HostFlags::host_wait.
-  void run(const Job& job, const std::atomic<bool>* launching = nullptr);
+  // compute false: hand the stream back what the output buffer holds (benchmarks).
+  void run(const Job& job, const std::atomic<bool>* launching = nullptr, bool compute = true);
   // Lets the stream past this job without computing it (after an error elsewhere), so that no
   // stream waits forever.
   void release(const Job& job);

@@ -143,7 +143,7 @@ void DeviceRuntimes::work() {
     try {
       // After an error the streams still wait for every job: let them through.
       if (failed) job.hand_off->release(job);
-      else job.hand_off->run(job, &launching_);
+      else job.hand_off->run(job, &launching_, !skip_expert_work_.load(std::memory_order_relaxed));
     } catch (...) {
       job.hand_off->release(job);
       const std::lock_guard lock(mutex_);

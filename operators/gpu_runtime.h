@@ -114,6 +114,8 @@ class DeviceRuntimes {
   // take the idle stream for one that will never write its flags.
   void set_launching(bool launching) { launching_.store(launching, std::memory_order_release); }
   std::vector<CpuExpertsHandOff::Job> end_capture();
+  // Benchmarks: the worker still takes every hand-off but skips the experts' work.
+  void skip_expert_work(bool skip) { skip_expert_work_.store(skip, std::memory_order_relaxed); }
   // Waits until the worker has run every job queued so far; rethrows a job's error.
   void serve();
   // Waits for every stream and for the worker.
@@ -135,6 +137,7 @@ class DeviceRuntimes {
   std::exception_ptr error_;
   bool stopping_ = false;
   std::atomic<bool> launching_{false};
+  std::atomic<bool> skip_expert_work_{false};
   std::thread worker_;
 };
 

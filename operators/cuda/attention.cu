@@ -11,6 +11,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -215,6 +216,7 @@ __device__ void load_query_rows(const AttentionArgs& a, float* q_tile, std::int6
 // over the block.
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads, 2) attend_split(const AttentionArgs a) {
+  begin_after_previous_grid();
   extern __shared__ float4 shared_words[];
   float* shared = reinterpret_cast<float*>(shared_words);
   const SharedLayout layout = shared_layout(a, a.tile_rows);
@@ -392,6 +394,7 @@ __global__ void __launch_bounds__(kMaxSplits)
     combine_splits(const float* partial_acc, const float* partial_max, const float* partial_sum, std::int64_t tokens,
                    std::int64_t heads, int v_dim, const std::int32_t* position, std::int64_t max_context, int splits,
                    float* out) {
+  begin_after_previous_grid();
   __shared__ float weights[kMaxSplits];
   const std::int64_t rows = tokens * heads, row = blockIdx.x, token = row / heads;
   const std::int64_t first = *position;
@@ -536,13 +539,10 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
     opted_in.store(true, std::memory_order_release);
   }
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(kv_heads), static_cast<unsigned>(a.splits));
-  kernel<<<grid, kThreads, shared_bytes, stream>>>(a);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, grid, kThreads, shared_bytes, stream, a);
   if (a.splits > 1) {
-    combine_splits<<<static_cast<unsigned>(a.tokens * a.heads), kMaxSplits, 0, stream>>>(
-        a.partial_acc, a.partial_max, a.partial_sum, a.tokens, a.heads, a.v_dim, a.position, a.max_context, a.splits,
-        a.out);
-    SWITCHYARD_CUDA_CHECK_LAUNCH();
+    launch_kernel(combine_splits, static_cast<unsigned>(a.tokens * a.heads), kMaxSplits, 0, stream, a.partial_acc,
+                  a.partial_max, a.partial_sum, a.tokens, a.heads, a.v_dim, a.position, a.max_context, a.splits, a.out);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -21,15 +22,18 @@ unsigned blocks_for(std::int64_t count) {
        i += std::int64_t{gridDim.x} * blockDim.x)
 
 __global__ void add_in_place_kernel(float* y, const float* x, std::int64_t count) {
+  begin_after_previous_grid();
   SWITCHYARD_FOR_EACH(i, count) y[i] += x[i];
 }
 
 __global__ void add_bias_kernel(float* y, const float* bias, std::int64_t count, std::int64_t cols) {
+  begin_after_previous_grid();
   SWITCHYARD_FOR_EACH(i, count) y[i] += bias[i % cols];
 }
 
 __global__ void copy_rows_kernel(const float* source, std::int64_t source_stride, std::int64_t width,
                                  std::int64_t count, float* destination, std::int64_t destination_stride) {
+  begin_after_previous_grid();
   SWITCHYARD_FOR_EACH(i, count) {
     const std::int64_t r = i / width, c = i % width;
     destination[r * destination_stride + c] = source[r * source_stride + c];
@@ -37,12 +41,14 @@ __global__ void copy_rows_kernel(const float* source, std::int64_t source_stride
 }
 
 __global__ void round_to_bf16_kernel(const float* x, std::int64_t count, __nv_bfloat16* out) {
+  begin_after_previous_grid();
   SWITCHYARD_FOR_EACH(i, count) out[i] = __float2bfloat16_rn(x[i]);
 }
 
 __global__ void assemble_mla_kernel(const float* kv, const float* rope_keys, std::int64_t heads, std::int64_t nope,
                                     std::int64_t rope, std::int64_t v_dim, std::int64_t count, float* keys,
                                     float* values) {
+  begin_after_previous_grid();
   const std::int64_t kv_width = nope + v_dim, k_width = nope + rope;
   const std::int64_t row_width = k_width + v_dim;  // one (position, head): its key then its value
   SWITCHYARD_FOR_EACH(i, count) {
@@ -57,6 +63,7 @@ __global__ void assemble_mla_kernel(const float* kv, const float* rope_keys, std
 __global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const std::int32_t* ids,
                                      const float* weights, std::int64_t count_k, float* host_x,
                                      std::int32_t* host_ids, float* host_weights) {
+  begin_after_previous_grid();
   SWITCHYARD_FOR_EACH(i, count_x) host_x[i] = x[i];
   SWITCHYARD_FOR_EACH(i, count_k) {
     host_ids[i] = ids[i];
@@ -66,6 +73,7 @@ __global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const
 
 __global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out,
                                      std::uint32_t* clear_flag) {
+  begin_after_previous_grid();
   if (clear_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(clear_flag) = 0;
   SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
 }
@@ -76,45 +84,40 @@ __global__ void add_from_host_kernel(const float* host, const float* add, std::i
 
 void add_in_place(float* y, const float* x, std::int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  add_in_place_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, x, count);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(add_in_place_kernel, blocks_for(count), kThreads, 0, stream, y, x, count);
 }
 
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  add_bias_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, bias, rows * cols, cols);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(add_bias_kernel, blocks_for(rows * cols), kThreads, 0, stream, y, bias, rows * cols, cols);
 }
 
 void copy_rows(const float* source, std::int64_t source_stride, std::int64_t rows, std::int64_t width,
                float* destination, std::int64_t destination_stride, cudaStream_t stream) {
   if (rows <= 0 || width <= 0) return;
-  copy_rows_kernel<<<blocks_for(rows * width), kThreads, 0, stream>>>(source, source_stride, width, rows * width,
-                                                                       destination, destination_stride);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(copy_rows_kernel, blocks_for(rows * width), kThreads, 0, stream, source, source_stride, width,
+                rows * width, destination, destination_stride);
 }
 
 void round_to_bf16(const float* x, std::int64_t count, std::uint16_t* out, cudaStream_t stream) {
   if (count <= 0) return;
-  round_to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, reinterpret_cast<__nv_bfloat16*>(out));
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(round_to_bf16_kernel, blocks_for(count), kThreads, 0, stream, x, count,
+                reinterpret_cast<__nv_bfloat16*>(out));
 }
 
 void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids, const float* weights,
                    std::int64_t count_k, float* host_x, std::int32_t* host_ids, float* host_weights,
                    cudaStream_t stream) {
   if (count_x <= 0 && count_k <= 0) return;
-  write_to_host_kernel<<<blocks_for(std::max(count_x, count_k)), kThreads, 0, stream>>>(
-      x, count_x, ids, weights, count_k, host_x, host_ids, host_weights);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(write_to_host_kernel, blocks_for(std::max(count_x, count_k)), kThreads, 0, stream, x, count_x, ids,
+                weights, count_k, host_x, host_ids, host_weights);
 }
 
 void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream,
                    std::uint32_t* clear_flag) {
   if (count <= 0 && clear_flag == nullptr) return;
-  add_from_host_kernel<<<blocks_for(std::max<std::int64_t>(count, 1)), kThreads, 0, stream>>>(host, add, count, out,
-                                                                                              clear_flag);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(add_from_host_kernel, blocks_for(std::max<std::int64_t>(count, 1)), kThreads, 0, stream, host, add,
+                count, out, clear_flag);
 }
 
 void assemble_mla_keys_values(const float* kv, const float* rope_keys, std::int64_t context, std::int64_t heads,
@@ -122,9 +125,8 @@ void assemble_mla_keys_values(const float* kv, const float* rope_keys, std::int6
                               cudaStream_t stream) {
   const std::int64_t count = context * heads * (nope + rope + v_dim);
   if (count <= 0) return;
-  assemble_mla_kernel<<<blocks_for(count), kThreads, 0, stream>>>(kv, rope_keys, heads, nope, rope, v_dim, count,
-                                                                  keys, values);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(assemble_mla_kernel, blocks_for(count), kThreads, 0, stream, kv, rope_keys, heads, nope, rope, v_dim,
+                count, keys, values);
 }
 
 }  // namespace switchyard::cuda

@@ -7,6 +7,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -23,6 +24,7 @@ __device__ inline float widen_at(const unsigned short* table, std::int64_t i) {
 template <DType kDType, typename T>
 __global__ void gather_rows(const std::int32_t* ids, const T* table, std::int64_t vocab, std::int64_t hidden,
                             float* out) {
+  begin_after_previous_grid();
   const std::int32_t id = ids[blockIdx.x];
   float* row = out + blockIdx.x * hidden;
   if (id < 0 || id >= vocab) {
@@ -51,19 +53,18 @@ void embedding(const std::int32_t* ids, std::int64_t tokens, const void* table, 
   const int threads = hidden >= 2048 ? 512 : 128;
   switch (table_dtype) {
     case DType::f32:
-      gather_rows<DType::f32><<<blocks, threads, 0, stream>>>(ids, static_cast<const float*>(table), vocab, hidden,
-                                                              out);
+      launch_kernel(gather_rows<DType::f32, float>, blocks, threads, 0, stream, ids, static_cast<const float*>(table),
+                    vocab, hidden, out);
       break;
     case DType::bf16:
-      gather_rows<DType::bf16><<<blocks, threads, 0, stream>>>(ids, static_cast<const unsigned short*>(table), vocab,
-                                                               hidden, out);
+      launch_kernel(gather_rows<DType::bf16, unsigned short>, blocks, threads, 0, stream, ids,
+                    static_cast<const unsigned short*>(table), vocab, hidden, out);
       break;
     default:
-      gather_rows<DType::f16><<<blocks, threads, 0, stream>>>(ids, static_cast<const unsigned short*>(table), vocab,
-                                                              hidden, out);
+      launch_kernel(gather_rows<DType::f16, unsigned short>, blocks, threads, 0, stream, ids,
+                    static_cast<const unsigned short*>(table), vocab, hidden, out);
       break;
   }
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace switchyard::cuda

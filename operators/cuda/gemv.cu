@@ -6,6 +6,7 @@
 #include <string>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -27,40 +28,94 @@ __device__ inline void widen(const uint4& packed, float (&w)[8]) {
   }
 }
 
+// 8 weights of a row at element k: loaded raw into registers, widened to f32 when used.
+template <typename W>
+struct WeightChunk;
+template <>
+struct WeightChunk<__nv_bfloat16> {
+  uint4 raw;
+  __device__ void load(const __nv_bfloat16* row, std::int64_t k) { raw = __ldg(reinterpret_cast<const uint4*>(row + k)); }
+  __device__ void to_f32(float (&w)[8]) const { widen(raw, w); }
+};
+template <>
+struct WeightChunk<float> {
+  float4 a, b;
+  __device__ void load(const float* row, std::int64_t k) {
+    a = __ldg(reinterpret_cast<const float4*>(row + k));
+    b = __ldg(reinterpret_cast<const float4*>(row + k + 4));
+  }
+  __device__ void to_f32(float (&w)[8]) const {
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  }
+};
+
 // 8 weights at element k of the row, as f32.
 template <typename W>
-__device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]);
-template <>
-__device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* row, std::int64_t k, float (&w)[8]) {
-  widen(__ldg(reinterpret_cast<const uint4*>(row + k)), w);
+__device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]) {
+  WeightChunk<W> chunk;
+  chunk.load(row, k);
+  chunk.to_f32(w);
 }
-template <>
-__device__ inline void load8<float>(const float* row, std::int64_t k, float (&w)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(row + k));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(row + k + 4));
-  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+
+// Chunks a lane loads before waiting for the previous kernel (cuda/launch.cuh): the weights are
+// constant, so the first chunks of each row stream in while the kernel that produces x still
+// runs; the rest of the row loads after. 16 registers of staged weights per row, for one token
+// (decode); more tokens stage none. The launch bounds keep one token's kernels at 4 (gemv) or 3
+// (SwiGLU) blocks per SM without spilling.
+template <typename W>
+__host__ __device__ constexpr int staged_chunks(int rows, int tokens) {
+  return tokens > 1 ? 0 : 16 / rows / static_cast<int>(sizeof(WeightChunk<W>) / 4);
+}
+constexpr std::int64_t kChunkStride = 32 * 8;  // elements between a lane's chunks
+
+// acc[t] += w . x_t[k, k + 8)
+template <int T>
+__device__ inline void accumulate(const float (&w)[8], const float* x, std::int64_t token_stride, std::int64_t k,
+                                  float (&acc)[T]) {
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const float4 a = *reinterpret_cast<const float4*>(x + t * token_stride + k);
+    const float4 b = *reinterpret_cast<const float4*>(x + t * token_stride + k + 4);
+    acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+  }
 }
 
 template <typename W, int T>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Rows s, const W* weight, const float* x, float* y) {
+__global__ void __launch_bounds__(kWarps * 32, T == 1 ? 4 : 2) gemv_kernel(Rows s, const W* weight, const float* x, float* y) {
+  constexpr int kStagedChunks = staged_chunks<W>(1, T);
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
   if (r >= s.rows) return;
   const std::int64_t g = r / s.rows_per_group, j = r % s.rows_per_group;
   const W* row = weight + g * s.weight_group_stride + s.weight_row_offset + j * s.in;
+  WeightChunk<W> staged[kStagedChunks > 0 ? kStagedChunks : 1];
+#pragma unroll
+  for (int u = 0; u < kStagedChunks; ++u) {
+    const std::int64_t k = lane * 8 + u * kChunkStride;
+    if (k < s.in) staged[u].load(row, k);
+  }
+  begin_after_previous_grid();
   const float* xg = x + g * s.x_group_stride;
   float acc[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) acc[t] = 0.0f;
+  float w[8];
+#pragma unroll
+  for (int u = 0; u < kStagedChunks; ++u) {
+    const std::int64_t k = lane * 8 + u * kChunkStride;
+    if (k >= s.in) break;
+    staged[u].to_f32(w);
+    accumulate(w, xg, s.x_token_stride, k, acc);
+  }
 #pragma unroll 2
-  for (std::int64_t k = std::int64_t{lane} * 8; k < s.in; k += 32 * 8) {
-    float w[8];
-    load8(row, k, w);
+  for (std::int64_t k = lane * 8 + kStagedChunks * kChunkStride; k < s.in; k += kChunkStride) {
+    float v[8];
+    load8(row, k, v);
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       const float4 a = *reinterpret_cast<const float4*>(xg + t * s.x_token_stride + k);
       const float4 b = *reinterpret_cast<const float4*>(xg + t * s.x_token_stride + k + 4);
-      acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+      acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
     }
   }
 #pragma unroll
@@ -72,20 +127,41 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Rows s, const W* weig
   }
 }
 
-// Warp per row j: both dot products, then silu(g) * u as silu_and_mul computes it.
+// Warp per row j: both dot products, then silu(g) * u as silu_and_mul computes it. The first
+// chunks of both rows load before the wait, as in gemv_kernel.
 template <typename W, int T>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : 2)
     swiglu_kernel(std::int64_t in, std::int64_t rows, const W* gate, const W* up, const float* x, float* h) {
+  constexpr int kStagedChunks = staged_chunks<W>(2, T);
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
   if (r >= rows) return;
   const W* gate_row = gate + r * in;
   const W* up_row = up + r * in;
+  WeightChunk<W> staged_gate[kStagedChunks > 0 ? kStagedChunks : 1], staged_up[kStagedChunks > 0 ? kStagedChunks : 1];
+#pragma unroll
+  for (int u = 0; u < kStagedChunks; ++u) {
+    const std::int64_t k = lane * 8 + u * kChunkStride;
+    if (k < in) {
+      staged_gate[u].load(gate_row, k);
+      staged_up[u].load(up_row, k);
+    }
+  }
+  begin_after_previous_grid();
   float g_acc[T], u_acc[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) g_acc[t] = u_acc[t] = 0.0f;
-  for (std::int64_t k = std::int64_t{lane} * 8; k < in; k += 32 * 8) {
-    float wg[8], wu[8];
+  float wg[8], wu[8];
+#pragma unroll
+  for (int u = 0; u < kStagedChunks; ++u) {
+    const std::int64_t k = lane * 8 + u * kChunkStride;
+    if (k >= in) break;
+    staged_gate[u].to_f32(wg);
+    staged_up[u].to_f32(wu);
+    accumulate(wg, x, in, k, g_acc);
+    accumulate(wu, x, in, k, u_acc);
+  }
+  for (std::int64_t k = lane * 8 + kStagedChunks * kChunkStride; k < in; k += kChunkStride) {
     load8(gate_row, k, wg);
     load8(up_row, k, wu);
 #pragma unroll
@@ -118,7 +194,7 @@ void launch_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, cons
   const auto* u = static_cast<const W*>(up);
   switch (tokens) {
 #define SWITCHYARD_SWIGLU_CASE(T) \
-  case T: swiglu_kernel<W, T><<<blocks, kWarps * 32, 0, stream>>>(in, rows, g, u, x, h); break;
+  case T: launch_kernel(swiglu_kernel<W, T>, blocks, kWarps * 32, 0, stream, in, rows, g, u, x, h); break;
     SWITCHYARD_SWIGLU_CASE(1)
     SWITCHYARD_SWIGLU_CASE(2)
     SWITCHYARD_SWIGLU_CASE(3)
@@ -130,7 +206,6 @@ void launch_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, cons
 #undef SWITCHYARD_SWIGLU_CASE
     default: throw std::invalid_argument("cuda::gemv_swiglu: tokens " + std::to_string(tokens));
   }
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 
 template <typename W>
@@ -139,7 +214,7 @@ void launch(const Rows& s, std::int64_t tokens, const void* weight, const float*
   const auto* w = static_cast<const W*>(weight);
   switch (tokens) {
 #define SWITCHYARD_GEMV_CASE(T) \
-  case T: gemv_kernel<W, T><<<blocks, kWarps * 32, 0, stream>>>(s, w, x, y); break;
+  case T: launch_kernel(gemv_kernel<W, T>, blocks, kWarps * 32, 0, stream, s, w, x, y); break;
     SWITCHYARD_GEMV_CASE(1)
     SWITCHYARD_GEMV_CASE(2)
     SWITCHYARD_GEMV_CASE(3)
@@ -151,7 +226,6 @@ void launch(const Rows& s, std::int64_t tokens, const void* weight, const float*
 #undef SWITCHYARD_GEMV_CASE
     default: throw std::invalid_argument("cuda::gemv: tokens " + std::to_string(tokens));
   }
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
 }
 
 Rows rows_of(const GemvShape& shape) {

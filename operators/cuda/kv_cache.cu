@@ -6,6 +6,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -13,6 +14,7 @@ namespace {
 // One block per token row.
 __global__ void copy_rows_at(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,
                              const std::int32_t* position, std::int64_t max_context) {
+  begin_after_previous_grid();
   const std::int64_t t = blockIdx.x;
   const std::int64_t row = std::int64_t{*position} + t;
   if (row < 0 || row >= max_context) return;
@@ -47,6 +49,7 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
                                         cpu::RopeLayout layout, const std::int32_t* position,
                                         std::int64_t max_context, float* latent_cache, float* rope_cache,
                                         MlaQueryRope queries) {
+  begin_after_previous_grid();
   const std::int64_t t = blockIdx.x;
   const std::int64_t half = rope / 2;
   if (blockIdx.y > 0) {
@@ -106,15 +109,13 @@ void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent
   if (query_blocks >= 65535) throw std::invalid_argument("cuda::write_mla_caches: too many query heads");
   const dim3 blocks(static_cast<unsigned>(tokens), static_cast<unsigned>(1 + query_blocks));
   if (norm_dtype == DType::f32)
-    write_mla_caches_kernel<<<blocks, threads, 0, stream>>>(ckv, latent, rope, static_cast<const float*>(norm_weight),
-                                                            eps, cos_table, sin_table, layout, position, max_context,
-                                                            latent_cache, rope_cache, queries);
+    launch_kernel(write_mla_caches_kernel<float>, blocks, threads, 0, stream, ckv, latent, rope,
+                  static_cast<const float*>(norm_weight), eps, cos_table, sin_table, layout, position, max_context,
+                  latent_cache, rope_cache, queries);
   else
-    write_mla_caches_kernel<<<blocks, threads, 0, stream>>>(ckv, latent, rope,
-                                                            static_cast<const unsigned short*>(norm_weight), eps,
-                                                            cos_table, sin_table, layout, position, max_context,
-                                                            latent_cache, rope_cache, queries);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+    launch_kernel(write_mla_caches_kernel<unsigned short>, blocks, threads, 0, stream, ckv, latent, rope,
+                  static_cast<const unsigned short*>(norm_weight), eps, cos_table, sin_table, layout, position,
+                  max_context, latent_cache, rope_cache, queries);
 }
 
 void write_cache_rows(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,
@@ -130,9 +131,8 @@ void write_cache_rows(float* cache, std::int64_t width, const float* source, std
     throw std::invalid_argument("cuda::write_cache_rows: no position (a device pointer to one int32)");
   if (tokens == 0 || max_context == 0) return;
   const int threads = width >= 1024 ? 512 : width >= 256 ? 256 : 128;
-  copy_rows_at<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(cache, width, source, source_stride, position,
-                                                                       max_context);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(copy_rows_at, static_cast<unsigned>(tokens), threads, 0, stream, cache, width, source, source_stride,
+                position, max_context);
 }
 
 }  // namespace switchyard::cuda

@@ -9,6 +9,7 @@
 
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/gemv.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -17,6 +18,7 @@ constexpr int kThreads = 256;
 
 // Round to nearest even, as the CPU's f32_to_bf16 and torch's .to(bfloat16).
 __global__ void round_to_bf16(const float* x, std::int64_t count, __nv_bfloat16* out) {
+  begin_after_previous_grid();
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < count;
        i += std::int64_t{gridDim.x} * blockDim.x)
     out[i] = __float2bfloat16_rn(x[i]);
@@ -68,8 +70,7 @@ void linear(DeviceContext& context, const float* x, std::int64_t tokens, std::in
   DeviceBuffer x_bf16 = context.allocate(static_cast<std::size_t>(count) * sizeof(__nv_bfloat16),
                                          "the bf16 copy of a linear layer's input");
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((count + kThreads - 1) / kThreads, 65536));
-  round_to_bf16<<<blocks, kThreads, 0, context.stream()>>>(x, count, x_bf16.as<__nv_bfloat16>());
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(round_to_bf16, blocks, kThreads, 0, context.stream(), x, count, x_bf16.as<__nv_bfloat16>());
   SWITCHYARD_CUBLAS_CHECK(cublasGemmEx(context.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, weight,
                                        CUDA_R_16BF, k, x_bf16.data(), CUDA_R_16BF, k, &beta, y, CUDA_R_32F, m,
                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -6,6 +6,7 @@
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cpu/select_top_k.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -30,6 +31,7 @@ __device__ float group_score(const MoeGateConfig& c, const float* choice, int si
 // One block per token, thread e for expert e (blockDim.x: n_experts rounded up to a warp).
 __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t* expert_ids, float* weights,
                              GateHandOff hand_off) {
+  begin_after_previous_grid();
   __shared__ float scores[kMaxGateExperts], choice[kMaxGateExperts], group_scores[kMaxGateExperts];
   __shared__ float chosen_weights[kMaxGateExperts];
   __shared__ std::int32_t chosen_ids[kMaxGateExperts];
@@ -143,9 +145,8 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
     throw std::invalid_argument("cuda::moe_gate: a hand-off takes one token (" + std::to_string(tokens) +
                                 " given) and every buffer");
   const int threads = (config.n_experts + 31) / 32 * 32;
-  route_tokens<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(config, logits, expert_ids, weights,
-                                                                       hand_off != nullptr ? *hand_off : GateHandOff{});
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(route_tokens, static_cast<unsigned>(tokens), threads, 0, stream, config, logits, expert_ids, weights,
+                hand_off != nullptr ? *hand_off : GateHandOff{});
 }
 
 }  // namespace switchyard::cuda

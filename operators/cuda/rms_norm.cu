@@ -5,6 +5,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -20,6 +21,7 @@ constexpr int kStaged = 8;
 
 template <typename W>
 __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out) {
+  begin_after_previous_grid();
   float* in = x + blockIdx.x * dim;
   float* o = out + blockIdx.x * dim;
   const std::int64_t stride = blockDim.x;
@@ -75,10 +77,11 @@ void launch_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64
   const int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
   const auto blocks = static_cast<unsigned>(rows);
   if (weight_dtype == DType::f32)
-    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, delta, dim, static_cast<const float*>(weight), eps, out);
+    launch_kernel(rms_norm_rows<float>, blocks, threads, 0, stream, x, delta, dim, static_cast<const float*>(weight),
+                  eps, out);
   else
-    rms_norm_rows<<<blocks, threads, 0, stream>>>(x, delta, dim, static_cast<const unsigned short*>(weight), eps, out);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+    launch_kernel(rms_norm_rows<unsigned short>, blocks, threads, 0, stream, x, delta, dim,
+                  static_cast<const unsigned short*>(weight), eps, out);
 }
 
 }  // namespace

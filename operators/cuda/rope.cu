@@ -5,6 +5,7 @@
 #include <string>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -25,6 +26,7 @@ template <typename Row>
 __global__ void rotate_heads(float* x, std::int64_t heads, int head_groups, std::int64_t token_stride,
                              std::int64_t head_stride, int half, const float* cos, const float* sin,
                              RopeLayout layout, Row row_of) {
+  begin_after_previous_grid();
   const std::int64_t t = blockIdx.x / head_groups;
   const std::int64_t h = std::int64_t{blockIdx.x % head_groups} * blockDim.y + threadIdx.y;
   const int j = threadIdx.x;
@@ -63,9 +65,8 @@ void rotate(const char* name, float* x, std::int64_t tokens, std::int64_t heads,
   const std::int64_t blocks = tokens * head_groups;
   if (blocks > 0x7fffffff) throw std::invalid_argument(std::string(name) + ": too many tokens and heads for one launch");
   const dim3 threads(static_cast<unsigned>(pair_threads), static_cast<unsigned>(heads_per_block));
-  rotate_heads<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(x, heads, head_groups, token_stride,
-                                                                      head_stride, half, cos, sin, layout, row_of);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(rotate_heads<Row>, static_cast<unsigned>(blocks), threads, 0, stream, x, heads, head_groups,
+                token_stride, head_stride, half, cos, sin, layout, row_of);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/silu_and_mul.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -161,6 +162,7 @@ template <typename W, bool kVector>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_gate_up(const W* gate, const W* up, std::int64_t experts, std::int64_t hidden, std::int64_t inter,
                    const float* x, const std::int32_t* ids, int top_k, float* h) {
+  begin_after_previous_grid();
   const int slot = blockIdx.y;
   const std::int32_t expert = ids[slot];
   if (!valid_expert(expert, experts)) return;
@@ -181,6 +183,7 @@ template <typename W, bool kVector>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_down(const W* down, std::int64_t experts, std::int64_t hidden, std::int64_t inter, const float* h,
                 const std::int32_t* ids, const float* weights, int top_k, int rows_per_block, float* out) {
+  begin_after_previous_grid();
   __shared__ float dots[kMaxDownTasks];
   const std::int64_t token = blockIdx.y;
   const std::int64_t first_row = std::int64_t{blockIdx.x} * rows_per_block;
@@ -212,6 +215,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 // counts[e] (zeroed before): the number of slots routed to expert e.
 __global__ void count_slots(const std::int32_t* ids, std::int64_t slots, std::int64_t experts,
                             std::int32_t* counts) {
+  begin_after_previous_grid();
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < slots;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int32_t expert = ids[i];
@@ -223,6 +227,7 @@ __global__ void count_slots(const std::int32_t* ids, std::int64_t slots, std::in
 // Thread i sums a run of consecutive experts; a Hillis-Steele scan over the runs' sums.
 __global__ void __launch_bounds__(kScanThreads)
     scan_counts(const std::int32_t* counts, std::int64_t experts, std::int32_t* offsets) {
+  begin_after_previous_grid();
   __shared__ std::int32_t sums[kScanThreads];
   const int i = threadIdx.x;
   const std::int64_t per_thread = (experts + kScanThreads - 1) / kScanThreads;
@@ -253,6 +258,7 @@ __global__ void __launch_bounds__(kScanThreads)
 __global__ void __launch_bounds__(kPlaceThreads)
     place_slots(const std::int32_t* ids, std::int64_t slots, const std::int32_t* offsets,
                 std::int32_t* row_of_slot, std::int32_t* slot_of_row) {
+  begin_after_previous_grid();
   __shared__ int warp_counts[kPlaceThreads / kWarp];
   const auto expert = static_cast<std::int32_t>(blockIdx.x);
   const std::int32_t end = offsets[expert + 1];
@@ -286,6 +292,7 @@ __device__ inline void store_as(__nv_bfloat16* out, float value) { *out = __floa
 template <typename T>
 __global__ void gather_rows(const float* x, std::int64_t hidden, int top_k, const std::int32_t* slot_of_row,
                             std::int64_t row_count, T* rows) {
+  begin_after_previous_grid();
   const std::int64_t total = row_count * hidden;
   for (std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; n < total;
        n += std::int64_t{gridDim.x} * blockDim.x) {
@@ -296,6 +303,7 @@ __global__ void gather_rows(const float* x, std::int64_t hidden, int top_k, cons
 }
 
 __global__ void round_to_bf16(const float* values, std::int64_t count, __nv_bfloat16* out) {
+  begin_after_previous_grid();
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < count;
        i += std::int64_t{gridDim.x} * blockDim.x)
     out[i] = __float2bfloat16_rn(values[i]);
@@ -305,6 +313,7 @@ __global__ void round_to_bf16(const float* values, std::int64_t count, __nv_bflo
 // skipping slots of invalid ids (row -1). expert_rows: [rows, hidden]; out: [tokens, hidden].
 __global__ void combine_slots(const float* expert_rows, std::int64_t hidden, std::int64_t tokens, int top_k,
                               const std::int32_t* row_of_slot, const float* weights, float* out) {
+  begin_after_previous_grid();
   const std::int64_t total = tokens * hidden;
   for (std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; n < total;
        n += std::int64_t{gridDim.x} * blockDim.x) {
@@ -429,12 +438,11 @@ void decode(cudaStream_t stream, const ExpertStack& stack, const float* x, std::
   const dim3 gate_up_grid(static_cast<unsigned>((stack.inter + kDecodeWarps - 1) / kDecodeWarps),
                           static_cast<unsigned>(slots));
   if (stack.hidden % kElements == 0 && aligned16(gate) && aligned16(up) && aligned16(x))
-    decode_gate_up<W, true><<<gate_up_grid, kDecodeThreads, 0, stream>>>(gate, up, stack.experts, stack.hidden,
-                                                                         stack.inter, x, ids, top_k, h);
+    launch_kernel(decode_gate_up<W, true>, gate_up_grid, kDecodeThreads, 0, stream, gate, up, stack.experts,
+                  stack.hidden, stack.inter, x, ids, top_k, h);
   else
-    decode_gate_up<W, false><<<gate_up_grid, kDecodeThreads, 0, stream>>>(gate, up, stack.experts, stack.hidden,
-                                                                          stack.inter, x, ids, top_k, h);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+    launch_kernel(decode_gate_up<W, false>, gate_up_grid, kDecodeThreads, 0, stream, gate, up, stack.experts,
+                  stack.hidden, stack.inter, x, ids, top_k, h);
 
   // lcm(8, top_k) tasks a block: whole rounds of the 8 warps.
   const int rows_per_block = kDecodeWarps / std::gcd(kDecodeWarps, top_k);
@@ -442,12 +450,11 @@ void decode(cudaStream_t stream, const ExpertStack& stack, const float* x, std::
                        static_cast<unsigned>(tokens));
   // h rows start at multiples of inter floats in the 256-byte aligned workspace.
   if (stack.inter % kElements == 0 && aligned16(down))
-    decode_down<W, true><<<down_grid, kDecodeThreads, 0, stream>>>(down, stack.experts, stack.hidden, stack.inter, h,
-                                                                   ids, weights, top_k, rows_per_block, out);
+    launch_kernel(decode_down<W, true>, down_grid, kDecodeThreads, 0, stream, down, stack.experts, stack.hidden,
+                  stack.inter, h, ids, weights, top_k, rows_per_block, out);
   else
-    decode_down<W, false><<<down_grid, kDecodeThreads, 0, stream>>>(down, stack.experts, stack.hidden, stack.inter,
-                                                                    h, ids, weights, top_k, rows_per_block, out);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+    launch_kernel(decode_down<W, false>, down_grid, kDecodeThreads, 0, stream, down, stack.experts, stack.hidden,
+                  stack.inter, h, ids, weights, top_k, rows_per_block, out);
 }
 
 // y[rows, out_features] = input[rows, in_features] W^T for W [out_features, in_features], as
@@ -478,13 +485,10 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
   // 1. Group the slots by expert: counts, offsets, rows in slot order within each expert.
   SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(experts) * 4, stream));
   SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(row_of_slot, 0xff, static_cast<std::size_t>(slots) * 4, stream));  // -1
-  count_slots<<<elementwise_blocks(slots), kElementwiseThreads, 0, stream>>>(ids, slots, experts, counts);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
-  scan_counts<<<1, kScanThreads, 0, stream>>>(counts, experts, offsets);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
-  place_slots<<<static_cast<unsigned>(experts), kPlaceThreads, 0, stream>>>(ids, slots, offsets, row_of_slot,
-                                                                           slot_of_row);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(count_slots, elementwise_blocks(slots), kElementwiseThreads, 0, stream, ids, slots, experts, counts);
+  launch_kernel(scan_counts, 1, kScanThreads, 0, stream, counts, experts, offsets);
+  launch_kernel(place_slots, static_cast<unsigned>(experts), kPlaceThreads, 0, stream, ids, slots, offsets, row_of_slot,
+                slot_of_row);
   // The one synchronisation: the GEMMs' sizes are the groups' sizes.
   std::vector<std::int32_t> first_row(static_cast<std::size_t>(experts + 1));
   context.copy_to_host(first_row.data(), offsets, first_row.size() * sizeof(std::int32_t));
@@ -502,12 +506,11 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
     const std::size_t element = element_bytes(stack.dtype);
     const unsigned gather_blocks = elementwise_blocks(row_count * hidden);
     if (bf16)
-      gather_rows<<<gather_blocks, kElementwiseThreads, 0, stream>>>(x, hidden, top_k, slot_of_row, row_count,
-                                                                     static_cast<__nv_bfloat16*>(rows_in));
+      launch_kernel(gather_rows<__nv_bfloat16>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k,
+                    slot_of_row, row_count, static_cast<__nv_bfloat16*>(rows_in));
     else
-      gather_rows<<<gather_blocks, kElementwiseThreads, 0, stream>>>(x, hidden, top_k, slot_of_row, row_count,
-                                                                     static_cast<float*>(rows_in));
-    SWITCHYARD_CUDA_CHECK_LAUNCH();
+      launch_kernel(gather_rows<float>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k, slot_of_row,
+                    row_count, static_cast<float*>(rows_in));
 
     // 3. gate and up per expert, then h = silu(gate) * up over all rows.
     const auto* gate = static_cast<const char*>(stack.gate);
@@ -525,9 +528,8 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
     const void* h = gate_out;
     if (bf16) {  // h rounded to bf16 into the up half, which is used up
       auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(up_out);
-      round_to_bf16<<<elementwise_blocks(row_count * inter), kElementwiseThreads, 0, stream>>>(
-          gate_out, row_count * inter, h_bf16);
-      SWITCHYARD_CUDA_CHECK_LAUNCH();
+      launch_kernel(round_to_bf16, elementwise_blocks(row_count * inter), kElementwiseThreads, 0, stream, gate_out,
+                    row_count * inter, h_bf16);
       h = h_bf16;
     }
 
@@ -541,9 +543,8 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
   }
 
   // 5. Each token's slots, weighted, in slot order.
-  combine_slots<<<elementwise_blocks(tokens * hidden), kElementwiseThreads, 0, stream>>>(
-      rows_out, hidden, tokens, top_k, row_of_slot, weights, out);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(combine_slots, elementwise_blocks(tokens * hidden), kElementwiseThreads, 0, stream, rows_out, hidden,
+                tokens, top_k, row_of_slot, weights, out);
 }
 
 }  // namespace

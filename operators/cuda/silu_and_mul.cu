@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -15,6 +16,7 @@ __device__ inline float silu_times(float gate, float up) { return gate / (1.0f +
 // t * width + i. Plain arrays are one row of `count`.
 __global__ void silu_and_mul_rows(const float* gate, const float* up, std::int64_t rows, std::int64_t width,
                                   std::int64_t input_row, float* out) {
+  begin_after_previous_grid();
   const std::int64_t total = rows * width;
   for (std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; n < total;
        n += std::int64_t{gridDim.x} * blockDim.x) {
@@ -28,8 +30,7 @@ void launch(const float* gate, const float* up, std::int64_t rows, std::int64_t 
   const std::int64_t total = rows * width;
   if (total <= 0) return;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65536));
-  silu_and_mul_rows<<<blocks, kThreads, 0, stream>>>(gate, up, rows, width, input_row, out);
-  SWITCHYARD_CUDA_CHECK_LAUNCH();
+  launch_kernel(silu_and_mul_rows, blocks, kThreads, 0, stream, gate, up, rows, width, input_row, out);
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+#pragma once
+// Kernel launches with programmatic dependent launch (PDL, Hopper and later), for the kernels'
+// .cu files. A decode step is a chain of small kernels on one stream, each a few microseconds;
+// launched plainly, each waits for the previous one to finish before the GPU even schedules its
+// blocks. With PDL the next kernel's blocks are scheduled while the previous kernel runs and wait
+// on the device for its results, which hides most of that gap (also inside CUDA graphs).
+//
+// The contract, for every kernel launched with cuda::launch_kernel:
+//   - it calls wait_for_previous_grid() before it reads or writes any global memory that an
+//     earlier kernel of the stream may read or write (in practice: as its first statement);
+//   - it may call allow_next_grid() when it no longer needs to hold the next kernel back (we call
+//     it right after the wait: the next kernel's own wait still orders its memory accesses).
+// The wait returns once the previous kernel has completed and its writes are visible, so the chain
+// keeps stream order: kernel C after B after A sees A's writes because B could not finish before
+// A did. Work that is not a PDL kernel (copies, stream memory operations, events, cuBLAS) keeps
+// full ordering on both sides.
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "operators/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+
+__device__ inline void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ inline void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The first statement of every kernel launched with cuda::launch_kernel.
+__device__ inline void begin_after_previous_grid() {
+  wait_for_previous_grid();
+  allow_next_grid();
+}
+
+// Whether the current device takes PDL launches (compute capability 9.0 or later), asked once per
+// device. Defined in launch.cu.
+bool programmatic_launch_supported();
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), with PDL where the device supports it;
+// then the launch check.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+            Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  if (programmatic_launch_supported()) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  SWITCHYARD_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...));
+}
+
+}  // namespace switchyard::cuda
