@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool, ../shared/device/README.md): build for Hopper,
 # run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
-#   scripts/gpu-machine.sh [tests|bench|all]   (default all)
+#   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-detail|build]   (default all)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
 set -uo pipefail
 what=${1:-all}
@@ -41,4 +41,16 @@ if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-G
     $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
     --prompt_ids 1,2 --max_new_tokens 3 --use_cuda_graph false > "$out/ncu.log" 2>&1
   echo "ncu exit $?"
+fi
+if [[ $what == ncu-detail ]]; then  # full ncu sections of one decode instance of each hot kernel, context 500
+  models=/tmp/switchyard-models
+  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  prompt=$(seq -s, 1 500)
+  for kernel in attend_split mla_decode rms_norm_rows write_mla gemv_kernel route_tokens; do
+    timeout 120 ncu --clock-control none --set full --nvtx --nvtx-include "decode_step/" -k regex:$kernel \
+      --launch-count 2 $bin run --model_path $models/v2-lite \
+      --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml --prompt_ids $prompt --max_new_tokens 2 \
+      --use_cuda_graph false --nvtx_layers all > "$out/ncu-$kernel.txt" 2>&1
+    echo "ncu $kernel exit $?"
+  done
 fi
