@@ -11,6 +11,7 @@
 #include "operators/cuda/elementwise.h"
 #include "operators/cuda/gemv.h"
 #include "operators/cuda/kv_cache.h"
+#include "operators/cuda/mla_decode.h"
 #include "operators/cuda/rope.h"
 
 namespace switchyard {
@@ -110,6 +111,11 @@ GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self
   // in one launch: their weights stacked, each LinearOp still working on its own rows.
   LinearOp* first_projections[] = {has_q_lora_ ? &q_a_ : &q_, &kv_a_};
   stacked_ = LinearOp::stack_on_device(first_projections);
+  // Decode's attention kernel for one token (Hopper and later), where it takes these sizes.
+  int major = 0;
+  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu_->where().index));
+  if (major >= 9 && cuda::mla_decode_supports(heads_, latent_, rope_, max_context_))
+    decode_counters_ = gpu_->zeroed_counters(cuda::mla_decode_counter_count(heads_));
   latent_cache_ = make_cache(*gpu_, max_context_ * latent_, "the latent KV cache" + where);
   rope_cache_ = make_cache(*gpu_, max_context_ * rope_, "the rope key cache" + where);
 }
@@ -216,11 +222,21 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
     Scratch q_latent(gpu_, tokens * heads_ * latent_, "MLA absorbed queries");
     absorb_queries(q, tokens, q_latent);
     Scratch out_latent(gpu_, tokens * heads_ * latent_, "MLA latent output");
-    const std::size_t bytes = cuda::mla_attention_workspace_bytes(tokens, heads_, latent_, max_context_);
-    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");
-    cuda::mla_attention(q_latent, q_rope, tokens, heads_, latent_, rope_, latent_cache_.as<float>(),
-                        rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
-                        workspace.data(), stream);
+    if (decode_counters_ != nullptr &&
+        cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, q_latent, q_rope, latent_cache_.as<float>(),
+                                  rope_cache_.as<float>(), out_latent)) {
+      const std::size_t bytes = cuda::mla_decode_workspace_bytes(heads_, latent_, max_context_);
+      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA decode workspace");
+      cuda::mla_decode_attention(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
+                                 rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
+                                 workspace.data(), decode_counters_, stream);
+    } else {
+      const std::size_t bytes = cuda::mla_attention_workspace_bytes(tokens, heads_, latent_, max_context_);
+      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");
+      cuda::mla_attention(q_latent, q_rope, tokens, heads_, latent_, rope_, latent_cache_.as<float>(),
+                          rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
+                          workspace.data(), stream);
+    }
     expand_values(out_latent, tokens, attn);
   } else {
     // Prefill, decompressed: keys and values of every position so far, per head.

@@ -42,6 +42,7 @@ class GpuMlaAttention final : public AttentionOp {
   cuda::DeviceBuffer w_uk_t_;
   DType w_uk_t_dtype_ = DType::f32;
   const void* stacked_ = nullptr;  // [q or q_a rows; kv_a rows], or null (not stackable)
+  std::int32_t* decode_counters_ = nullptr;  // for cuda::mla_decode_attention, or null (not used)
 };
 
 class GpuGqaAttention final : public AttentionOp {

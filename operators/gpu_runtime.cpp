@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "operators/cuda/cuda_check.h"
 #include "operators/cpu/half.h"
 
 namespace switchyard {
@@ -67,6 +68,17 @@ cuda::DeviceBuffer GpuRuntime::upload_f32(const Tensor& tensor, std::string_view
   cuda::DeviceBuffer buffer = context_.upload(wide.data(), wide.size() * sizeof(float), what);
   context_.synchronize();
   return buffer;
+}
+
+std::int32_t* GpuRuntime::zeroed_counters(std::int64_t count) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(std::int32_t);
+  if (counters_.bytes() < bytes) {
+    context_.synchronize();  // no kernel may still use the old ones
+    counters_ = context_.allocate(bytes, "kernel counters");
+    SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, bytes, stream()));
+    context_.synchronize();
+  }
+  return counters_.as<std::int32_t>();
 }
 
 CpuExpertsHandOff& GpuRuntime::hand_off(int layers, std::int64_t hidden, int top_k) {

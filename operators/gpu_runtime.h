@@ -76,6 +76,12 @@ class GpuRuntime {
   // The same widened to f32 (routers, norms of f16 models).
   cuda::DeviceBuffer upload_f32(const Tensor& tensor, std::string_view what);
 
+  // `count` int32 counters on this device, zero, for kernels that count their blocks in and leave
+  // the counters zero again when they end (cuda::mla_decode_attention). One set per device, shared
+  // by every layer (they run one after another on the stream); call at build time, not during a
+  // capture. Returns at least `count` counters.
+  std::int32_t* zeroed_counters(std::int64_t count);
+
   // The hand-off buffers for CPU experts (one set per device, sized by the first caller).
   CpuExpertsHandOff& hand_off(int layers, std::int64_t hidden, int top_k);
 
@@ -89,6 +95,7 @@ class GpuRuntime {
   cuda::DeviceBuffer step_device_;
   std::map<std::vector<float>, RopeTables> rope_tables_;
   std::unique_ptr<CpuExpertsHandOff> hand_off_;
+  cuda::DeviceBuffer counters_;
   GpuTimer timer_;
 };
 

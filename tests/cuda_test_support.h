@@ -1,8 +1,9 @@
 #pragma once
 // What the GPU tests share: a replayable random seed, the visible skip without a GPU, copies to
-// and from the device, and random inputs.
+// and from the device, random inputs, and CUDA graphs captured from a stream.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
@@ -54,5 +55,42 @@ inline std::vector<float> uniform(std::size_t count, float low, float high, std:
 inline std::int64_t draw(std::int64_t low, std::int64_t high, std::mt19937& random) {
   return std::uniform_int_distribution<std::int64_t>(low, high)(random);
 }
+
+// Softmax scales around 1/sqrt(width): flat to peaked.
+inline float draw_scale(std::int64_t width, std::mt19937& random) {
+  return static_cast<float>(std::uniform_real_distribution<double>(0.5, 8.0)(random) /
+                            std::sqrt(static_cast<double>(width)));
+}
+
+// A CUDA graph captured from what `enqueue` queues on `stream`, instantiated.
+class CapturedGraph {
+ public:
+  template <typename Enqueue>
+  CapturedGraph(cudaStream_t stream, Enqueue enqueue) {
+    REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    try {
+      enqueue();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream, &partial);
+      if (partial != nullptr) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      throw;
+    }
+    REQUIRE(cudaStreamEndCapture(stream, &graph_) == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&exec_, graph_, 0) == cudaSuccess);
+  }
+  ~CapturedGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void launch(cudaStream_t stream) { REQUIRE(cudaGraphLaunch(exec_, stream) == cudaSuccess); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 }  // namespace switchyard::testing

@@ -282,43 +282,6 @@ double check_mla(cuda::DeviceContext& context, const MlaShape& s, std::mt19937& 
   return check_against(got, exact_mla(s, in), &cpu_out, s.heads, s.latent_dim);
 }
 
-// Softmax scales around 1/sqrt(width): flat to peaked.
-float draw_scale(std::int64_t width, std::mt19937& random) {
-  return static_cast<float>(std::uniform_real_distribution<double>(0.5, 8.0)(random) /
-                            std::sqrt(static_cast<double>(width)));
-}
-
-// A CUDA graph captured from what `enqueue` queues on `stream`, instantiated.
-class CapturedGraph {
- public:
-  template <typename Enqueue>
-  CapturedGraph(cudaStream_t stream, Enqueue enqueue) {
-    REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
-    try {
-      enqueue();
-    } catch (...) {
-      cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream, &partial);
-      if (partial != nullptr) cudaGraphDestroy(partial);
-      cudaGetLastError();
-      throw;
-    }
-    REQUIRE(cudaStreamEndCapture(stream, &graph_) == cudaSuccess);
-    REQUIRE(cudaGraphInstantiate(&exec_, graph_, 0) == cudaSuccess);
-  }
-  ~CapturedGraph() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-  }
-  CapturedGraph(const CapturedGraph&) = delete;
-  CapturedGraph& operator=(const CapturedGraph&) = delete;
-  void launch(cudaStream_t stream) { REQUIRE(cudaGraphLaunch(exec_, stream) == cudaSuccess); }
-
- private:
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-};
-
 }  // namespace
 
 TEST_CASE("cuda attention: bad sizes throw std::invalid_argument before touching the GPU") {

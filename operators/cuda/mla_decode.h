@@ -1,0 +1,79 @@
+#pragma once
+// Multi-head latent attention of ONE decode token (DeepSeek, absorbed form), one kernel launch: the
+// same result as cuda::mla_attention (attention.h) with tokens == 1, built for the decode step.
+//
+// The token sits at position P = *position and sees cache rows [0, min(P + 1, max_context)); its
+// head h scores row j as scale * (q_latent[h] . latent_j + q_rope[h] . rope_j) and its output is
+// softmax(scores) . latent rows, in f32 (expf). Rows past the visible ones are never read: they may
+// hold anything, NaN included.
+//
+// For CUDA graphs: `position` is a device pointer to ONE int32, read by the kernel; the launch
+// (grid, shared memory, workspace layout) depends only on the host arguments and the device, so a
+// call captured once replays at any position. A P outside [0, max_context - 1] is the caller's error:
+// the kernel still reads and writes nothing out of bounds (a P < 0 sees no row and gets NaN).
+//
+// Design (flash-decoding, combine in the same launch; mla_decode.cu has the measurements):
+//   - grid: (head tiles, splits). A block takes a tile of 4 heads (8 from 64 heads on; 1 or 2 when
+//     there are only that many) and one split of the keys; blocks of one split run side by side, so
+//     each cache row comes from memory once and from L2 for the other tiles.
+//   - The number of splits S is fixed at launch from heads and max_context (one wave of blocks on an
+//     H100/H200: 132 / head tiles, at most 128 and max_context / 32); on the device each split covers
+//     max(32, ceil(visible / S)) keys rounded up to 16, and splits that start past the visible keys
+//     exit at once. The keys stream through shared memory 32 (or 16) at a time by bulk copies (the
+//     copy engine, TMA), the next tile loading while the block scores the current one; a warp scores
+//     two keys for 4 (or 2) heads at once and the block keeps an online softmax per head.
+//   - Combine: with one active split its block writes the output. Otherwise each block writes its
+//     unnormalised partial (accumulator, max, sum) to the workspace and counts itself in on an int32
+//     counter of its head tile; the last of up to 16 splits combines them (max-rescaled), and, when
+//     more than 16 splits are active, the last of those group combiners combines the groups. The
+//     last block of each level resets its counter to 0, so the counters are zero again when the
+//     kernel ends.
+//
+// Needs compute capability 9.0 or later (Hopper: bulk copies, mbarriers); launched with programmatic
+// dependent launch like the other kernels (launch.cuh).
+//
+// Agreement with the CPU kernel: as mla_attention (attention.h): the same f32 rounding steps in a
+// different order; tests/test_cuda_mla_decode.cpp holds it to the bound of tests/test_cuda_attention.cpp.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace switchyard::cuda {
+
+// True when mla_decode_attention takes these sizes and pointers: heads >= 1, latent_dim a multiple of
+// 4 in [4, 1024], rope_dim a multiple of 4 in [0, 128], max_context >= 1, and every pointer 16-byte
+// aligned (cudaMalloc's and the memory pool's are). A null pointer counts as aligned, so a caller may
+// ask about the sizes alone, before it has buffers. Otherwise use mla_attention (attention.h).
+bool mla_decode_supports(std::int64_t heads, std::int64_t latent_dim, std::int64_t rope_dim, std::int64_t max_context,
+                         const float* q_latent = nullptr, const float* q_rope = nullptr,
+                         const float* latent_cache = nullptr, const float* rope_cache = nullptr,
+                         const float* out_latent = nullptr);
+
+// Workspace bytes for mla_decode_attention with these sizes: the partials of the splits (0 when one
+// split suffices; then the workspace may be null). Throws std::invalid_argument for sizes
+// mla_decode_supports refuses.
+std::size_t mla_decode_workspace_bytes(std::int64_t heads, std::int64_t latent_dim, std::int64_t max_context);
+
+// How many int32 counters mla_decode_attention needs for `heads` heads. The caller allocates them
+// once, zeroes them once (cudaMemset) and may reuse them for every layer and step on the same stream:
+// the kernel leaves them zero when it ends. Two launches that may run at the same time (on different
+// streams) need their own counters and workspaces. After a launch that failed (a CUDA error), zero
+// them again. Throws std::invalid_argument for heads < 1.
+std::int64_t mla_decode_counter_count(std::int64_t heads);
+
+// Device pointers, queued on `stream`, f32:
+//   q_latent: [heads, latent_dim] (q_nope already multiplied into the latent space);
+//   q_rope: [heads, rope_dim]; latent_cache: [max_context, latent_dim];
+//   rope_cache: [max_context, rope_dim]; position: one int32, P; out_latent: [heads, latent_dim];
+//   workspace: mla_decode_workspace_bytes(heads, latent_dim, max_context) bytes;
+//   counters: mla_decode_counter_count(heads) int32, zero (see above); may be null only when the
+//   workspace size is 0.
+// q_rope and rope_cache may be null when rope_dim == 0. Throws std::invalid_argument, before
+// launching, for what mla_decode_supports refuses, a missing pointer, or a GPU before Hopper.
+void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
+                          std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                          const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
+                          void* workspace, std::int32_t* counters, cudaStream_t stream);
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,388 @@
+// The single-token MLA decode kernel (operators/cuda/mla_decode.h) against the CPU kernel
+// (cpu::mla_attention) and a double-precision reference, on fresh random inputs. Cache rows past
+// what a call may see hold NaN, so reading one shows. Without a GPU every GPU test says
+// "skipped: no CUDA device" and returns; the size checks run everywhere.
+//
+// Tolerance: that of tests/test_cuda_attention.cpp, which explains it: |out - exact| <=
+// 3e-5 * (1 + S) * sum_r p_r |v_r| for each element, with p the exact softmax weights, v_r the
+// latent rows the token sees and S = max_r |scale| * sum_d |q_d k_rd|; against the CPU kernel
+// (f32 too), twice that.
+#include <doctest/doctest.h>
+
+#ifdef SWITCHYARD_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "operators/cpu/causal_attention.h"
+#include "operators/cuda/device_context.h"
+#include "operators/cuda/mla_decode.h"
+#include "tests/cuda_test_support.h"
+
+namespace cpu = switchyard::cpu;
+namespace cuda = switchyard::cuda;
+using namespace switchyard::testing;
+
+namespace {
+
+constexpr double kTolerance = 3e-5;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Shape {
+  std::int64_t heads, latent_dim, rope_dim, position, max_context;
+  float scale;
+};
+
+std::string describe(const Shape& s) {
+  std::ostringstream out;
+  out << "mla decode: heads " << s.heads << ", latent " << s.latent_dim << ", rope " << s.rope_dim << ", position "
+      << s.position << ", max_context " << s.max_context << ", scale " << s.scale;
+  return out.str();
+}
+
+struct Inputs {
+  std::vector<float> q_latent, q_rope;          // [heads, latent], [heads, rope]
+  std::vector<float> latent_cache, rope_cache;  // [max_context, latent], [max_context, rope]
+};
+
+// A cache [rows, width] whose first `visible` rows are drawn and the rest NaN.
+std::vector<float> cache_with_garbage(std::int64_t rows, std::int64_t width, std::int64_t visible,
+                                      std::mt19937& random) {
+  std::vector<float> cache(static_cast<std::size_t>(rows * width), kNaN);
+  const std::vector<float> drawn = uniform(static_cast<std::size_t>(visible * width), -1, 1, random);
+  std::copy(drawn.begin(), drawn.end(), cache.begin());
+  return cache;
+}
+
+void draw_queries(const Shape& s, Inputs& in, std::mt19937& random) {
+  in.q_latent = uniform(static_cast<std::size_t>(s.heads * s.latent_dim), -1, 1, random);
+  in.q_rope = uniform(static_cast<std::size_t>(s.heads * s.rope_dim), -1, 1, random);
+}
+
+// Exact attention of the token at s.position and the scale its errors are measured against.
+struct Exact {
+  std::vector<double> out;        // [heads, latent]
+  std::vector<double> magnitude;  // (1 + S) * sum_r p_r |v_r|
+};
+
+Exact exact_decode(const Shape& s, const Inputs& in) {
+  const std::int64_t visible = s.position + 1;
+  Exact e;
+  e.out.assign(static_cast<std::size_t>(s.heads * s.latent_dim), 0.0);
+  e.magnitude.assign(e.out.size(), 0.0);
+  std::vector<double> p(static_cast<std::size_t>(visible));
+  for (std::int64_t h = 0; h < s.heads; ++h) {
+    double peak = -INFINITY, largest = 0, total = 0;
+    for (std::int64_t r = 0; r < visible; ++r) {
+      double dot = 0, absolute = 0;
+      const auto add = [&](const float* q, const float* k, std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          dot += static_cast<double>(q[i]) * k[i];
+          absolute += std::fabs(static_cast<double>(q[i]) * k[i]);
+        }
+      };
+      add(in.q_latent.data() + h * s.latent_dim, in.latent_cache.data() + r * s.latent_dim, s.latent_dim);
+      add(in.q_rope.data() + h * s.rope_dim, in.rope_cache.data() + r * s.rope_dim, s.rope_dim);
+      p[r] = s.scale * dot;
+      peak = std::max(peak, p[r]);
+      largest = std::max(largest, std::fabs(s.scale) * absolute);
+    }
+    for (double& x : p) total += x = std::exp(x - peak);
+    double* out = e.out.data() + h * s.latent_dim;
+    double* magnitude = e.magnitude.data() + h * s.latent_dim;
+    for (std::int64_t r = 0; r < visible; ++r) {
+      const double w = p[r] / total;
+      const float* row = in.latent_cache.data() + r * s.latent_dim;
+      for (std::int64_t i = 0; i < s.latent_dim; ++i) {
+        out[i] += w * row[i];
+        magnitude[i] += w * std::fabs(row[i]);
+      }
+    }
+    for (std::int64_t i = 0; i < s.latent_dim; ++i) magnitude[i] *= 1 + largest;
+  }
+  return e;
+}
+
+std::vector<float> decode_on_cpu(const Shape& s, const Inputs& in) {
+  std::vector<float> out(static_cast<std::size_t>(s.heads * s.latent_dim));
+  cpu::mla_attention(in.q_latent.data(), in.q_rope.data(), 1, s.heads, s.latent_dim, s.rope_dim,
+                     in.latent_cache.data(), in.rope_cache.data(), s.position, s.scale, out.data());
+  return out;
+}
+
+// The largest |got - want| / magnitude (infinite for a NaN) and where.
+struct Worst {
+  double ratio = 0;
+  std::size_t at = 0;
+};
+template <typename Want>
+Worst worst_error(const std::vector<float>& got, const std::vector<Want>& want, const std::vector<double>& magnitude) {
+  Worst worst;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double difference = std::fabs(got[i] - static_cast<double>(want[i]));
+    double ratio = difference == 0 ? 0 : difference / magnitude[i];
+    if (std::isnan(ratio)) ratio = INFINITY;
+    if (ratio > worst.ratio) worst = {ratio, i};
+  }
+  return worst;
+}
+
+// Checks got against the exact result and the CPU kernel's; returns the largest ratio to the exact.
+double check_against(const std::vector<float>& got, const Shape& s, const Inputs& in) {
+  const Exact exact = exact_decode(s, in);
+  const std::vector<float> cpu_out = decode_on_cpu(s, in);
+  REQUIRE(got.size() == exact.out.size());
+  const Worst w = worst_error(got, exact.out, exact.magnitude);
+  INFO("largest error at head " << w.at / s.latent_dim << ", element " << w.at % s.latent_dim << ": " << got[w.at]
+                                << " vs exact " << exact.out[w.at] << ", magnitude " << exact.magnitude[w.at]
+                                << ", ratio " << w.ratio);
+  CHECK(w.ratio <= kTolerance);
+  const Worst c = worst_error(got, cpu_out, exact.magnitude);
+  INFO("largest difference from the CPU kernel at element " << c.at << ": " << got[c.at] << " vs " << cpu_out[c.at]
+                                                            << ", ratio " << c.ratio);
+  CHECK(c.ratio <= 2 * kTolerance);
+  return w.ratio;
+}
+
+// Device buffers of one shape: the caches, queries, output, workspace and zeroed counters. An empty
+// rope part still gets a (never read) buffer.
+struct DeviceProblem {
+  cuda::DeviceBuffer q_latent, q_rope, latent_cache, rope_cache, position, out, workspace, counters;
+  std::int64_t counter_count = 0;
+
+  DeviceProblem(cuda::DeviceContext& context, const Shape& s, const Inputs& in) {
+    const std::vector<float> one{1.0f};
+    q_latent = to_device(context, in.q_latent);
+    q_rope = to_device(context, in.q_rope.empty() ? one : in.q_rope);
+    latent_cache = to_device(context, in.latent_cache);
+    rope_cache = to_device(context, in.rope_cache.empty() ? one : in.rope_cache);
+    position = context.allocate(sizeof(std::int32_t), "position");
+    out = context.allocate(static_cast<std::size_t>(s.heads * s.latent_dim) * sizeof(float), "out");
+    const std::size_t bytes = cuda::mla_decode_workspace_bytes(s.heads, s.latent_dim, s.max_context);
+    if (bytes > 0) workspace = context.allocate(bytes, "the decode workspace");
+    counter_count = cuda::mla_decode_counter_count(s.heads);
+    counters = context.allocate(static_cast<std::size_t>(counter_count) * sizeof(std::int32_t), "counters");
+    REQUIRE(cudaMemsetAsync(counters.data(), 0, counters.bytes(), context.stream()) == cudaSuccess);
+  }
+
+  void set_position(cuda::DeviceContext& context, std::int64_t p) {
+    const std::int32_t p32 = static_cast<std::int32_t>(p);
+    context.copy_to_device(position.data(), &p32, sizeof p32);
+    context.synchronize();  // p32 is on the stack
+  }
+
+  void enqueue(const Shape& s, cudaStream_t stream) {
+    cuda::mla_decode_attention(q_latent.as<float>(), q_rope.as<float>(), s.heads, s.latent_dim, s.rope_dim,
+                               latent_cache.as<float>(), rope_cache.as<float>(), position.as<std::int32_t>(),
+                               s.max_context, s.scale, out.as<float>(), workspace.data(),
+                               counters.as<std::int32_t>(), stream);
+  }
+
+  // Every counter is back at zero after a launch.
+  void check_counters_zero(cuda::DeviceContext& context) {
+    const std::vector<std::int32_t> left =
+        to_host<std::int32_t>(context, counters, static_cast<std::size_t>(counter_count));
+    CHECK(std::count(left.begin(), left.end(), 0) == counter_count);
+  }
+};
+
+// One decode problem on fresh inputs, rows past the visible ones NaN; returns the largest error ratio.
+double check_decode(cuda::DeviceContext& context, const Shape& s, std::mt19937& random) {
+  INFO(describe(s));
+  REQUIRE(cuda::mla_decode_supports(s.heads, s.latent_dim, s.rope_dim, s.max_context));
+  Inputs in;
+  draw_queries(s, in, random);
+  in.latent_cache = cache_with_garbage(s.max_context, s.latent_dim, s.position + 1, random);
+  in.rope_cache = cache_with_garbage(s.max_context, s.rope_dim, s.position + 1, random);
+  DeviceProblem device(context, s, in);
+  device.set_position(context, s.position);
+  device.enqueue(s, context.stream());
+  const std::vector<float> got = to_host<float>(context, device.out, in.q_latent.size());
+  device.check_counters_zero(context);
+  return check_against(got, s, in);
+}
+
+}  // namespace
+
+TEST_CASE("cuda mla_decode: bad sizes throw std::invalid_argument before launching") {
+  // Never dereferenced: every call below throws before touching the GPU.
+  const std::int32_t dummy = 0;
+  const std::int32_t* position = &dummy;
+  alignas(16) static float fake[16];
+  float* f = fake;
+  std::int32_t counters[1] = {};
+  std::int32_t* c = counters;
+  alignas(16) static unsigned char workspace_bytes[16];
+  void* w = workspace_bytes;
+  using std::invalid_argument;
+  // mla_decode_attention(q_latent, q_rope, heads, latent, rope, latent_cache, rope_cache, position,
+  //                      max_context, scale, out, workspace, counters, stream)
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 0, 512, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, -3, 512, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 0, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, -512, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 510, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 1028, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, -4, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 62, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 132, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, position, 0, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, nullptr, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(nullptr, f, 16, 512, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, nullptr, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, position, 64, 1, nullptr, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, nullptr, 16, 512, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, nullptr, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  // Misaligned pointers.
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f + 1, f, 16, 512, 64, f, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f + 2, f, position, 64, 1, f, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, position, 64, 1, f + 3, w, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, position, 64, 1, f, f + 1, c, nullptr),
+                  invalid_argument);
+  // Decode over a long cache needs a workspace and counters.
+  REQUIRE(cuda::mla_decode_workspace_bytes(16, 512, 4096) > 0);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, position, 4096, 1, f, nullptr, c, nullptr),
+                  invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_attention(f, f, 16, 512, 64, f, f, position, 4096, 1, f, w, nullptr, nullptr),
+                  invalid_argument);
+
+  CHECK_THROWS_AS(cuda::mla_decode_workspace_bytes(0, 512, 4096), invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_workspace_bytes(16, -512, 4096), invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_workspace_bytes(16, 510, 4096), invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_workspace_bytes(16, 512, 0), invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_counter_count(0), invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_counter_count(-16), invalid_argument);
+  CHECK(cuda::mla_decode_counter_count(16) > 0);
+  CHECK(cuda::mla_decode_workspace_bytes(16, 512, 32) == 0);  // one split: no partials
+
+  CHECK(cuda::mla_decode_supports(16, 512, 64, 4096));
+  CHECK(cuda::mla_decode_supports(128, 1024, 128, 1, f, f, f, f, f));
+  CHECK(cuda::mla_decode_supports(3, 4, 0, 7, f, f + 1, f, f + 1, f));  // no rope part: its pointers are unread
+  CHECK_FALSE(cuda::mla_decode_supports(0, 512, 64, 4096));
+  CHECK_FALSE(cuda::mla_decode_supports(16, 510, 64, 4096));
+  CHECK_FALSE(cuda::mla_decode_supports(16, 2048, 64, 4096));
+  CHECK_FALSE(cuda::mla_decode_supports(16, 512, 66, 4096));
+  CHECK_FALSE(cuda::mla_decode_supports(16, 512, 64, 0));
+  CHECK_FALSE(cuda::mla_decode_supports(16, 512, 64, 4096, f + 1));
+  CHECK_FALSE(cuda::mla_decode_supports(16, 512, 64, 4096, f, f + 1));
+}
+
+TEST_CASE("cuda mla_decode: matches the CPU kernel and the exact result on random shapes") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::vector<Shape> shapes = {
+      // heads, latent, rope, position, max_context, scale (0: drawn)
+      {16, 512, 64, 500, 4096, 0},                     // DeepSeek-V2-Lite decode: 16 splits, one combine
+      {16, 512, 64, 4095, 4096, 0},                    // a full cache: 32 splits in 2 groups, two combines
+      {16, 512, 64, 543, 4096, 0},                     // 17 splits: a second group of one split
+      {128, 512, 64, draw(500, 1500, random), 4096, 0},  // DeepSeek-V3 decode
+      {128, 512, 64, 4095, 4096, 0},
+      {16, 512, 64, 32767, 32768, 0},                  // a long context: 32 tiles a split, 3 groups
+      {16, 512, 64, 0, 4096, 0},                       // one key
+      {3, 1024, 128, draw(0, 3000, random), 3001, 0},  // the widest rows: 16-key tiles
+      {128, 1024, 128, draw(0, 2000, random), 2048, 0},
+      {1, 4, 0, draw(0, 100, random), 101, 0},  // the smallest
+      {5, 64, 8, 30, 31, 0},                    // one split at launch, no workspace
+  };
+  const std::int64_t heads_choices[] = {1, 3, 16, 128};
+  const std::int64_t latent_choices[] = {512, 64, 132};
+  const std::int64_t rope_choices[] = {64, 0, 8};
+  for (int round = 0; round < 36; ++round) {
+    Shape s{};
+    s.heads = round < 24 ? heads_choices[draw(0, 3, random)] : draw(1, 40, random);
+    s.latent_dim = round < 24 ? latent_choices[draw(0, 2, random)] : 4 * draw(1, 256, random);
+    s.rope_dim = round < 24 ? rope_choices[draw(0, 2, random)] : 4 * draw(0, 32, random);
+    s.max_context = draw(1, 4096, random);
+    s.position = round % 6 == 0 ? 0 : round % 6 == 1 ? s.max_context - 1 : draw(0, s.max_context - 1, random);
+    shapes.push_back(s);
+  }
+  double worst = 0;
+  for (Shape& s : shapes) {
+    if (s.scale == 0) s.scale = draw_scale(s.latent_dim + s.rope_dim, random);
+    worst = std::max(worst, check_decode(context, s, random));
+  }
+  MESSAGE("mla_decode_attention: largest error / magnitude " << worst);
+}
+
+TEST_CASE("cuda mla_decode: one captured graph replays at many positions over one cache") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  cudaStream_t stream = context.stream();
+  const std::int64_t max_context = 4000;
+  // Split boundaries (32-key splits while they are few enough, then wider ones; 16 splits to a
+  // combine group) and the ends; descending, so that each position can turn the rows past it into NaN
+  // for good.
+  const std::vector<std::int64_t> positions = {3999, 3000, 2047, 1024, 543, 512, 511, 500, 256, 255,
+                                               64, 63, 33, 32, 31, 16, 15, 2, 1, 0};
+  for (const std::int64_t heads : {16, 128}) {
+    Shape s{heads, 512, 64, 0, max_context, draw_scale(576, random)};
+    INFO(describe(s));
+    Inputs in;
+    draw_queries(s, in, random);
+    in.latent_cache = uniform(static_cast<std::size_t>(max_context * s.latent_dim), -1, 1, random);
+    in.rope_cache = uniform(static_cast<std::size_t>(max_context * s.rope_dim), -1, 1, random);
+    DeviceProblem device(context, s, in);
+    REQUIRE(device.workspace.bytes() > 0);
+    CapturedGraph graph(stream, [&] { device.enqueue(s, stream); });
+    double worst = 0;
+    for (const std::int64_t p : positions) {
+      INFO("replay at position " << p);
+      s.position = p;
+      // Rows past p become NaN (0xff bytes) on the device; the host copies keep their values.
+      const std::int64_t past = max_context - p - 1;
+      REQUIRE(cudaMemsetAsync(device.latent_cache.as<float>() + (p + 1) * s.latent_dim, 0xff,
+                              past * s.latent_dim * sizeof(float), stream) == cudaSuccess);
+      REQUIRE(cudaMemsetAsync(device.rope_cache.as<float>() + (p + 1) * s.rope_dim, 0xff,
+                              past * s.rope_dim * sizeof(float), stream) == cudaSuccess);
+      draw_queries(s, in, random);
+      context.copy_to_device(device.q_latent.data(), in.q_latent.data(), in.q_latent.size() * sizeof(float));
+      context.copy_to_device(device.q_rope.data(), in.q_rope.data(), in.q_rope.size() * sizeof(float));
+      device.set_position(context, p);
+      graph.launch(stream);
+      const std::vector<float> got = to_host<float>(context, device.out, in.q_latent.size());
+      worst = std::max(worst, check_against(got, s, in));
+    }
+    device.check_counters_zero(context);
+    MESSAGE("heads " << heads << ", graph replays: largest error / magnitude " << worst);
+  }
+}
+
+#else  // built without the CUDA backend
+
+TEST_CASE("cuda mla_decode: skipped, built without the CUDA backend") { MESSAGE("skipped: built without CUDA"); }
+
+#endif
