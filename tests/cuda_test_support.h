@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "operators/cuda/device_context.h"
+#include "tests/test_seed.h"
 
 namespace switchyard::testing {
-
-// SWITCHYARD_TEST_SEED replays a failing draw.
-inline std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
 
 // True, with a visible message, when the test must be skipped.
 inline bool no_gpu() {

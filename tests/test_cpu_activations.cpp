@@ -18,18 +18,11 @@
 #include "operators/cpu/reference.h"
 #include "operators/cpu/silu_and_mul.h"
 #include "operators/cpu/softmax.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace cpu = switchyard::cpu;
-
-namespace {
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
-
-}  // namespace
 
 TEST_CASE("cpu kernels: silu_and_mul matches the reference, fused and separate, across the range") {
   const std::uint32_t seed = test_seed();

@@ -11,16 +11,13 @@
 #include <random>
 
 #include "operators/cpu/half.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace cpu = switchyard::cpu;
 
 namespace {
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
 
 // The value of f16 bits from the definition: (-1)^s * 2^(e-15) * 1.m, 2^-14 * 0.m when e = 0, and
 // infinity (m = 0) when e = 31.

@@ -19,18 +19,14 @@
 #include "operators/cpu/half.h"
 #include "operators/cpu/linear.h"
 #include "operators/cpu/reference.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace sy = switchyard;
 namespace cpu = switchyard::cpu;
 
 namespace {
-
-// A fresh seed per run, or SWITCHYARD_TEST_SEED to replay one that failed.
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
 
 struct Weights {
   std::vector<float> f32;

@@ -22,16 +22,13 @@
 #include "operators/cpu/moe_gate.h"
 #include "operators/cpu/reference.h"
 #include "tests/gate_test_support.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace cpu = switchyard::cpu;
 
 namespace {
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
 
 using switchyard::gate_testing::separated;
 using switchyard::gate_testing::well_separated;

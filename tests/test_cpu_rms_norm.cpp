@@ -14,19 +14,12 @@
 #include "operators/cpu/half.h"
 #include "operators/cpu/reference.h"
 #include "operators/cpu/rms_norm.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace sy = switchyard;
 namespace cpu = switchyard::cpu;
-
-namespace {
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
-
-}  // namespace
 
 TEST_CASE("cpu kernels: rms_norm matches the reference with f32 and bf16 weights, in place too") {
   const std::uint32_t seed = test_seed();

@@ -26,18 +26,15 @@
 
 #include "operators/cpu/reference.h"
 #include "operators/cpu/rope.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace cpu = switchyard::cpu;
 
 namespace {
 
 constexpr double kUnit = 0x1.0p-24;
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
 
 double default_bound(double theta) { return (3 + std::log(theta)) * 2 * kUnit; }
 // Per pair index: the YaRN relative bound described at the top.

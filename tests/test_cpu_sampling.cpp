@@ -16,16 +16,13 @@
 
 #include "operators/cpu/reference.h"
 #include "operators/cpu/sampling.h"
+#include "tests/test_seed.h"
+
+using switchyard::testing::test_seed;
 
 namespace cpu = switchyard::cpu;
 
 namespace {
-
-std::uint32_t test_seed() {
-  if (const char* fixed = std::getenv("SWITCHYARD_TEST_SEED"))
-    return static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10));
-  return std::random_device{}();
-}
 
 std::vector<float> random_logits(std::int64_t vocab, float spread, std::mt19937& random) {
   std::normal_distribution<float> logit(0, spread);
