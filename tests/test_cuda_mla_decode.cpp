@@ -26,6 +26,7 @@
 #include "operators/cpu/causal_attention.h"
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/mla_decode.h"
+#include "tests/attention_reference.h"
 #include "tests/cuda_test_support.h"
 
 namespace cpu = switchyard::cpu;
@@ -33,9 +34,6 @@ namespace cuda = switchyard::cuda;
 using namespace switchyard::testing;
 
 namespace {
-
-constexpr double kTolerance = 3e-5;
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 struct Shape {
   std::int64_t heads, latent_dim, rope_dim, position, max_context;
@@ -49,18 +47,10 @@ std::string describe(const Shape& s) {
   return out.str();
 }
 
-struct Inputs {
-  std::vector<float> q_latent, q_rope;          // [heads, latent], [heads, rope]
-  std::vector<float> latent_cache, rope_cache;  // [max_context, latent], [max_context, rope]
-};
-
-// A cache [rows, width] whose first `visible` rows are drawn and the rest NaN.
-std::vector<float> cache_with_garbage(std::int64_t rows, std::int64_t width, std::int64_t visible,
-                                      std::mt19937& random) {
-  std::vector<float> cache(static_cast<std::size_t>(rows * width), kNaN);
-  const std::vector<float> drawn = uniform(static_cast<std::size_t>(visible * width), -1, 1, random);
-  std::copy(drawn.begin(), drawn.end(), cache.begin());
-  return cache;
+// The decode problem in the shared reference's terms: one token.
+using Inputs = MlaInputs;
+MlaShape one_token(const Shape& s) {
+  return {1, s.heads, s.latent_dim, s.rope_dim, s.position, s.max_context, s.scale};
 }
 
 void draw_queries(const Shape& s, Inputs& in, std::mt19937& random) {
@@ -68,89 +58,10 @@ void draw_queries(const Shape& s, Inputs& in, std::mt19937& random) {
   in.q_rope = uniform(static_cast<std::size_t>(s.heads * s.rope_dim), -1, 1, random);
 }
 
-// Exact attention of the token at s.position and the scale its errors are measured against.
-struct Exact {
-  std::vector<double> out;        // [heads, latent]
-  std::vector<double> magnitude;  // (1 + S) * sum_r p_r |v_r|
-};
-
-Exact exact_decode(const Shape& s, const Inputs& in) {
-  const std::int64_t visible = s.position + 1;
-  Exact e;
-  e.out.assign(static_cast<std::size_t>(s.heads * s.latent_dim), 0.0);
-  e.magnitude.assign(e.out.size(), 0.0);
-  std::vector<double> p(static_cast<std::size_t>(visible));
-  for (std::int64_t h = 0; h < s.heads; ++h) {
-    double peak = -INFINITY, largest = 0, total = 0;
-    for (std::int64_t r = 0; r < visible; ++r) {
-      double dot = 0, absolute = 0;
-      const auto add = [&](const float* q, const float* k, std::int64_t n) {
-        for (std::int64_t i = 0; i < n; ++i) {
-          dot += static_cast<double>(q[i]) * k[i];
-          absolute += std::fabs(static_cast<double>(q[i]) * k[i]);
-        }
-      };
-      add(in.q_latent.data() + h * s.latent_dim, in.latent_cache.data() + r * s.latent_dim, s.latent_dim);
-      add(in.q_rope.data() + h * s.rope_dim, in.rope_cache.data() + r * s.rope_dim, s.rope_dim);
-      p[r] = s.scale * dot;
-      peak = std::max(peak, p[r]);
-      largest = std::max(largest, std::fabs(s.scale) * absolute);
-    }
-    for (double& x : p) total += x = std::exp(x - peak);
-    double* out = e.out.data() + h * s.latent_dim;
-    double* magnitude = e.magnitude.data() + h * s.latent_dim;
-    for (std::int64_t r = 0; r < visible; ++r) {
-      const double w = p[r] / total;
-      const float* row = in.latent_cache.data() + r * s.latent_dim;
-      for (std::int64_t i = 0; i < s.latent_dim; ++i) {
-        out[i] += w * row[i];
-        magnitude[i] += w * std::fabs(row[i]);
-      }
-    }
-    for (std::int64_t i = 0; i < s.latent_dim; ++i) magnitude[i] *= 1 + largest;
-  }
-  return e;
-}
-
-std::vector<float> decode_on_cpu(const Shape& s, const Inputs& in) {
-  std::vector<float> out(static_cast<std::size_t>(s.heads * s.latent_dim));
-  cpu::mla_attention(in.q_latent.data(), in.q_rope.data(), 1, s.heads, s.latent_dim, s.rope_dim,
-                     in.latent_cache.data(), in.rope_cache.data(), s.position, s.scale, out.data());
-  return out;
-}
-
-// The largest |got - want| / magnitude (infinite for a NaN) and where.
-struct Worst {
-  double ratio = 0;
-  std::size_t at = 0;
-};
-template <typename Want>
-Worst worst_error(const std::vector<float>& got, const std::vector<Want>& want, const std::vector<double>& magnitude) {
-  Worst worst;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double difference = std::fabs(got[i] - static_cast<double>(want[i]));
-    double ratio = difference == 0 ? 0 : difference / magnitude[i];
-    if (std::isnan(ratio)) ratio = INFINITY;
-    if (ratio > worst.ratio) worst = {ratio, i};
-  }
-  return worst;
-}
-
 // Checks got against the exact result and the CPU kernel's; returns the largest ratio to the exact.
 double check_against(const std::vector<float>& got, const Shape& s, const Inputs& in) {
-  const Exact exact = exact_decode(s, in);
-  const std::vector<float> cpu_out = decode_on_cpu(s, in);
-  REQUIRE(got.size() == exact.out.size());
-  const Worst w = worst_error(got, exact.out, exact.magnitude);
-  INFO("largest error at head " << w.at / s.latent_dim << ", element " << w.at % s.latent_dim << ": " << got[w.at]
-                                << " vs exact " << exact.out[w.at] << ", magnitude " << exact.magnitude[w.at]
-                                << ", ratio " << w.ratio);
-  CHECK(w.ratio <= kTolerance);
-  const Worst c = worst_error(got, cpu_out, exact.magnitude);
-  INFO("largest difference from the CPU kernel at element " << c.at << ": " << got[c.at] << " vs " << cpu_out[c.at]
-                                                            << ", ratio " << c.ratio);
-  CHECK(c.ratio <= 2 * kTolerance);
-  return w.ratio;
+  const std::vector<float> cpu_out = mla_on_cpu(one_token(s), in);
+  return switchyard::testing::check_against(got, exact_mla(one_token(s), in), &cpu_out, s.heads, s.latent_dim);
 }
 
 // Device buffers of one shape: the caches, queries, output, workspace and zeroed counters. An empty
