@@ -44,8 +44,7 @@ void check_context(std::int64_t position, std::int64_t tokens, std::int64_t max_
                      std::to_string(position + tokens) + " was asked for; raise --max_context");
 }
 
-MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
-    : max_context_(context.max_context) {
+MlaProjections::MlaProjections(const BuildContext& context, const Module& self_attn) {
   const ModelConfig& c = context.tree.config();
   heads_ = c.num_attention_heads;
   nope_ = c.qk_nope_head_dim;
@@ -64,7 +63,12 @@ MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
   kv_a_ = LinearOp(context, context.child(self_attn, "kv_a_proj_with_mqa"));
   kv_a_norm_ = NormOp(context, context.child(self_attn, "kv_a_layernorm"), eps);
   o_ = LinearOp(context, context.child(self_attn, "o_proj"));
+  scale_ = mla_softmax_scale(c);
+}
 
+MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
+    : MlaProjections(context, self_attn), max_context_(context.max_context) {
+  const ModelConfig& c = context.tree.config();
   // kv_b_proj [heads * (nope + v_dim), latent] splits per head into the key rows (absorbed into
   // the query) and the value rows (absorbed into the output).
   const Module& kv_b = context.child(self_attn, "kv_b_proj");
@@ -78,7 +82,6 @@ MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
                 sizeof(float) * static_cast<std::size_t>(v_dim_ * latent_));
   }
   frequencies_ = rope_frequencies(c, static_cast<int>(rope_));
-  scale_ = mla_softmax_scale(c);
   latent_cache_.assign(static_cast<std::size_t>(max_context_ * latent_), 0.0f);
   rope_cache_.assign(static_cast<std::size_t>(max_context_ * rope_), 0.0f);
 }

@@ -24,18 +24,27 @@ class AttentionOp {
 // Multi-head latent attention (DeepSeek-V2/V3). The cache holds, per position, the normalised
 // compressed latent [kv_lora_rank] and the rotated shared rope key [qk_rope_head_dim]; prefill and
 // decode both run in the absorbed form, so the latent is read once per head and never expanded.
-class MlaAttention final : public AttentionOp {
+// What the CPU and GPU MLA operators share: the sizes, the softmax scale and the projections from
+// the config and the checkpoint (all but kv_b_proj, which each form lays out its own way), each on
+// the device the plan gives it.
+class MlaProjections {
+ protected:
+  MlaProjections(const BuildContext& context, const Module& self_attn);
+
+  std::int64_t heads_, nope_, rope_, v_dim_, latent_;
+  float scale_;
+  bool has_q_lora_;
+  LinearOp q_a_, q_b_, q_, kv_a_, o_;
+  NormOp q_a_norm_, kv_a_norm_;
+};
+
+class MlaAttention final : public AttentionOp, private MlaProjections {
  public:
   MlaAttention(const BuildContext& context, const Module& self_attn);
   void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
   std::size_t cache_bytes() const override { return (latent_cache_.size() + rope_cache_.size()) * sizeof(float); }
 
  private:
-  std::int64_t heads_, nope_, rope_, v_dim_, latent_;
-  float scale_;
-  bool has_q_lora_;
-  LinearOp q_a_, q_b_, q_, kv_a_, o_;
-  NormOp q_a_norm_, kv_a_norm_;
   std::vector<float> w_uk_;  // [heads, nope, latent]: kv_b_proj rows that make keys, f32
   std::vector<float> w_uv_;  // [heads, v_dim, latent]: kv_b_proj rows that make values, f32
   cpu::RopeFrequencies frequencies_;

@@ -61,27 +61,11 @@ void gemm_heads(GpuRuntime& gpu, DType a_dtype, const HeadBatch& g) {
 }  // namespace
 
 GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self_attn)
-    : gpu_(context.gpu(context.device_of(self_attn))), max_context_(context.max_context) {
+    : MlaProjections(context, self_attn),
+      gpu_(context.gpu(context.device_of(self_attn))),
+      max_context_(context.max_context),
+      kv_b_(context, context.child(self_attn, "kv_b_proj")) {
   const ModelConfig& c = context.tree.config();
-  heads_ = c.num_attention_heads;
-  nope_ = c.qk_nope_head_dim;
-  rope_ = c.qk_rope_head_dim;
-  v_dim_ = c.v_head_dim;
-  latent_ = c.kv_lora_rank;
-  has_q_lora_ = c.q_lora_rank.has_value();
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  if (has_q_lora_) {
-    q_a_ = LinearOp(context, context.child(self_attn, "q_a_proj"));
-    q_a_norm_ = NormOp(context, context.child(self_attn, "q_a_layernorm"), eps);
-    q_b_ = LinearOp(context, context.child(self_attn, "q_b_proj"));
-  } else {
-    q_ = LinearOp(context, context.child(self_attn, "q_proj"));
-  }
-  kv_a_ = LinearOp(context, context.child(self_attn, "kv_a_proj_with_mqa"));
-  kv_a_norm_ = NormOp(context, context.child(self_attn, "kv_a_layernorm"), eps);
-  kv_b_ = LinearOp(context, context.child(self_attn, "kv_b_proj"));
-  o_ = LinearOp(context, context.child(self_attn, "o_proj"));
-  scale_ = mla_softmax_scale(c);
   rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, static_cast<int>(rope_)), max_context_);
   const std::string where = " of " + std::string(self_attn.name);
   {

@@ -13,7 +13,7 @@
 
 namespace switchyard {
 
-class GpuMlaAttention final : public AttentionOp {
+class GpuMlaAttention final : public AttentionOp, private MlaProjections {
  public:
   GpuMlaAttention(const BuildContext& context, const Module& self_attn);
   void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
@@ -30,11 +30,8 @@ class GpuMlaAttention final : public AttentionOp {
   void expand_values(const float* out_latent, std::int64_t tokens, float* attn);
 
   GpuRuntime* gpu_;
-  std::int64_t heads_, nope_, rope_, v_dim_, latent_, max_context_;
-  float scale_;
-  bool has_q_lora_;
-  LinearOp q_a_, q_b_, q_, kv_a_, kv_b_, o_;
-  NormOp q_a_norm_, kv_a_norm_;
+  std::int64_t max_context_;
+  LinearOp kv_b_;
   const GpuRuntime::RopeTables* rope_tables_;
   cuda::DeviceBuffer latent_cache_, rope_cache_;  // [max_context, latent], [max_context, rope] f32
   // kv_b_proj's key rows transposed per head, [heads, latent, nope] in the checkpoint's dtype:
