@@ -88,12 +88,7 @@ int DecodeBenchOptions::run() const {
   lm_options.use_cuda_graph = use_cuda_graph;
   lm_options.prefill_chunk = std::max(512, prompt_tokens);
   auto start = Clock::now();
-  std::unique_ptr<CausalLM> built;
-  try {
-    built = std::make_unique<CausalLM>(context, lm_options);
-  } catch (const InputError& error) {
-    throw InputError(explain_out_of_memory(error.what(), check.memory, options.budget.max_context), error.exit_code());
-  }
+  const std::unique_ptr<CausalLM> built = build_model(context, lm_options, check);
   CausalLM& lm = *built;
   std::printf("built in %.1f s; placement: %s\n", seconds_since(start), lm.placement_summary().c_str());
   double hbm = 0;

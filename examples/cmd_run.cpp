@@ -128,12 +128,7 @@ struct RunCommand {
     CausalLMOptions lm_options;
     lm_options.use_cuda_graph = use_cuda_graph;
     lm_options.prefill_chunk = prefill_chunk;
-    std::unique_ptr<CausalLM> built;
-    try {
-      built = std::make_unique<CausalLM>(context, lm_options);
-    } catch (const InputError& error) {
-      throw InputError(explain_out_of_memory(error.what(), check.memory, options.budget.max_context), error.exit_code());
-    }
+    const std::unique_ptr<CausalLM> built = build_model(context, lm_options, check);
     CausalLM& lm = *built;
     std::printf("placement: %s\n", lm.placement_summary().c_str());
     if (const auto graph = lm.graph_device())

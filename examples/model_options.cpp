@@ -5,6 +5,7 @@
 #include "core/arch_presets.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "placement/memory_estimate.h"
 
 namespace switchyard::cli {
 
@@ -58,6 +59,15 @@ CheckOptions ModelOptions::to_check_options() const {
     if (!options.default_device) throw InputError("--default_device: '" + default_device + "' is not a device (cpu, cuda:N)");
   }
   return options;
+}
+
+std::unique_ptr<CausalLM> build_model(const BuildContext& context, const CausalLMOptions& options,
+                                      const CheckResult& check) {
+  try {
+    return std::make_unique<CausalLM>(context, options);
+  } catch (const InputError& error) {
+    throw InputError(explain_out_of_memory(error.what(), check.memory, context.max_context), error.exit_code());
+  }
 }
 
 }  // namespace switchyard::cli

@@ -2,11 +2,13 @@
 // Options every model-describing subcommand shares: --arch | --model_path, --weight_dtype,
 // --gpus, --gpu_memory, --cpu_memory, --max_context, --default_device, and the profile path
 // (--optimize_config_path, alias --optimize_rule_path).
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "operators/causal_lm.h"
 #include "placement/check.h"
 
 namespace switchyard::cli {
@@ -26,5 +28,10 @@ struct ModelOptions {
   // Validates the combination and converts sizes; throws InputError (exit 2) on bad usage.
   CheckOptions to_check_options() const;
 };
+
+// The model as `check` placed it, built on its devices. Running out of device memory is an
+// InputError that also gives the plan's estimate for each device (explain_out_of_memory).
+std::unique_ptr<CausalLM> build_model(const BuildContext& context, const CausalLMOptions& options,
+                                      const CheckResult& check);
 
 }  // namespace switchyard::cli
