@@ -70,6 +70,8 @@ GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
       gpu_->context().synchronize();
     }
   gate_ = gate_config(c, correction_bias_.empty() ? nullptr : correction_bias_.as<float>());
+  // Decode's router and gate in one launch (a bias-free f32 router: the fused kernel has no bias).
+  if (router_.device_dtype() == DType::f32 && !router_.has_bias()) router_counter_ = gpu_->zeroed_counters(1);
 
   const Module& experts = context.child(moe, "experts");
   generate_experts_ = context.generate_device(experts);
@@ -104,9 +106,15 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   if (gate_hands_off) gate_hand_off = hand_off->gate_hand_off(layer_, x);
   {
     const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
-    router_.forward(x, tokens, logits);
-    cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream,
-                   gate_hands_off ? &gate_hand_off : nullptr);
+    const auto* router = static_cast<const float*>(router_.device_weight());
+    if (tokens == 1 && router_counter_ != nullptr && cuda::router_gate_supports(hidden_, router, x)) {
+      cuda::router_gate(gate_, router, hidden_, x, logits, ids.as<std::int32_t>(), weights, router_counter_, stream,
+                        gate_hands_off ? &gate_hand_off : nullptr);
+    } else {
+      router_.forward(x, tokens, logits);
+      cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream,
+                     gate_hands_off ? &gate_hand_off : nullptr);
+    }
   }
   std::unique_ptr<Scratch> shared;
   if (hand_off != nullptr) {

@@ -29,6 +29,7 @@ class GpuMoeOp final : public FeedForwardOp {
   std::int64_t hidden_;
   LinearOp router_;                    // f32 on the GPU: the router's logits decide the top-k exactly
   cuda::DeviceBuffer correction_bias_;  // DeepSeek-V3, or empty
+  std::int32_t* router_counter_ = nullptr;  // for cuda::router_gate, when decode uses it
   cpu::MoeGateConfig gate_;
   Device generate_experts_, prefill_experts_;
   std::unique_ptr<RoutedExperts> cpu_experts_;   // when either phase runs them on the CPU

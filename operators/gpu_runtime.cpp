@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -72,13 +73,13 @@ cuda::DeviceBuffer GpuRuntime::upload_f32(const Tensor& tensor, std::string_view
 
 std::int32_t* GpuRuntime::zeroed_counters(std::int64_t count) {
   const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(std::int32_t);
-  if (counters_.bytes() < bytes) {
-    context_.synchronize();  // no kernel may still use the old ones
-    counters_ = context_.allocate(bytes, "kernel counters");
-    SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, bytes, stream()));
+  if (counters_.empty() || counters_.back().bytes() < bytes) {
+    // A larger set; the smaller ones stay, since kernels built earlier hold them.
+    counters_.push_back(context_.allocate(std::max<std::size_t>(bytes, 256), "kernel counters"));
+    SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(counters_.back().data(), 0, counters_.back().bytes(), stream()));
     context_.synchronize();
   }
-  return counters_.as<std::int32_t>();
+  return counters_.back().as<std::int32_t>();
 }
 
 CpuExpertsHandOff& GpuRuntime::hand_off(int layers, std::int64_t hidden, int top_k) {

@@ -79,7 +79,8 @@ class GpuRuntime {
   // `count` int32 counters on this device, zero, for kernels that count their blocks in and leave
   // the counters zero again when they end (cuda::mla_decode_attention). One set per device, shared
   // by every layer (they run one after another on the stream); call at build time, not during a
-  // capture. Returns at least `count` counters.
+  // capture. Returns at least `count` counters; a pointer returned stays valid while this runtime
+  // lives.
   std::int32_t* zeroed_counters(std::int64_t count);
 
   // The hand-off buffers for CPU experts (one set per device, sized by the first caller).
@@ -95,7 +96,7 @@ class GpuRuntime {
   cuda::DeviceBuffer step_device_;
   std::map<std::vector<float>, RopeTables> rope_tables_;
   std::unique_ptr<CpuExpertsHandOff> hand_off_;
-  cuda::DeviceBuffer counters_;
+  std::vector<cuda::DeviceBuffer> counters_;  // the last is the largest
   GpuTimer timer_;
 };
 

@@ -33,6 +33,7 @@ class LinearOp {
   // The GPU copy ([out, in], bf16 or f32), for operators that use the weight other than as x W^T.
   const void* device_weight() const;
   DType device_dtype() const;
+  bool has_bias() const { return !bias_.empty(); }
 
   // Puts the GPU copies of `ops` (one GPU, one dtype, one in_features, no biases) in one buffer,
   // their rows one after another, so that one GEMV launch computes them all; each op keeps

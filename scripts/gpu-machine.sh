@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool, ../shared/device/README.md): build for Hopper,
 # run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
-#   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-detail|build]   (default all)
+#   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-detail|build]   (default all)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
 set -uo pipefail
 what=${1:-all}
@@ -53,4 +53,14 @@ if [[ $what == ncu-detail ]]; then  # full ncu sections of one decode instance o
       --use_cuda_graph false --nvtx_layers all > "$out/ncu-$kernel.txt" 2>&1
     echo "ncu $kernel exit $?"
   done
+fi
+if [[ $what == ncu-step ]]; then  # every kernel of the hybrid decode steps, in order, with grid and time (context ~500)
+  models=/tmp/switchyard-models
+  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  prompt=$(seq -s, 1 500)
+  timeout 300 ncu --clock-control none --nvtx --nvtx-include "decode_step/" --csv --print-units base \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum \
+    $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
+    --prompt_ids $prompt --max_new_tokens 2 --use_cuda_graph false --nvtx_layers all --cpu_infer 16 > "$out/ncu-step.csv" 2>&1
+  echo "ncu-step exit $?"
 fi

@@ -1,5 +1,7 @@
 #include "operators/cuda/moe_gate.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -28,17 +30,16 @@ __device__ float group_score(const MoeGateConfig& c, const float* choice, int si
   return choice[top2[0]] + choice[top2[1]];
 }
 
-// One block per token, thread e for expert e (blockDim.x: n_experts rounded up to a warp).
-__global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t* expert_ids, float* weights,
-                             GateHandOff hand_off) {
-  begin_after_previous_grid();
+// Steps 1-6 of the CPU kernel for one token's logits [n]: thread e for expert e (blockDim.x, a
+// multiple of 32, at least n). Writes the token's ids and weights ([k] each) and leaves them in
+// `chosen_ids` / `chosen_weights` (shared memory) for a hand-off.
+__device__ void route(const MoeGateConfig& c, const float* logits, std::int32_t* expert_ids, float* weights,
+                      std::int32_t* chosen_ids, float* chosen_weights) {
   __shared__ float scores[kMaxGateExperts], choice[kMaxGateExperts], group_scores[kMaxGateExperts];
-  __shared__ float chosen_weights[kMaxGateExperts];
-  __shared__ std::int32_t chosen_ids[kMaxGateExperts];
   __shared__ bool kept[kMaxGateExperts];
   const int n = c.n_experts, k = c.top_k, e = threadIdx.x;
   const bool expert = e < n;
-  const float logit = expert ? logits[blockIdx.x * std::int64_t{n} + e] : negative_infinity();
+  const float logit = expert ? __ldcg(logits + e) : negative_infinity();
 
   // 1-2. Scores as the CPU's softmax (f32 exponentials, their sum in double) or sigmoid; choices.
   float score;
@@ -80,7 +81,7 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
     int rank = 0;
     for (int i = 0; i < n; ++i) rank += choice[i] > mine || (choice[i] == mine && i < e);
     if (rank < k) {
-      expert_ids[blockIdx.x * std::int64_t{k} + rank] = e;
+      expert_ids[rank] = e;
       chosen_ids[rank] = e;
       chosen_weights[rank] = c.weights_from_scores ? scores[e] : mine;
     }
@@ -89,7 +90,6 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
 
   // 6. Normalise and scale in the CPU's order.
   if (e == 0) {
-    float* w = weights + blockIdx.x * std::int64_t{k};
     float denominator = 1.0f;
     if (c.normalize) {
       float sum = 0;
@@ -101,52 +101,153 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
       float value = chosen_weights[i];
       if (c.normalize) value /= denominator;
       if (scale) value *= c.routed_scaling_factor;
-      w[i] = value;
+      weights[i] = value;
       chosen_weights[i] = value;
     }
   }
-  if (hand_off.ready == nullptr) return;
-
-  // 7. The hand-off to the CPU experts (one token): x, ids, weights to host memory, each thread
-  // fencing its own writes, then the flag.
   __syncthreads();
-  for (int i = e; i < k; i += blockDim.x) {
-    hand_off.ids_host[i] = chosen_ids[i];
-    hand_off.weights_host[i] = chosen_weights[i];
-  }
+}
+
+// x[begin, end) to the hand-off's host copy, the block's threads striding over it, four loads in
+// flight per thread.
+__device__ void copy_to_host(const GateHandOff& hand_off, std::int64_t begin, std::int64_t end) {
   const float* __restrict__ x = hand_off.x;
   float* __restrict__ x_host = hand_off.x_host;
   const std::int64_t stride = blockDim.x;
-  std::int64_t i = e;
-  for (; i + 3 * stride < hand_off.hidden; i += 4 * stride) {  // four loads in flight per thread
+  std::int64_t i = begin + threadIdx.x;
+  for (; i + 3 * stride < end; i += 4 * stride) {
     const float a = x[i], b = x[i + stride], d = x[i + 2 * stride], f = x[i + 3 * stride];
     x_host[i] = a, x_host[i + stride] = b, x_host[i + 2 * stride] = d, x_host[i + 3 * stride] = f;
   }
-  for (; i < hand_off.hidden; i += stride) x_host[i] = x[i];
+  for (; i < end; i += stride) x_host[i] = x[i];
+}
+
+// The rest of the hand-off once x is on the host: ids and weights, a system-wide fence by every
+// writer, then the ready flag.
+__device__ void publish(const GateHandOff& hand_off, int k, const std::int32_t* chosen_ids,
+                        const float* chosen_weights) {
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    hand_off.ids_host[i] = chosen_ids[i];
+    hand_off.weights_host[i] = chosen_weights[i];
+  }
   __threadfence_system();
   __syncthreads();
-  if (e == 0) *reinterpret_cast<volatile std::uint32_t*>(hand_off.ready) = 1;
+  if (threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(hand_off.ready) = 1;
+}
+
+// One block per token (see route).
+__global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t* expert_ids, float* weights,
+                             GateHandOff hand_off) {
+  begin_after_previous_grid();
+  __shared__ std::int32_t chosen_ids[kMaxGateExperts];
+  __shared__ float chosen_weights[kMaxGateExperts];
+  const std::int64_t token = blockIdx.x;
+  route(c, logits + token * c.n_experts, expert_ids + token * c.top_k, weights + token * c.top_k, chosen_ids,
+        chosen_weights);
+  if (hand_off.ready == nullptr) return;
+  copy_to_host(hand_off, 0, hand_off.hidden);
+  publish(hand_off, c.top_k, chosen_ids, chosen_weights);
+}
+
+// Rows of the router a thread loads before waiting for x (the weights are constant).
+constexpr int kStagedRouterLoads = 4;
+
+// One token, block e for expert e: the router's logit e (its f32 row times x), and the block's
+// share of x to the host when handing off; the last block to count in routes the token and
+// finishes the hand-off, and leaves the counter at zero.
+__global__ void route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x,
+                                float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter,
+                                GateHandOff hand_off) {
+  const auto* row = reinterpret_cast<const float4*>(router + blockIdx.x * hidden);
+  const std::int64_t quads = hidden / 4;
+  float4 staged[kStagedRouterLoads];
+#pragma unroll
+  for (int u = 0; u < kStagedRouterLoads; ++u) {
+    const std::int64_t i = threadIdx.x + std::int64_t{u} * blockDim.x;
+    if (i < quads) staged[u] = __ldg(row + i);
+  }
+  begin_after_previous_grid();
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  float sum = 0.0f;
+  auto add = [&](const float4& w, std::int64_t i) {
+    const float4 v = x4[i];
+    sum += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
+  };
+#pragma unroll
+  for (int u = 0; u < kStagedRouterLoads; ++u) {
+    const std::int64_t i = threadIdx.x + std::int64_t{u} * blockDim.x;
+    if (i < quads) add(staged[u], i);
+  }
+  for (std::int64_t i = threadIdx.x + std::int64_t{kStagedRouterLoads} * blockDim.x; i < quads; i += blockDim.x)
+    add(__ldg(row + i), i);
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) logits[blockIdx.x] = sum;
+  const bool handing_off = hand_off.ready != nullptr;
+  if (handing_off) {
+    const std::int64_t share = (hidden + gridDim.x - 1) / gridDim.x;
+    copy_to_host(hand_off, blockIdx.x * share, min(hidden, (blockIdx.x + 1) * share));
+    __threadfence_system();  // this block's x on the host before it counts in
+  } else {
+    __threadfence();
+  }
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!last) return;
+  if (threadIdx.x == 0) *counter = 0;  // for the next launch
+  __threadfence();
+  __shared__ std::int32_t chosen_ids[kMaxGateExperts];
+  __shared__ float chosen_weights[kMaxGateExperts];
+  route(c, logits, expert_ids, weights, chosen_ids, chosen_weights);
+  if (handing_off) publish(hand_off, c.top_k, chosen_ids, chosen_weights);
+}
+
+void check_config(const MoeGateConfig& config, const char* who) {
+  // The CPU kernel's checks: with no tokens it validates the config and touches nothing else.
+  cpu::moe_gate(config, nullptr, 0, nullptr, nullptr);
+  if (config.n_experts > kMaxGateExperts)
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(config.n_experts) + " experts; at most " +
+                                std::to_string(kMaxGateExperts) + " are supported");
+}
+
+void check_hand_off(const GateHandOff* hand_off, std::int64_t tokens, const char* who) {
+  if (hand_off != nullptr &&
+      (tokens != 1 || hand_off->ready == nullptr || hand_off->x == nullptr || hand_off->x_host == nullptr ||
+       hand_off->ids_host == nullptr || hand_off->weights_host == nullptr || hand_off->hidden < 0))
+    throw std::invalid_argument(std::string(who) + ": a hand-off takes one token (" + std::to_string(tokens) +
+                                " given) and every buffer");
 }
 
 }  // namespace
 
 void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
               float* weights, cudaStream_t stream, const GateHandOff* hand_off) {
-  // The CPU kernel's checks: with no tokens it validates the config and touches nothing else.
-  cpu::moe_gate(config, nullptr, 0, nullptr, nullptr);
-  if (config.n_experts > kMaxGateExperts)
-    throw std::invalid_argument("cuda::moe_gate: " + std::to_string(config.n_experts) + " experts; at most " +
-                                std::to_string(kMaxGateExperts) + " are supported");
+  check_config(config, "cuda::moe_gate");
   if (tokens <= 0) return;
   if (tokens > 0x7fffffff) throw std::invalid_argument("cuda::moe_gate: more than 2^31 - 1 tokens");
-  if (hand_off != nullptr &&
-      (tokens != 1 || hand_off->ready == nullptr || hand_off->x == nullptr || hand_off->x_host == nullptr ||
-       hand_off->ids_host == nullptr || hand_off->weights_host == nullptr || hand_off->hidden < 0))
-    throw std::invalid_argument("cuda::moe_gate: a hand-off takes one token (" + std::to_string(tokens) +
-                                " given) and every buffer");
+  check_hand_off(hand_off, tokens, "cuda::moe_gate");
   const int threads = (config.n_experts + 31) / 32 * 32;
   launch_kernel(route_tokens, static_cast<unsigned>(tokens), threads, 0, stream, config, logits, expert_ids, weights,
                 hand_off != nullptr ? *hand_off : GateHandOff{});
+}
+
+bool router_gate_supports(std::int64_t hidden, const float* router, const float* x) {
+  return hidden > 0 && hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(router) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+}
+
+void router_gate(const MoeGateConfig& config, const float* router, std::int64_t hidden, const float* x,
+                 float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter, cudaStream_t stream,
+                 const GateHandOff* hand_off) {
+  check_config(config, "cuda::router_gate");
+  check_hand_off(hand_off, 1, "cuda::router_gate");
+  if (!router_gate_supports(hidden, router, x) || counter == nullptr)
+    throw std::invalid_argument("cuda::router_gate: hidden " + std::to_string(hidden) +
+                                " must be a multiple of 4, the router and x 16-byte aligned, with a counter");
+  const int threads = std::max(256, (config.n_experts + 31) / 32 * 32);
+  launch_kernel(route_one_token, static_cast<unsigned>(config.n_experts), threads, 0, stream, config, router, hidden,
+                x, logits, expert_ids, weights, counter, hand_off != nullptr ? *hand_off : GateHandOff{});
 }
 
 }  // namespace switchyard::cuda

@@ -1,0 +1,168 @@
+// cuda::router_gate (decode's router GEMV and gate in one launch) against a double-precision
+// router and the CPU gate, and its hand-off to host memory, on fresh random inputs.
+//
+// Tolerances: logits |got - ref| <= 1e-5 * sum_k |w_k x_k| (f32 accumulation over <= 7168 terms,
+// a loose bound on a ~sqrt(k) u error). The ids and weights are checked against the CPU kernel fed
+// the kernel's own logits: the same algorithm in f32, so ids identical and weights within the
+// moe_gate test's 2e-6 relative + 1e-7 (expf and f32 sums). The hand-off copies exactly.
+#include <doctest/doctest.h>
+
+#ifdef SWITCHYARD_HAVE_CUDA
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "operators/cpu/moe_gate.h"
+#include "operators/cuda/device_context.h"
+#include "operators/cuda/host_flag.h"
+#include "operators/cuda/moe_gate.h"
+#include "tests/cuda_test_support.h"
+#include "tests/gate_test_support.h"
+
+namespace cpu = switchyard::cpu;
+namespace cuda = switchyard::cuda;
+using namespace switchyard::testing;
+using switchyard::gate_testing::gate_cases;
+using switchyard::gate_testing::GateCase;
+
+namespace {
+
+// Host-mapped buffers for a hand-off and their device views.
+struct MappedHandOff {
+  cuda::PinnedBuffer x, ids, weights;
+  cuda::HostFlags ready{1};
+  MappedHandOff(std::int64_t hidden, int top_k)
+      : x(static_cast<std::size_t>(hidden) * sizeof(float), "x"),
+        ids(static_cast<std::size_t>(top_k) * sizeof(std::int32_t), "ids"),
+        weights(static_cast<std::size_t>(top_k) * sizeof(float), "weights") {}
+  cuda::GateHandOff view(const float* x_device, std::int64_t hidden) {
+    return cuda::GateHandOff{x_device, hidden, device_view<float>(x), device_view<std::int32_t>(ids),
+                             device_view<float>(weights), ready.device_flag(0)};
+  }
+  template <typename T>
+  static T* device_view(cuda::PinnedBuffer& buffer) {
+    void* device = nullptr;
+    REQUIRE(cudaHostGetDevicePointer(&device, buffer.data(), 0) == cudaSuccess);
+    return static_cast<T*>(device);
+  }
+};
+
+void check_routing(const cpu::MoeGateConfig& c, const std::vector<float>& logits, const std::vector<std::int32_t>& ids,
+                   const std::vector<float>& weights) {
+  std::vector<std::int32_t> cpu_ids(static_cast<std::size_t>(c.top_k));
+  std::vector<float> cpu_weights(static_cast<std::size_t>(c.top_k));
+  cpu::moe_gate(c, logits.data(), 1, cpu_ids.data(), cpu_weights.data());
+  CHECK(ids == cpu_ids);
+  for (int i = 0; i < c.top_k; ++i) {
+    INFO("slot " << i);
+    CHECK(std::fabs(weights[i] - cpu_weights[i]) <= 2e-6 * std::fabs(cpu_weights[i]) + 1e-7);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda router_gate: logits, ids, weights and the hand-off match the references for every preset") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  cuda::DeviceBuffer counter = context.allocate(sizeof(std::int32_t), "counter");
+  REQUIRE(cudaMemsetAsync(counter.data(), 0, sizeof(std::int32_t), context.stream()) == cudaSuccess);
+  for (GateCase& gate : gate_cases(random)) {
+    cpu::MoeGateConfig c = gate.config;
+    const std::int64_t hidden = 4 * draw(1, 1800, random);  // 7168 (DeepSeek-V3) at most
+    INFO(gate.name << ", hidden " << hidden);
+    const std::vector<float> router = uniform(static_cast<std::size_t>(c.n_experts * hidden), -1, 1, random);
+    const std::vector<float> x = uniform(static_cast<std::size_t>(hidden), -1, 1, random);
+    cuda::DeviceBuffer bias;
+    if (!gate.bias.empty()) {
+      bias = to_device(context, gate.bias);
+      c.score_correction_bias = bias.as<float>();
+    }
+    cuda::DeviceBuffer router_device = to_device(context, router), x_device = to_device(context, x);
+    cuda::DeviceBuffer logits = context.allocate(static_cast<std::size_t>(c.n_experts) * sizeof(float), "logits");
+    cuda::DeviceBuffer ids = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(std::int32_t), "ids");
+    cuda::DeviceBuffer weights = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(float), "weights");
+    const bool hand_off = draw(0, 1, random) == 1;
+    MappedHandOff host(hidden, c.top_k);
+    const cuda::GateHandOff view = host.view(x_device.as<float>(), hidden);
+    REQUIRE(cuda::router_gate_supports(hidden, router_device.as<float>(), x_device.as<float>()));
+    cuda::router_gate(c, router_device.as<float>(), hidden, x_device.as<float>(), logits.as<float>(),
+                      ids.as<std::int32_t>(), weights.as<float>(), counter.as<std::int32_t>(), context.stream(),
+                      hand_off ? &view : nullptr);
+    const auto got_logits = to_host<float>(context, logits, static_cast<std::size_t>(c.n_experts));
+    const auto got_ids = to_host<std::int32_t>(context, ids, static_cast<std::size_t>(c.top_k));
+    const auto got_weights = to_host<float>(context, weights, static_cast<std::size_t>(c.top_k));
+    CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
+    for (int e = 0; e < c.n_experts; ++e) {
+      double expected = 0, magnitude = 0;
+      for (std::int64_t k = 0; k < hidden; ++k) {
+        const double product = static_cast<double>(router[static_cast<std::size_t>(e * hidden + k)]) * x[k];
+        expected += product;
+        magnitude += std::fabs(product);
+      }
+      INFO("expert " << e);
+      REQUIRE(std::fabs(got_logits[e] - expected) <= 1e-5 * magnitude);
+    }
+    gate.config.score_correction_bias = gate.bias.empty() ? nullptr : gate.bias.data();
+    check_routing(gate.config, got_logits, got_ids, got_weights);
+    if (!hand_off) continue;
+    host.ready.host_wait(0, 1, context.stream());
+    CHECK(std::memcmp(host.x.data(), x.data(), x.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(host.ids.data(), got_ids.data(), got_ids.size() * sizeof(std::int32_t)) == 0);
+    CHECK(std::memcmp(host.weights.data(), got_weights.data(), got_weights.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("cuda router_gate: a graph replayed on new inputs routes each one (the counter resets itself)") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const cpu::MoeGateConfig c = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  const std::int64_t hidden = 2048;
+  cuda::DeviceBuffer router = to_device(context, uniform(static_cast<std::size_t>(64 * hidden), -1, 1, random));
+  cuda::DeviceBuffer x = context.allocate(static_cast<std::size_t>(hidden) * sizeof(float), "x");
+  cuda::DeviceBuffer counter = context.allocate(sizeof(std::int32_t), "counter");
+  REQUIRE(cudaMemsetAsync(counter.data(), 0, sizeof(std::int32_t), context.stream()) == cudaSuccess);
+  cuda::DeviceBuffer logits = context.allocate(64 * sizeof(float), "logits");
+  cuda::DeviceBuffer ids = context.allocate(6 * sizeof(std::int32_t), "ids");
+  cuda::DeviceBuffer weights = context.allocate(6 * sizeof(float), "weights");
+  context.synchronize();
+  CapturedGraph graph(context.stream(), [&] {
+    cuda::router_gate(c, router.as<float>(), hidden, x.as<float>(), logits.as<float>(), ids.as<std::int32_t>(),
+                      weights.as<float>(), counter.as<std::int32_t>(), context.stream());
+  });
+  for (int replay = 0; replay < 5; ++replay) {
+    INFO("replay " << replay);
+    const std::vector<float> input = uniform(static_cast<std::size_t>(hidden), -1, 1, random);
+    context.copy_to_device(x.data(), input.data(), input.size() * sizeof(float));
+    graph.launch(context.stream());
+    const auto got_logits = to_host<float>(context, logits, 64);
+    check_routing(c, got_logits, to_host<std::int32_t>(context, ids, 6), to_host<float>(context, weights, 6));
+    CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
+  }
+}
+
+TEST_CASE("cuda router_gate: shapes it cannot take are refused before any launch") {
+  const cpu::MoeGateConfig c = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  alignas(16) float buffer[8] = {};
+  CHECK_FALSE(cuda::router_gate_supports(6, buffer, buffer));      // hidden not a multiple of 4
+  CHECK_FALSE(cuda::router_gate_supports(4, buffer + 1, buffer));  // router misaligned
+  CHECK_THROWS_AS(cuda::router_gate(c, buffer, 6, buffer, nullptr, nullptr, nullptr, nullptr, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cuda::router_gate(cpu::qwen3_moe_gate(1024, 8, true), buffer, 4, buffer, nullptr, nullptr, nullptr,
+                                    nullptr, nullptr),
+                  std::invalid_argument);
+}
+
+#else
+
+TEST_CASE("cuda router_gate: skipped, built without the CUDA backend") { MESSAGE("skipped: built without CUDA"); }
+
+#endif
