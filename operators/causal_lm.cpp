@@ -79,7 +79,9 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   const std::int64_t n = tokens * hidden_size_;
   float* hidden = stream.on(attention_->device());
   Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
-  input_norm_.forward(hidden, tokens, normed);
+  // The previous layer's MLP output is added here, in the norm's launch.
+  if (const float* previous = stream.take_delta()) input_norm_.add_and_forward(hidden, previous, tokens, normed);
+  else input_norm_.forward(hidden, tokens, normed);
   {
     const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
     attention_->forward(normed, tokens, position, delta);
@@ -94,7 +96,8 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   Scratch ff_normed(same_device ? nullptr : feed_forward_gpu_, same_device ? 0 : n, "normalised hidden states");
   float* ff_in = same_device ? normed.data() : ff_normed.data();
   if (!same_device) post_attention_norm_.forward(hidden, tokens, ff_in);
-  Scratch ff_delta(feed_forward_gpu_, n, "MLP output");
+  // The output is added by the next norm (the next layer's, or the final one).
+  float* ff_delta = stream.delta(feed_forward_->device());
   if (moe_) {
     // A MoE block times its own parts (gate, routed and shared experts, hand-offs).
     feed_forward_->forward(ff_in, tokens, ff_delta);
@@ -102,7 +105,7 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
     const WorkScope scope(feed_forward_gpu_, tracer_, Region::dense_mlp, layer_);
     feed_forward_->forward(ff_in, tokens, ff_delta);
   }
-  add_in_place(feed_forward_gpu_, hidden, ff_delta, n);
+  stream.defer_add();
 }
 
 CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
@@ -272,13 +275,16 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 
   const std::int64_t rows = all_logits ? tokens : 1;
   float* hidden = stream_->on(final_device_) + (tokens - rows) * hidden_;
+  const float* last_delta = stream_->take_delta();
 #if SWITCHYARD_HAVE_CUDA
   GpuRuntime* gpu = runtimes_->find(final_device_);
 #else
   GpuRuntime* gpu = nullptr;
 #endif
   Scratch normed(gpu, rows * hidden_, "the final norm's output");
-  final_norm_.forward(hidden, rows, normed);
+  // The last layer's output is added to the rows normed here only: nothing reads the others after.
+  if (last_delta != nullptr) final_norm_.add_and_forward(hidden, last_delta + (tokens - rows) * hidden_, rows, normed);
+  else final_norm_.forward(hidden, rows, normed);
   const WorkScope scope(gpu, tracer_, Region::lm_head);
   if (gpu == nullptr) {
     logits_.resize(static_cast<std::size_t>(rows * vocab_));

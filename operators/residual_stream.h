@@ -4,6 +4,10 @@
 // the one place where activations cross devices, at module boundaries, so no operator moves its
 // inputs itself. Host copies are pinned when GPUs take part, so that the copies to and from a GPU
 // are asynchronous and can be captured in a CUDA graph.
+//
+// A block's output may be left for the next norm to add (x += delta, then norm(x), one launch on a
+// GPU): the block writes it to delta(device) and calls defer_add(); the next layer takes it with
+// take_delta(). Moving the stream to another device adds a pending delta first.
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -28,18 +32,27 @@ class ResidualStream {
   // stream (capturable); GPU -> CPU and GPU -> GPU synchronise (DeviceRuntimes::synchronize).
   float* on(Device device);
   Device device() const { return device_; }
+
+  // The buffer on `device` for a block's output that is to be added later.
+  float* delta(Device device);
+  // delta(device()) now holds an output to add to the stream (once its work is queued).
+  void defer_add();
+  // The pending delta, or nullptr; no longer pending: the caller adds it (NormOp::add_and_forward).
+  const float* take_delta();
   std::int64_t tokens() const { return tokens_; }
 
  private:
   float* buffer(Device device);
+  void settle();  // adds a pending delta in place
 
   DeviceRuntimes* runtimes_;
   std::int64_t max_tokens_, width_, tokens_ = 0;
   Device device_;
-  std::vector<float> host_;
+  bool delta_pending_ = false;
+  std::vector<float> host_, host_delta_;
 #if SWITCHYARD_HAVE_CUDA
   cuda::PinnedBuffer pinned_;
-  std::map<int, cuda::DeviceBuffer> gpu_;
+  std::map<int, cuda::DeviceBuffer> gpu_, gpu_delta_;
 #endif
 };
 
