@@ -2,11 +2,13 @@
 // write_cache_rows for the latent; copy_rows, apply_rope_at, write_cache_rows for the rope key;
 // apply_rope_at and copy_rows for the queries' rope parts):
 // bit-identical caches, at a position read from device memory, on fresh random inputs, with rows
-// outside the written ones untouched. Skipped visibly without a GPU.
+// outside the written ones untouched; and its absorbing blocks (decode's absorbed queries) against a
+// double-precision reference. Skipped visibly without a GPU.
 #include <doctest/doctest.h>
 
 #ifdef SWITCHYARD_HAVE_CUDA
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "operators/cuda/rms_norm.h"
 #include "operators/cuda/rope.h"
 #include "tests/cuda_test_support.h"
+#include "tests/test_seed.h"
 
 namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
@@ -107,6 +110,70 @@ TEST_CASE("cuda: write_mla_caches equals the eight kernels it fuses, bit for bit
     CHECK(a[0] == 7.25f);                                    // row 0: not written
     CHECK(a[static_cast<std::size_t>(position * latent)] != 7.25f);  // the first new row: written
   }
+}
+
+TEST_CASE("cuda: write_mla_caches absorbs the queries in the same launch, as the reference does") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  for (int round = 0; round < 8; ++round) {
+    // DeepSeek's shapes (in 128, rows 512) and odd ones: in from 8 to 400, rows not a multiple of a block's.
+    const std::int64_t heads = round < 2 ? 16 : draw(1, 20, random), in = round < 2 ? 128 : 8 * draw(1, 50, random);
+    const std::int64_t rows = round < 2 ? 512 : draw(1, 300, random), rope = 64, latent = 512;
+    const std::int64_t head_stride = in + rope + 4 * draw(0, 2, random);
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    INFO("heads " << heads << " rows " << rows << " in " << in << " " << sy::dtype_name(dtype));
+    std::vector<float> weight = uniform(static_cast<std::size_t>(heads * rows * in), -1, 1, random);
+    std::vector<std::uint16_t> weight_bf16(weight.size());
+    for (std::size_t i = 0; i < weight.size(); ++i) {
+      weight_bf16[i] = sy::cpu::f32_to_bf16(weight[i]);
+      if (dtype == sy::DType::bf16) weight[i] = sy::cpu::bf16_to_f32(weight_bf16[i]);
+    }
+    const std::vector<float> q = uniform(static_cast<std::size_t>(heads * head_stride), -2, 2, random);
+    const std::vector<float> ckv = uniform(static_cast<std::size_t>(latent + rope), -2, 2, random);
+    const std::vector<float> norm(static_cast<std::size_t>(latent), 1.0f);
+    const sy::cpu::RopeFrequencies frequencies = sy::cpu::rope_frequencies_default(static_cast<int>(rope), 10000.0);
+    const std::int64_t max_context = 8;
+    std::vector<float> cos(static_cast<std::size_t>(max_context * rope / 2)), sin(cos.size());
+    sy::cpu::rope_cos_sin(frequencies, 0, max_context, cos.data(), sin.data());
+    const std::int32_t position = 5;
+    cuda::DeviceBuffer weight_d = dtype == sy::DType::bf16 ? to_device(context, weight_bf16) : to_device(context, weight);
+    cuda::DeviceBuffer q_d = to_device(context, q), ckv_d = to_device(context, ckv), norm_d = to_device(context, norm);
+    cuda::DeviceBuffer cos_d = to_device(context, cos), sin_d = to_device(context, sin);
+    cuda::DeviceBuffer position_d = context.upload(&position, 4, "position");
+    cuda::DeviceBuffer latent_cache = context.allocate(static_cast<std::size_t>(max_context * latent) * 4, "cache");
+    cuda::DeviceBuffer rope_cache = context.allocate(static_cast<std::size_t>(max_context * rope) * 4, "cache");
+    cuda::DeviceBuffer out = context.allocate(static_cast<std::size_t>(heads * rows) * 4, "absorbed");
+    cuda::write_mla_caches(ckv_d.as<float>(), 1, latent, rope, norm_d.data(), sy::DType::f32, 1e-6f, cos_d.as<float>(),
+                           sin_d.as<float>(), sy::cpu::RopeLayout::half_split, position_d.as<std::int32_t>(),
+                           max_context, latent_cache.as<float>(), rope_cache.as<float>(), context.stream(), {},
+                           cuda::MlaAbsorb{weight_d.data(), dtype, q_d.as<float>(), heads, rows, in, head_stride,
+                                           out.as<float>()});
+    const std::vector<float> got = to_host<float>(context, out, static_cast<std::size_t>(heads * rows));
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t c = 0; c < rows; ++c) {
+        double expected = 0, magnitude = 0;
+        for (std::int64_t i = 0; i < in; ++i) {
+          const double product = static_cast<double>(weight[static_cast<std::size_t>((h * rows + c) * in + i)]) *
+                                 q[static_cast<std::size_t>(h * head_stride + i)];
+          expected += product;
+          magnitude += std::fabs(product);
+        }
+        INFO("head " << h << " row " << c);
+        // f32 accumulation over at most 400 terms, loosely bounded.
+        REQUIRE(std::fabs(got[static_cast<std::size_t>(h * rows + c)] - expected) <= 1e-5 * magnitude);
+      }
+  }
+  // More than one token, or a row length that is not whole chunks, is refused before any launch.
+  float* none = nullptr;
+  CHECK_THROWS_AS(cuda::write_mla_caches(none, 2, 512, 64, none, sy::DType::f32, 1e-6f, none, none,
+                                         sy::cpu::RopeLayout::half_split, reinterpret_cast<const std::int32_t*>(16),
+                                         8, none, none, context.stream(), {},
+                                         cuda::MlaAbsorb{reinterpret_cast<const void*>(16), sy::DType::f32,
+                                                         reinterpret_cast<const float*>(16), 1, 1, 8, 8, none}),
+                  std::invalid_argument);
 }
 
 #endif

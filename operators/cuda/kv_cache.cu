@@ -1,6 +1,7 @@
 #include "operators/cuda/kv_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -40,15 +41,87 @@ __device__ inline void rotate_pair(const float* in, float* out, std::int64_t j, 
   out[pairs_out ? 2 * j + 1 : j + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
 }
 
-// grid (tokens, 1 + query blocks). blockIdx.y == 0: the token's caches, the latent's RMSNorm (as
-// rms_norm_rows), then the rope key's rotation (as rotate_heads for one head). blockIdx.y > 0: a
-// group of the token's query heads, rotated into queries.out.
+// The absorbed queries' share of a launch: `lanes` lanes per weight row (in / 8 rounded down to a
+// power of two, at most 32), 32 / lanes rows per warp and pass, kAbsorbPasses passes whose first
+// 16-byte chunks load before the wait for the previous kernel (the weights are constant).
+constexpr int kAbsorbPasses = 4;
+
+struct AbsorbLaunch {
+  MlaAbsorb a;
+  int lanes = 0;
+  std::int64_t first_block = 0;  // blockIdx.y of the first absorbing block
+};
+
+// 8 weights at element k of a row, as f32 (bf16 widened exactly).
+template <typename W>
+__device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]) {
+  if constexpr (sizeof(W) == 2) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + k));
+    const auto* bits = reinterpret_cast<const unsigned short*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = bf16_to_float(bits[i]);
+  } else {
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(row + k));
+    const float4 hi = __ldg(reinterpret_cast<const float4*>(row + k + 4));
+    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+  }
+}
+
+__device__ inline float dot8(const float (&w)[8], const float* x) {
+  const float4 lo = *reinterpret_cast<const float4*>(x);
+  const float4 hi = *reinterpret_cast<const float4*>(x + 4);
+  return w[0] * lo.x + w[1] * lo.y + w[2] * lo.z + w[3] * lo.w + w[4] * hi.x + w[5] * hi.y + w[6] * hi.z +
+         w[7] * hi.w;
+}
+
+template <typename W>
+__device__ void absorb_queries(const AbsorbLaunch& launch) {
+  const MlaAbsorb& a = launch.a;
+  const int lanes = launch.lanes, lane = threadIdx.x % 32, sublane = lane % lanes;
+  const int rows_per_pass = 32 / lanes;
+  const std::int64_t warp = (blockIdx.y - launch.first_block) * (blockDim.x / 32) + threadIdx.x / 32;
+  const std::int64_t total = a.heads * a.rows;
+  const auto* weight = static_cast<const W*>(a.weight);
+  std::int64_t row[kAbsorbPasses];
+  float w[kAbsorbPasses][8];
+#pragma unroll
+  for (int p = 0; p < kAbsorbPasses; ++p) {
+    row[p] = (warp * kAbsorbPasses + p) * rows_per_pass + lane / lanes;
+    if (row[p] < total) load8(weight + row[p] * a.in, sublane * 8, w[p]);
+  }
+  begin_after_previous_grid();
+#pragma unroll
+  for (int p = 0; p < kAbsorbPasses; ++p) {
+    float acc = 0.0f;
+    if (row[p] < total) {
+      const float* q = a.q + row[p] / a.rows * a.head_stride;
+      acc = dot8(w[p], q + sublane * 8);
+      for (std::int64_t k = sublane * 8 + lanes * 8; k < a.in; k += lanes * 8) {
+        float more[8];
+        load8(weight + row[p] * a.in, k, more);
+        acc += dot8(more, q + k);
+      }
+    }
+    for (int offset = lanes / 2; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+    if (sublane == 0 && row[p] < total) a.out[row[p]] = acc;
+  }
+}
+
+// grid (tokens, 1 + query blocks + absorbing blocks). blockIdx.y == 0: the token's caches, the
+// latent's RMSNorm (as rms_norm_rows), then the rope key's rotation (as rotate_heads for one head).
+// Then a group of the token's query heads per block, rotated into queries.out; then the absorbed
+// queries (one token).
 template <typename W>
 __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, std::int64_t rope, const W* weight,
                                         float eps, const float* cos_table, const float* sin_table,
                                         cpu::RopeLayout layout, const std::int32_t* position,
                                         std::int64_t max_context, float* latent_cache, float* rope_cache,
-                                        MlaQueryRope queries) {
+                                        MlaQueryRope queries, AbsorbLaunch absorb) {
+  if (absorb.lanes > 0 && blockIdx.y >= absorb.first_block) {
+    if (absorb.a.dtype == DType::bf16) absorb_queries<unsigned short>(absorb);
+    else absorb_queries<float>(absorb);
+    return;
+  }
   begin_after_previous_grid();
   const std::int64_t t = blockIdx.x;
   const std::int64_t half = rope / 2;
@@ -85,7 +158,7 @@ void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
                       std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream,
-                      const MlaQueryRope& queries) {
+                      const MlaQueryRope& queries, const MlaAbsorb& absorb) {
   if (norm_dtype != DType::f32 && norm_dtype != DType::bf16)
     throw std::invalid_argument("cuda::write_mla_caches: norm weights must be f32 or bf16");
   if (latent < 1 || rope < 0 || rope % 2 != 0 || rope > 1024 || tokens < 0 || tokens > 0x7fffffff ||
@@ -106,16 +179,33 @@ void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent
     if (rope / 2 > threads) throw std::invalid_argument("cuda::write_mla_caches: query rope wider than a block");
     query_blocks = (queries.heads + heads_per_block - 1) / heads_per_block;
   }
-  if (query_blocks >= 65535) throw std::invalid_argument("cuda::write_mla_caches: too many query heads");
-  const dim3 blocks(static_cast<unsigned>(tokens), static_cast<unsigned>(1 + query_blocks));
+  AbsorbLaunch absorbing{absorb, 0, 1 + query_blocks};
+  std::int64_t absorb_blocks = 0;
+  if (absorb.weight != nullptr) {
+    auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    if (tokens != 1 || absorb.q == nullptr || absorb.out == nullptr || absorb.heads < 1 || absorb.rows < 1 ||
+        absorb.in < 8 || absorb.in % 8 != 0 || absorb.head_stride % 4 != 0 || !aligned(absorb.weight) ||
+        !aligned(absorb.q) || (absorb.dtype != DType::bf16 && absorb.dtype != DType::f32))
+      throw std::invalid_argument("cuda::write_mla_caches: absorbing queries takes one token, f32 or bf16 weights, "
+                                  "in a multiple of 8 and 16-byte aligned rows (tokens " + std::to_string(tokens) +
+                                  ", in " + std::to_string(absorb.in) + ")");
+    int lanes = 32;
+    while (lanes > 1 && lanes * 8 > absorb.in) lanes /= 2;
+    absorbing.lanes = lanes;
+    const std::int64_t rows_per_block = threads / 32 * (32 / lanes) * kAbsorbPasses;
+    absorb_blocks = (absorb.heads * absorb.rows + rows_per_block - 1) / rows_per_block;
+  }
+  if (1 + query_blocks + absorb_blocks >= 65535)
+    throw std::invalid_argument("cuda::write_mla_caches: too many query heads");
+  const dim3 blocks(static_cast<unsigned>(tokens), static_cast<unsigned>(1 + query_blocks + absorb_blocks));
   if (norm_dtype == DType::f32)
     launch_kernel(write_mla_caches_kernel<float>, blocks, threads, 0, stream, ckv, latent, rope,
                   static_cast<const float*>(norm_weight), eps, cos_table, sin_table, layout, position, max_context,
-                  latent_cache, rope_cache, queries);
+                  latent_cache, rope_cache, queries, absorbing);
   else
     launch_kernel(write_mla_caches_kernel<unsigned short>, blocks, threads, 0, stream, ckv, latent, rope,
                   static_cast<const unsigned short*>(norm_weight), eps, cos_table, sin_table, layout, position,
-                  max_context, latent_cache, rope_cache, queries);
+                  max_context, latent_cache, rope_cache, queries, absorbing);
 }
 
 void write_cache_rows(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,

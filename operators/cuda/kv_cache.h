@@ -39,10 +39,23 @@ struct MlaQueryRope {
   std::int64_t heads = 0, token_stride = 0, head_stride = 0;
   float* out = nullptr;
 };
+//
+// `absorb` (optional, one token only): decode's absorbed queries in the same launch, out[h * rows + c]
+// = sum_i weight[(h * rows + c) * in + i] * q[h * head_stride + i] for heads h, rows c (weight:
+// W_UK^T per head, [heads, rows, in], bf16 or f32), accumulated in f32: what cuda::gemv with one
+// group per head computes, in another summation order. `in` a multiple of 8; weight and q 16-byte
+// aligned, head_stride a multiple of 4.
+struct MlaAbsorb {
+  const void* weight = nullptr;
+  DType dtype = DType::f32;
+  const float* q = nullptr;
+  std::int64_t heads = 0, rows = 0, in = 0, head_stride = 0;
+  float* out = nullptr;
+};
 void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
                       std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream,
-                      const MlaQueryRope& queries = {});
+                      const MlaQueryRope& queries = {}, const MlaAbsorb& absorb = {});
 
 }  // namespace switchyard::cuda
