@@ -81,6 +81,9 @@ struct BenchCheckCommand {
 
 }  // namespace
 
+// examples/cmd_bench_gemv.cpp: registers `bench gemv` on `bench`.
+Runner add_bench_gemv_command(CLI::App& bench);
+
 Runner add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks that print their ceilings beside the result");
   bench->require_subcommand(1);
@@ -102,11 +105,13 @@ Runner add_bench_command(CLI::App& app) {
   CLI::App* decode_sub = bench->add_subcommand(
       "decode", "a placed model end to end: prefill and decode tokens/s, the per-token split, STREAM and HBM ceilings");
   decode->add_to(*decode_sub);
-  return [bench, check, experts, decode]() -> int {
+  Runner gemv = add_bench_gemv_command(*bench);
+  return [bench, check, experts, decode, gemv]() -> int {
     if (bench->got_subcommand("check")) return check->run();
     if (bench->got_subcommand("experts")) return run_bench_experts(*experts);
     if (bench->got_subcommand("decode")) return decode->run();
-    throw InputError("bench: give a benchmark (check, experts, decode)");
+    if (bench->got_subcommand("gemv")) return gemv();
+    throw InputError("bench: give a benchmark (check, experts, decode, gemv)");
   };
 }
 

@@ -26,6 +26,7 @@ if [[ $what == bench || $what == all ]]; then
   [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
   [[ -f $models/v3-61/config.json ]] || $bin make-model --preset tiny-deepseek-v3 --layers 61 --out $models/v3-61 >> "$out/make-model.log" 2>&1
   echo "models: $(date +%T)"
+  timeout 60 $bin bench gemv > "$out/bench-gemv.log" 2>&1; echo "bench gemv exit $?"
   timeout 150 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
     --cpu_infer 16 > "$out/bench-hybrid.log" 2>&1; echo "bench hybrid exit $? $(date +%T)"
   timeout 120 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \

@@ -445,20 +445,11 @@ TEST_CASE("cuda routed_experts: the decode path captured in a CUDA graph replays
   context.synchronize();
 
   const cudaStream_t stream = context.stream();
-  cudaGraph_t graph = nullptr;
-  SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  try {
+  CapturedGraph replay(stream, [&] {
     cuda::routed_experts(context, device.stack, batch.x.as<float>(), tokens, batch.ids.as<std::int32_t>(),
                          batch.weights.as<float>(), top_k, batch.out.as<float>(), batch.workspace.data(),
                          batch.workspace_bytes);
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    throw;
-  }
-  SWITCHYARD_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t replay = nullptr;
-  SWITCHYARD_CUDA_CHECK(cudaGraphInstantiate(&replay, graph, 0));
+  });
 
   const std::size_t out_bytes = static_cast<std::size_t>(tokens * hidden) * sizeof(float);
   for (int step = 0; step < 3; ++step) {
@@ -473,12 +464,10 @@ TEST_CASE("cuda routed_experts: the decode path captured in a CUDA graph replays
       context.synchronize();
     }
     SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(batch.out.data(), 0xff, out_bytes, stream));  // NaN: out must be written
-    SWITCHYARD_CUDA_CHECK(cudaGraphLaunch(replay, stream));
+    replay.launch(stream);
     const std::vector<float> got = to_host<float>(context, batch.out.data(), static_cast<std::size_t>(tokens * hidden));
     check_close(got, reference(w, x, tokens, r, top_k), kDecodeTolerance);
   }
-  SWITCHYARD_CUDA_CHECK(cudaGraphExecDestroy(replay));
-  SWITCHYARD_CUDA_CHECK(cudaGraphDestroy(graph));
 }
 
 TEST_CASE("cuda routed_experts: decode bandwidth at DeepSeek-V2-Lite and V3 shapes, prefill time (report)") {
