@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,7 @@
 #include "operators/cuda/elementwise.h"
 #include "operators/cuda/embedding.h"
 #include "operators/cuda/gemv.h"
+#include "operators/cuda/host_flag.h"
 #include "operators/cuda/linear.h"
 #include "operators/cuda/moe_gate.h"
 #include "operators/cuda/rms_norm.h"
@@ -397,6 +399,53 @@ TEST_CASE("cuda kernels: moe_gate breaks exact ties like the CPU kernel (the low
   std::vector<float> cpu_weights(got.weights.size());
   cpu::moe_gate(v3, logits.data(), tokens, cpu_ids.data(), cpu_weights.data());
   CHECK(got.ids == cpu_ids);
+}
+
+TEST_CASE("cuda kernels: write_to_host and add_from_host move mapped host memory exactly, and clear the flag") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  auto mapped = [](cuda::PinnedBuffer& buffer) {
+    void* device = nullptr;
+    REQUIRE(cudaHostGetDevicePointer(&device, buffer.data(), 0) == cudaSuccess);
+    return static_cast<float*>(device);
+  };
+  cuda::HostFlags flags(1);
+  for (int round = 0; round < 6; ++round) {
+    // Counts that take the 16-byte path (multiples of 4) and that do not; with and without an addend.
+    const std::int64_t count = round < 3 ? 4 * draw(1, 3000, random) : 4 * draw(1, 3000, random) + draw(1, 3, random);
+    const bool with_add = round % 2 == 0;
+    INFO("count " << count << (with_add ? " with" : " without") << " an addend");
+    const std::vector<float> x = uniform(static_cast<std::size_t>(count), -5, 5, random);
+    const std::vector<float> add = uniform(static_cast<std::size_t>(count), -5, 5, random);
+    cuda::PinnedBuffer host(static_cast<std::size_t>(count) * sizeof(float), "host values");
+    cuda::PinnedBuffer ids(4 * sizeof(std::int32_t), "host ids"), weights(4 * sizeof(float), "host weights");
+    cuda::DeviceBuffer x_d = to_device(context, x), add_d = to_device(context, add);
+    const std::vector<std::int32_t> k_ids = {3, 1, 4, 1};
+    const std::vector<float> k_weights = uniform(4, 0, 1, random);
+    cuda::DeviceBuffer ids_d = to_device(context, k_ids), weights_d = to_device(context, k_weights);
+    cuda::write_to_host(x_d.as<float>(), count, ids_d.as<std::int32_t>(), weights_d.as<float>(), 4, mapped(host),
+                        reinterpret_cast<std::int32_t*>(mapped(ids)), mapped(weights), context.stream());
+    context.synchronize();
+    CHECK(std::memcmp(host.data(), x.data(), x.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(ids.data(), k_ids.data(), k_ids.size() * sizeof(std::int32_t)) == 0);
+    CHECK(std::memcmp(weights.data(), k_weights.data(), k_weights.size() * sizeof(float)) == 0);
+    // The CPU's side: new values, then the flag the launch clears.
+    const std::vector<float> routed = uniform(static_cast<std::size_t>(count), -5, 5, random);
+    std::memcpy(host.data(), routed.data(), routed.size() * sizeof(float));
+    flags.host_write(0, 1);
+    cuda::DeviceBuffer out = context.allocate(static_cast<std::size_t>(count) * sizeof(float), "out");
+    cuda::add_from_host(mapped(host), with_add ? add_d.as<float>() : nullptr, count, out.as<float>(),
+                        context.stream(), flags.device_flag(0));
+    const std::vector<float> got = to_host<float>(context, out, static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) {
+      INFO("element " << i);
+      REQUIRE(got[i] == (with_add ? routed[i] + add[i] : routed[i]));
+    }
+    flags.host_wait(0, 0, context.stream());  // cleared, or this throws once the stream is idle
+  }
 }
 
 TEST_CASE("cuda kernels: add_rms_norm equals add_in_place then rms_norm, bit for bit") {

@@ -71,11 +71,24 @@ __global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const
   }
 }
 
+// `quads`: every pointer 16-byte aligned and count a multiple of 4, so the host is read 16 bytes
+// a request (a quarter of the PCIe reads, each a round trip).
 __global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out,
-                                     std::uint32_t* clear_flag) {
+                                     std::uint32_t* clear_flag, bool quads) {
   begin_after_previous_grid();
   if (clear_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(clear_flag) = 0;
-  SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
+  if (!quads) {
+    SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
+    return;
+  }
+  SWITCHYARD_FOR_EACH(i, count / 4) {
+    float4 v = __ldcv(reinterpret_cast<const float4*>(host) + i);
+    if (add != nullptr) {
+      const float4 a = reinterpret_cast<const float4*>(add)[i];
+      v.x += a.x, v.y += a.y, v.z += a.z, v.w += a.w;
+    }
+    reinterpret_cast<float4*>(out)[i] = v;
+  }
 }
 
 #undef SWITCHYARD_FOR_EACH
@@ -116,8 +129,10 @@ void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids
 void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream,
                    std::uint32_t* clear_flag) {
   if (count <= 0 && clear_flag == nullptr) return;
-  launch_kernel(add_from_host_kernel, blocks_for(std::max<std::int64_t>(count, 1)), kThreads, 0, stream, host, add,
-                count, out, clear_flag);
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool quads = count % 4 == 0 && aligned(host) && aligned(add) && aligned(out);
+  launch_kernel(add_from_host_kernel, blocks_for(std::max<std::int64_t>(quads ? count / 4 : count, 1)), kThreads, 0,
+                stream, host, add, count, out, clear_flag, quads);
 }
 
 void assemble_mla_keys_values(const float* kv, const float* rope_keys, std::int64_t context, std::int64_t heads,

@@ -59,12 +59,14 @@ __device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]) {
 
 // Chunks a lane loads before waiting for the previous kernel (cuda/launch.cuh): the weights are
 // constant, so the first chunks of each row stream in while the kernel that produces x still
-// runs; the rest of the row loads after. 16 registers of staged weights per row, for one token
-// (decode); more tokens stage none. The launch bounds keep one token's kernels at 4 (gemv) or 3
-// (SwiGLU) blocks per SM without spilling.
+// runs; the rest of the row loads after. `registers` of staged weights in all, for one token
+// (decode); more tokens stage none. The launch bounds keep one token's kernels at 4 (gemv: 16
+// registers) or 3 (SwiGLU: 32) blocks per SM without spilling. Measured with `bench gemv` on an
+// H200 (docs/perf-notes.md): gemv staging 32 registers at 4 blocks an SM ran 2x slower; SwiGLU
+// staging 32 instead of 16 ran 12% faster.
 template <typename W>
-__host__ __device__ constexpr int staged_chunks(int rows, int tokens) {
-  return tokens > 1 ? 0 : 16 / rows / static_cast<int>(sizeof(WeightChunk<W>) / 4);
+__host__ __device__ constexpr int staged_chunks(int rows, int tokens, int registers) {
+  return tokens > 1 ? 0 : registers / rows / static_cast<int>(sizeof(WeightChunk<W>) / 4);
 }
 constexpr std::int64_t kChunkStride = 32 * 8;  // elements between a lane's chunks
 
@@ -82,7 +84,7 @@ __device__ inline void accumulate(const float (&w)[8], const float* x, std::int6
 
 template <typename W, int T>
 __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 4 : 2) gemv_kernel(Rows s, const W* weight, const float* x, float* y) {
-  constexpr int kStagedChunks = staged_chunks<W>(1, T);
+  constexpr int kStagedChunks = staged_chunks<W>(1, T, 16);
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
   if (r >= s.rows) return;
@@ -132,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 4 : 2) gemv_kernel(Rows 
 template <typename W, int T>
 __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : 2)
     swiglu_kernel(std::int64_t in, std::int64_t rows, const W* gate, const W* up, const float* x, float* h) {
-  constexpr int kStagedChunks = staged_chunks<W>(2, T);
+  constexpr int kStagedChunks = staged_chunks<W>(2, T, 32);
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
   if (r >= rows) return;

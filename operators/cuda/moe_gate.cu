@@ -152,8 +152,8 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
 // Rows of the router a thread loads before waiting for x (the weights are constant).
 constexpr int kStagedRouterLoads = 4;
 
-// One token, block e for expert e: the router's logit e (its f32 row times x), and the block's
-// share of x to the host when handing off; the last block to count in routes the token and
+// One token, block e for expert e: the block's share of x to the host when handing off, and the
+// router's logit e (its f32 row times x); the last block to count in routes the token and
 // finishes the hand-off, and leaves the counter at zero.
 __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x,
                                 float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter,
@@ -167,6 +167,13 @@ __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64
     if (i < quads) staged[u] = __ldg(row + i);
   }
   begin_after_previous_grid();
+  // Handing off: the block's share of x goes to the host first, so that those writes cross PCIe
+  // while the block computes its logit, and the fence before the count-in finds them done.
+  const bool handing_off = hand_off.ready != nullptr;
+  if (handing_off) {
+    const std::int64_t share = (hidden + gridDim.x - 1) / gridDim.x;
+    copy_to_host(hand_off, blockIdx.x * share, min(hidden, (blockIdx.x + 1) * share));
+  }
   const auto* x4 = reinterpret_cast<const float4*>(x);
   float sum = 0.0f;
   auto add = [&](const float4& w, std::int64_t i) {
@@ -182,14 +189,8 @@ __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64
     add(__ldg(row + i), i);
   sum = block_sum(sum);
   if (threadIdx.x == 0) logits[blockIdx.x] = sum;
-  const bool handing_off = hand_off.ready != nullptr;
-  if (handing_off) {
-    const std::int64_t share = (hidden + gridDim.x - 1) / gridDim.x;
-    copy_to_host(hand_off, blockIdx.x * share, min(hidden, (blockIdx.x + 1) * share));
-    __threadfence_system();  // this block's x on the host before it counts in
-  } else {
-    __threadfence();
-  }
+  if (handing_off) __threadfence_system();  // this block's x on the host before it counts in
+  else __threadfence();
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
