@@ -54,9 +54,13 @@ CpuExpertsHandOff::Job CpuExpertsHandOff::job(int layer, std::int64_t tokens, co
 }
 
 void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens, const float* add) {
-  flags_.stream_wait(context_.stream(), 2 * layer + 1, 1);
-  // The same launch clears done[L] for the next round.
-  cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream(), flags_.device_flag(2 * layer + 1));
+  // One token: the read-back kernel waits for done[L] itself (no stream-wait node between it and
+  // the kernel before, which it would keep from launching early). The same launch clears done[L]
+  // for the next round.
+  const bool kernel_waits = tokens == 1;
+  if (!kernel_waits) flags_.stream_wait(context_.stream(), 2 * layer + 1, 1);
+  cuda::add_from_host(out_device_, add, tokens * hidden_, out, context_.stream(), flags_.device_flag(2 * layer + 1),
+                      kernel_waits);
 }
 
 void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching, bool compute) {

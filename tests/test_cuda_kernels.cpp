@@ -24,6 +24,8 @@
 #ifdef SWITCHYARD_HAVE_CUDA
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -446,6 +448,29 @@ TEST_CASE("cuda kernels: write_to_host and add_from_host move mapped host memory
     }
     flags.host_wait(0, 0, context.stream());  // cleared, or this throws once the stream is idle
   }
+  // A launch that waits for the flag itself: queued first, the host writes values and flag later.
+  const std::int64_t count = 2048;
+  const std::vector<float> add = uniform(count, -5, 5, random), routed = uniform(count, -5, 5, random);
+  cuda::PinnedBuffer host(count * sizeof(float), "host values");
+  std::memset(host.data(), 0xff, count * sizeof(float));  // NaN until the host's release
+  cuda::DeviceBuffer add_d = to_device(context, add);
+  cuda::DeviceBuffer out = context.allocate(count * sizeof(float), "out");
+  cuda::add_from_host(mapped(host), add_d.as<float>(), count, out.as<float>(), context.stream(), flags.device_flag(0),
+                      /*wait_first=*/true);
+  std::thread cpu([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::memcpy(host.data(), routed.data(), count * sizeof(float));
+    flags.host_write(0, 1);
+  });
+  const std::vector<float> got = to_host<float>(context, out, count);
+  cpu.join();
+  for (std::int64_t i = 0; i < count; ++i) {
+    INFO("element " << i);
+    REQUIRE(got[i] == routed[i] + add[i]);
+  }
+  flags.host_wait(0, 0, context.stream());
+  CHECK_THROWS_AS(cuda::add_from_host(mapped(host), nullptr, count, out.as<float>(), context.stream(), nullptr, true),
+                  std::invalid_argument);
 }
 
 TEST_CASE("cuda kernels: add_rms_norm equals add_in_place then rms_norm, bit for bit") {

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/launch.cuh"
@@ -71,11 +72,23 @@ __global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const
   }
 }
 
+__device__ inline std::uint32_t load_acquire_system(const std::uint32_t* address) {
+  std::uint32_t value;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
 // `quads`: every pointer 16-byte aligned and count a multiple of 4, so the host is read 16 bytes
-// a request (a quarter of the PCIe reads, each a round trip).
+// a request (a quarter of the PCIe reads, each a round trip). `wait_first` (one block): thread 0
+// spins until the host sets the flag, before any thread reads the host's values.
 __global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out,
-                                     std::uint32_t* clear_flag, bool quads) {
+                                     std::uint32_t* clear_flag, bool quads, bool wait_first) {
   begin_after_previous_grid();
+  if (wait_first) {
+    if (threadIdx.x == 0)
+      while (load_acquire_system(clear_flag) != 1) __nanosleep(64);
+    __syncthreads();
+  }
   if (clear_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(clear_flag) = 0;
   if (!quads) {
     SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
@@ -127,12 +140,16 @@ void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids
 }
 
 void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream,
-                   std::uint32_t* clear_flag) {
+                   std::uint32_t* clear_flag, bool wait_first) {
+  if (wait_first && clear_flag == nullptr)
+    throw std::invalid_argument("cuda::add_from_host: waiting for a flag needs the flag");
   if (count <= 0 && clear_flag == nullptr) return;
   auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool quads = count % 4 == 0 && aligned(host) && aligned(add) && aligned(out);
-  launch_kernel(add_from_host_kernel, blocks_for(std::max<std::int64_t>(quads ? count / 4 : count, 1)), kThreads, 0,
-                stream, host, add, count, out, clear_flag, quads);
+  // Waiting takes one block (every block of a grid would have to see the flag before one clears it).
+  const unsigned blocks = wait_first ? 1 : blocks_for(std::max<std::int64_t>(quads ? count / 4 : count, 1));
+  launch_kernel(add_from_host_kernel, blocks, wait_first ? 1024 : kThreads, 0, stream, host, add, count, out,
+                clear_flag, quads, wait_first);
 }
 
 void assemble_mla_keys_values(const float* kv, const float* rope_keys, std::int64_t context, std::int64_t heads,

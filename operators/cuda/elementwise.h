@@ -25,8 +25,11 @@ void write_to_host(const float* x, std::int64_t count_x, const std::int32_t* ids
                    cudaStream_t stream);
 // out[i] = host[i] (+ add[i] when add is not null), host read uncached (the CPU wrote it since).
 // clear_flag (a device view of a host-mapped flag, or null): set to 0 by the same launch.
+// wait_first: the launch itself first waits until the flag is 1 (the host's release), so no stream
+// wait need precede it; one block does the work then, for a decode step's few thousand values.
+// Like a stream wait, it waits for as long as the host takes.
 void add_from_host(const float* host, const float* add, std::int64_t count, float* out, cudaStream_t stream,
-                   std::uint32_t* clear_flag = nullptr);
+                   std::uint32_t* clear_flag = nullptr, bool wait_first = false);
 
 // DeepSeek MLA with decompressed keys and values (prefill): from kv = kv_b_proj(latent)
 // [context, heads, nope + v_dim] and the shared rope key [context, rope], the per-head keys
