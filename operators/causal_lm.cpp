@@ -78,28 +78,15 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
 void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
   const std::int64_t n = tokens * hidden_size_;
   float* hidden = stream.on(attention_->device());
-  Scratch normed(attention_gpu_, n, "normalised hidden states");
-  // The previous layer's outputs are added here, in the norm's launch.
-  if (const ResidualStream::Pending previous = stream.take_deltas())
-    input_norm_.add_and_forward(hidden, previous.first, tokens, normed, previous.second);
-  else
-    input_norm_.forward(hidden, tokens, normed);
-  // Slot 0: the attention's output, added below or left for the next norm; slot 1: the MLP's.
-  float* delta = stream.delta(attention_->device(), 0);
+  Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
+  // The previous layer's MLP output is added here, in the norm's launch.
+  if (const float* previous = stream.take_delta()) input_norm_.add_and_forward(hidden, previous, tokens, normed);
+  else input_norm_.forward(hidden, tokens, normed);
   {
     const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
     attention_->forward(normed, tokens, position, delta);
   }
   const bool same_device = feed_forward_->device() == attention_->device();
-  float* ff_delta = stream.delta(feed_forward_->device(), 1);
-  // A MoE block on the attention's GPU may fold the norm between them into its router's launch;
-  // then both outputs are added by the next norm.
-  if (same_device && moe_ &&
-      feed_forward_->forward_normalising(hidden, delta, post_attention_norm_, tokens, normed, ff_delta)) {
-    stream.defer_add(0);
-    stream.defer_add(1);
-    return;
-  }
   if (same_device) {
     post_attention_norm_.add_and_forward(hidden, delta, tokens, normed);  // residual + norm, one step
   } else {
@@ -109,6 +96,8 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   Scratch ff_normed(same_device ? nullptr : feed_forward_gpu_, same_device ? 0 : n, "normalised hidden states");
   float* ff_in = same_device ? normed.data() : ff_normed.data();
   if (!same_device) post_attention_norm_.forward(hidden, tokens, ff_in);
+  // The output is added by the next norm (the next layer's, or the final one).
+  float* ff_delta = stream.delta(feed_forward_->device());
   if (moe_) {
     // A MoE block times its own parts (gate, routed and shared experts, hand-offs).
     feed_forward_->forward(ff_in, tokens, ff_delta);
@@ -116,7 +105,7 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
     const WorkScope scope(feed_forward_gpu_, tracer_, Region::dense_mlp, layer_);
     feed_forward_->forward(ff_in, tokens, ff_delta);
   }
-  stream.defer_add(1);  // added by the next norm (the next layer's, or the final one)
+  stream.defer_add();
 }
 
 CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
@@ -286,7 +275,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 
   const std::int64_t rows = all_logits ? tokens : 1;
   float* hidden = stream_->on(final_device_) + (tokens - rows) * hidden_;
-  const ResidualStream::Pending last = stream_->take_deltas();
+  const float* last_delta = stream_->take_delta();
 #if SWITCHYARD_HAVE_CUDA
   GpuRuntime* gpu = runtimes_->find(final_device_);
 #else
@@ -294,12 +283,8 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 #endif
   Scratch normed(gpu, rows * hidden_, "the final norm's output");
   // The last layer's output is added to the rows normed here only: nothing reads the others after.
-  const std::int64_t skipped = (tokens - rows) * hidden_;
-  if (last)
-    final_norm_.add_and_forward(hidden, last.first + skipped, rows, normed,
-                                last.second != nullptr ? last.second + skipped : nullptr);
-  else
-    final_norm_.forward(hidden, rows, normed);
+  if (last_delta != nullptr) final_norm_.add_and_forward(hidden, last_delta + (tokens - rows) * hidden_, rows, normed);
+  else final_norm_.forward(hidden, rows, normed);
   const WorkScope scope(gpu, tracer_, Region::lm_head);
   if (gpu == nullptr) {
     logits_.resize(static_cast<std::size_t>(rows * vocab_));

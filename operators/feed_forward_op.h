@@ -15,14 +15,6 @@ class FeedForwardOp {
   virtual ~FeedForwardOp() = default;
   // x: [tokens, hidden] f32 (normalised) -> out: [tokens, hidden] f32, both on device().
   virtual void forward(const float* x, std::int64_t tokens, float* out) = 0;
-  // The norm before the block folded into the block's first launch, where the block can (decode on
-  // a GPU): x = norm(hidden + delta) is written to `x` by that launch, hidden is left as it is (the
-  // caller adds delta later), then as forward(x, tokens, out). Returns false, having queued
-  // nothing, where it cannot.
-  virtual bool forward_normalising(const float* /*hidden*/, const float* /*delta*/, const NormOp& /*norm*/,
-                                   std::int64_t /*tokens*/, float* /*x*/, float* /*out*/) {
-    return false;
-  }
   virtual Device device() const = 0;
 };
 

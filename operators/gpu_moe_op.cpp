@@ -1,7 +1,6 @@
 #include "operators/gpu_moe_op.h"
 
 #include <cstring>
-#include <stdexcept>
 
 #include "core/error.h"
 #include "operators/activations.h"
@@ -92,20 +91,7 @@ GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
 
 GpuMoeOp::~GpuMoeOp() = default;
 
-void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) { run(x, tokens, out, nullptr); }
-
-bool GpuMoeOp::forward_normalising(const float* hidden, const float* delta, const NormOp& norm, std::int64_t tokens,
-                                   float* x, float* out) {
-  if (tokens != 1 || router_counter_ == nullptr || norm.device() != gpu_->where()) return false;
-  const cuda::GateNorm gate_norm{hidden, delta, norm.device_weight(), norm.device_dtype(), norm.eps()};
-  if (norm.width() != hidden_ ||
-      !cuda::router_gate_supports(hidden_, static_cast<const float*>(router_.device_weight()), x, &gate_norm))
-    return false;
-  run(x, tokens, out, &gate_norm);
-  return true;
-}
-
-void GpuMoeOp::run(const float* x, std::int64_t tokens, float* out, const cuda::GateNorm* norm) {
+void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   const int top_k = gate_.top_k;
   cudaStream_t stream = gpu_->stream();
   Scratch logits(gpu_, tokens * gate_.n_experts, "router logits");
@@ -121,11 +107,10 @@ void GpuMoeOp::run(const float* x, std::int64_t tokens, float* out, const cuda::
   {
     const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
     const auto* router = static_cast<const float*>(router_.device_weight());
-    if (tokens == 1 && router_counter_ != nullptr && cuda::router_gate_supports(hidden_, router, x, norm)) {
+    if (tokens == 1 && router_counter_ != nullptr && cuda::router_gate_supports(hidden_, router, x)) {
       cuda::router_gate(gate_, router, hidden_, x, logits, ids.as<std::int32_t>(), weights, router_counter_, stream,
-                        gate_hands_off ? &gate_hand_off : nullptr, norm);
+                        gate_hands_off ? &gate_hand_off : nullptr);
     } else {
-      if (norm != nullptr) throw std::logic_error("GpuMoeOp: a norm to fold where router_gate takes none");
       router_.forward(x, tokens, logits);
       cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream,
                      gate_hands_off ? &gate_hand_off : nullptr);

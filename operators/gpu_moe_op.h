@@ -8,7 +8,6 @@
 //     the shared experts, then added.
 #include <memory>
 
-#include "operators/cuda/moe_gate.h"
 #include "operators/feed_forward_op.h"
 #include "operators/gpu_runtime.h"
 
@@ -21,15 +20,9 @@ class GpuMoeOp final : public FeedForwardOp {
   GpuMoeOp(const BuildContext& context, const Module& moe);
   ~GpuMoeOp() override;
   void forward(const float* x, std::int64_t tokens, float* out) override;
-  // One token, through cuda::router_gate's norm.
-  bool forward_normalising(const float* hidden, const float* delta, const NormOp& norm, std::int64_t tokens, float* x,
-                           float* out) override;
   Device device() const override { return gpu_->where(); }
 
  private:
-  // forward, with the norm in the router's launch when `norm` is set (router_gate, one token).
-  void run(const float* x, std::int64_t tokens, float* out, const cuda::GateNorm* norm);
-
   GpuRuntime* gpu_;
   Tracer* tracer_;
   int layer_, layers_;

@@ -148,18 +148,16 @@ void NormOp::forward(const float* x, std::int64_t rows, float* out) const {
   cpu::rms_norm(x, rows, width(), weight_.data(), weight_.dtype(), eps_, out);
 }
 
-void NormOp::add_and_forward(float* x, const float* delta, std::int64_t rows, float* out, const float* delta2) const {
+void NormOp::add_and_forward(float* x, const float* delta, std::int64_t rows, float* out) const {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) {
     cuda::add_rms_norm(x, delta, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out,
-                       gpu_->stream(), delta2);
+                       gpu_->stream());
     return;
   }
 #endif
   const std::int64_t n = rows * width();
   for (std::int64_t i = 0; i < n; ++i) x[i] += delta[i];
-  if (delta2 != nullptr)
-    for (std::int64_t i = 0; i < n; ++i) x[i] += delta2[i];
   forward(x, rows, out);
 }
 

@@ -55,9 +55,8 @@ class NormOp {
   NormOp(const BuildContext& context, const Module& norm, float eps, Device device);
   // x, out: [rows, width] f32 on device(), not overlapping.
   void forward(const float* x, std::int64_t rows, float* out) const;
-  // x += delta (then x += delta2, when not null), then out = norm(x): residual additions and the
-  // norm after them (one launch on a GPU).
-  void add_and_forward(float* x, const float* delta, std::int64_t rows, float* out, const float* delta2 = nullptr) const;
+  // x += delta, then out = norm(x): a residual addition and the norm after it (one launch on a GPU).
+  void add_and_forward(float* x, const float* delta, std::int64_t rows, float* out) const;
   std::int64_t width() const { return weight_.numel(); }
   Device device() const;
   float eps() const { return eps_; }

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <stdexcept>
-#include <string>
 
 #include "operators/activations.h"
 
@@ -50,50 +49,40 @@ float* ResidualStream::buffer(Device device) {
   return host_.data();
 }
 
-float* ResidualStream::delta(Device device, int slot) {
-  if (slot < 0 || slot >= kDeltaSlots) throw std::logic_error("ResidualStream: no delta slot " + std::to_string(slot));
+float* ResidualStream::delta(Device device) {
 #if SWITCHYARD_HAVE_CUDA
   if (device.is_cuda())
-    return device_buffer(gpu_delta_[slot], *runtimes_, device,
-                         static_cast<std::size_t>(max_tokens_ * width_) * sizeof(float),
+    return device_buffer(gpu_delta_, *runtimes_, device, static_cast<std::size_t>(max_tokens_ * width_) * sizeof(float),
                          "a block's output for the residual stream");
 #endif
   if (device.is_cuda()) throw std::logic_error("ResidualStream: a GPU in a build without CUDA");
-  std::vector<float>& host = host_delta_[slot];
-  if (host.empty()) host.resize(static_cast<std::size_t>(max_tokens_ * width_));
-  return host.data();
+  if (host_delta_.empty()) host_delta_.resize(static_cast<std::size_t>(max_tokens_ * width_));
+  return host_delta_.data();
 }
 
-void ResidualStream::defer_add(int slot) {
-  delta(device_, slot);  // checks the slot
-  pending_[slot] = true;
-}
+void ResidualStream::defer_add() { delta_pending_ = true; }
 
-ResidualStream::Pending ResidualStream::take_deltas() {
-  Pending pending;
-  for (int slot = 0; slot < kDeltaSlots; ++slot) {
-    if (!pending_[slot]) continue;
-    pending_[slot] = false;
-    (pending.first == nullptr ? pending.first : pending.second) = delta(device_, slot);
-  }
-  return pending;
+const float* ResidualStream::take_delta() {
+  if (!delta_pending_) return nullptr;
+  delta_pending_ = false;
+  return delta(device_);
 }
 
 void ResidualStream::settle() {
-  const Pending pending = take_deltas();
+  const float* pending = take_delta();
+  if (pending == nullptr) return;
   GpuRuntime* gpu = nullptr;
 #if SWITCHYARD_HAVE_CUDA
   if (device_.is_cuda()) gpu = &runtimes_->get(device_);
 #endif
-  for (const float* delta : {pending.first, pending.second})
-    if (delta != nullptr) add_in_place(gpu, buffer(device_), delta, tokens_ * width_);
+  add_in_place(gpu, buffer(device_), pending, tokens_ * width_);
 }
 
 float* ResidualStream::start(Device device, std::int64_t tokens) {
   if (tokens > max_tokens_) throw std::logic_error("ResidualStream: more tokens than it holds");
   tokens_ = tokens;
   device_ = device;
-  for (bool& pending : pending_) pending = false;
+  delta_pending_ = false;
   return buffer(device);
 }
 

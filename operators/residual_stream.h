@@ -5,11 +5,9 @@
 // inputs itself. Host copies are pinned when GPUs take part, so that the copies to and from a GPU
 // are asynchronous and can be captured in a CUDA graph.
 //
-// Block outputs may be left for the next norm to add (x = (x + first) + second, then norm(x), one
-// launch on a GPU): a block writes its output to delta(device, slot) and calls defer_add(slot); the
-// next layer takes them with take_deltas(), slot 0 first. (The attention's output takes slot 0
-// when the MoE block folds the norm between them into its own first launch, the MLP's slot 1.)
-// Moving the stream to another device adds pending deltas first.
+// A block's output may be left for the next norm to add (x += delta, then norm(x), one launch on a
+// GPU): the block writes it to delta(device) and calls defer_add(); the next layer takes it with
+// take_delta(). Moving the stream to another device adds a pending delta first.
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -35,33 +33,26 @@ class ResidualStream {
   float* on(Device device);
   Device device() const { return device_; }
 
-  static constexpr int kDeltaSlots = 2;
-  // The buffer on `device` for a block's output that is to be added later (slot 0 or 1).
-  float* delta(Device device, int slot);
-  // delta(device(), slot) now holds an output to add to the stream (once its work is queued).
-  void defer_add(int slot);
-  // The pending deltas in slot order (null where none), no longer pending: the caller adds them,
-  // first then second (NormOp::add_and_forward).
-  struct Pending {
-    const float* first = nullptr;
-    const float* second = nullptr;
-    explicit operator bool() const { return first != nullptr; }
-  };
-  Pending take_deltas();
+  // The buffer on `device` for a block's output that is to be added later.
+  float* delta(Device device);
+  // delta(device()) now holds an output to add to the stream (once its work is queued).
+  void defer_add();
+  // The pending delta, or nullptr; no longer pending: the caller adds it (NormOp::add_and_forward).
+  const float* take_delta();
   std::int64_t tokens() const { return tokens_; }
 
  private:
   float* buffer(Device device);
-  void settle();  // adds pending deltas in place
+  void settle();  // adds a pending delta in place
 
   DeviceRuntimes* runtimes_;
   std::int64_t max_tokens_, width_, tokens_ = 0;
   Device device_;
-  bool pending_[kDeltaSlots] = {};
-  std::vector<float> host_, host_delta_[kDeltaSlots];
+  bool delta_pending_ = false;
+  std::vector<float> host_, host_delta_;
 #if SWITCHYARD_HAVE_CUDA
   cuda::PinnedBuffer pinned_;
-  std::map<int, cuda::DeviceBuffer> gpu_, gpu_delta_[kDeltaSlots];
+  std::map<int, cuda::DeviceBuffer> gpu_, gpu_delta_;
 #endif
 };
 

@@ -108,10 +108,10 @@ __device__ void route(const MoeGateConfig& c, const float* logits, std::int32_t*
   __syncthreads();
 }
 
-// x[begin, end) (hand_off.x, or the block's own copy of it) to the hand-off's host copy, the block's threads striding over it, four loads in
+// x[begin, end) to the hand-off's host copy, the block's threads striding over it, four loads in
 // flight per thread.
-__device__ void copy_to_host(const GateHandOff& hand_off, const float* __restrict__ x, std::int64_t begin,
-                             std::int64_t end) {
+__device__ void copy_to_host(const GateHandOff& hand_off, std::int64_t begin, std::int64_t end) {
+  const float* __restrict__ x = hand_off.x;
   float* __restrict__ x_host = hand_off.x_host;
   const std::int64_t stride = blockDim.x;
   std::int64_t i = begin + threadIdx.x;
@@ -145,7 +145,7 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
   route(c, logits + token * c.n_experts, expert_ids + token * c.top_k, weights + token * c.top_k, chosen_ids,
         chosen_weights);
   if (hand_off.ready == nullptr) return;
-  copy_to_host(hand_off, hand_off.x, 0, hand_off.hidden);
+  copy_to_host(hand_off, 0, hand_off.hidden);
   publish(hand_off, c.top_k, chosen_ids, chosen_weights);
 }
 
@@ -155,38 +155,9 @@ constexpr int kStagedRouterLoads = 4;
 // One token, block e for expert e: the block's share of x to the host when handing off, and the
 // router's logit e (its f32 row times x); the last block to count in routes the token and
 // finishes the hand-off, and leaves the counter at zero.
-//
-// With a norm, each block first computes x = rms_norm(hidden + delta) into shared memory (thread i
-// owns elements i, i + blockDim.x, ...; the inverse root as cuda::rms_norm rounds it), writes its
-// share of x, and reads x from shared memory after.
-template <typename W>
-__device__ const float* normalise_into(const GateNorm& norm, std::int64_t hidden, float* xs, float* x_out,
-                                       std::int64_t begin, std::int64_t end) {
-  const auto* weight = static_cast<const W*>(norm.weight);
-  float sum_squares = 0.0f;
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float v = norm.hidden[i] + norm.delta[i];
-    xs[i] = v;
-    sum_squares += v * v;
-  }
-  sum_squares = block_sum(sum_squares);
-  const float variance = sum_squares / static_cast<float>(hidden);
-  const auto inverse_rms = static_cast<float>(1.0 / sqrt(static_cast<double>(variance + norm.eps)));
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float w;
-    if constexpr (sizeof(W) == 2) w = bf16_to_float(weight[i]);
-    else w = weight[i];
-    xs[i] = w * (xs[i] * inverse_rms);
-  }
-  __syncthreads();
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) x_out[i] = xs[i];
-  return xs;
-}
-
 __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x,
                                 float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter,
-                                GateHandOff hand_off, GateNorm norm) {
-  extern __shared__ float4 normed_x[];  // hidden floats, with a norm
+                                GateHandOff hand_off) {
   const auto* row = reinterpret_cast<const float4*>(router + blockIdx.x * hidden);
   const std::int64_t quads = hidden / 4;
   float4 staged[kStagedRouterLoads];
@@ -196,17 +167,13 @@ __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64
     if (i < quads) staged[u] = __ldg(row + i);
   }
   begin_after_previous_grid();
-  const std::int64_t share = (hidden + gridDim.x - 1) / gridDim.x;
-  const std::int64_t begin = min(hidden, blockIdx.x * share), end = min(hidden, (blockIdx.x + 1) * share);
-  if (norm.hidden != nullptr) {
-    auto* xs = reinterpret_cast<float*>(normed_x);
-    x = norm.dtype == DType::bf16 ? normalise_into<unsigned short>(norm, hidden, xs, const_cast<float*>(x), begin, end)
-                                  : normalise_into<float>(norm, hidden, xs, const_cast<float*>(x), begin, end);
-  }
   // Handing off: the block's share of x goes to the host first, so that those writes cross PCIe
   // while the block computes its logit, and the fence before the count-in finds them done.
   const bool handing_off = hand_off.ready != nullptr;
-  if (handing_off) copy_to_host(hand_off, x, begin, end);
+  if (handing_off) {
+    const std::int64_t share = (hidden + gridDim.x - 1) / gridDim.x;
+    copy_to_host(hand_off, blockIdx.x * share, min(hidden, (blockIdx.x + 1) * share));
+  }
   const auto* x4 = reinterpret_cast<const float4*>(x);
   float sum = 0.0f;
   auto add = [&](const float4& w, std::int64_t i) {
@@ -266,28 +233,22 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
                 hand_off != nullptr ? *hand_off : GateHandOff{});
 }
 
-bool router_gate_supports(std::int64_t hidden, const float* router, const float* x, const GateNorm* norm) {
-  if (norm != nullptr && (hidden > kMaxNormedRouterHidden || norm->hidden == nullptr || norm->delta == nullptr ||
-                          norm->weight == nullptr || (norm->dtype != DType::f32 && norm->dtype != DType::bf16)))
-    return false;
+bool router_gate_supports(std::int64_t hidden, const float* router, const float* x) {
   return hidden > 0 && hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(router) % 16 == 0 &&
          reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
 }
 
 void router_gate(const MoeGateConfig& config, const float* router, std::int64_t hidden, const float* x,
                  float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter, cudaStream_t stream,
-                 const GateHandOff* hand_off, const GateNorm* norm) {
+                 const GateHandOff* hand_off) {
   check_config(config, "cuda::router_gate");
   check_hand_off(hand_off, 1, "cuda::router_gate");
-  if (!router_gate_supports(hidden, router, x, norm) || counter == nullptr)
+  if (!router_gate_supports(hidden, router, x) || counter == nullptr)
     throw std::invalid_argument("cuda::router_gate: hidden " + std::to_string(hidden) +
-                                " must be a multiple of 4 (at most " + std::to_string(kMaxNormedRouterHidden) +
-                                " with a norm), the router and x 16-byte aligned, with a counter and a whole norm");
+                                " must be a multiple of 4, the router and x 16-byte aligned, with a counter");
   const int threads = std::max(256, (config.n_experts + 31) / 32 * 32);
-  const std::size_t shared = norm != nullptr ? static_cast<std::size_t>(hidden) * sizeof(float) : 0;
-  launch_kernel(route_one_token, static_cast<unsigned>(config.n_experts), threads, shared, stream, config, router,
-                hidden, x, logits, expert_ids, weights, counter, hand_off != nullptr ? *hand_off : GateHandOff{},
-                norm != nullptr ? *norm : GateNorm{});
+  launch_kernel(route_one_token, static_cast<unsigned>(config.n_experts), threads, 0, stream, config, router, hidden,
+                x, logits, expert_ids, weights, counter, hand_off != nullptr ? *hand_off : GateHandOff{});
 }
 
 }  // namespace switchyard::cuda

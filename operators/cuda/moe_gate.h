@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
 #include "operators/cpu/moe_gate.h"
 
 namespace switchyard::cuda {
@@ -44,22 +43,9 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
 // leaves the counter zero. counter: one device int32, zero before the launch (a
 // GpuRuntime::zeroed_counters counter). Throws std::invalid_argument as moe_gate does, and when
 // !router_gate_supports.
-//
-// `norm` (optional): the RMSNorm before the block in the same launch: x = rms_norm(hidden + delta)
-// (weight [hidden] f32 or bf16, f32 arithmetic as cuda::rms_norm in another summation order) is
-// computed by every block for itself and written to x, which the launch then only writes; hidden
-// is left as it is. A hand-off copies that x. hidden at most kMaxNormedRouterHidden.
-struct GateNorm {
-  const float* hidden = nullptr;
-  const float* delta = nullptr;
-  const void* weight = nullptr;
-  DType dtype = DType::f32;
-  float eps = 1e-6f;
-};
-constexpr std::int64_t kMaxNormedRouterHidden = 8192;  // x in a block's shared memory (32 KiB of the 48)
-bool router_gate_supports(std::int64_t hidden, const float* router, const float* x, const GateNorm* norm = nullptr);
+bool router_gate_supports(std::int64_t hidden, const float* router, const float* x);
 void router_gate(const MoeGateConfig& config, const float* router, std::int64_t hidden, const float* x,
                  float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter, cudaStream_t stream,
-                 const GateHandOff* hand_off = nullptr, const GateNorm* norm = nullptr);
+                 const GateHandOff* hand_off = nullptr);
 
 }  // namespace switchyard::cuda

@@ -13,16 +13,14 @@ namespace {
 __device__ inline float weight_at(const float* weight, std::int64_t i) { return weight[i]; }
 __device__ inline float weight_at(const unsigned short* weight, std::int64_t i) { return bf16_to_float(weight[i]); }
 
-// One block per row; with `delta`, the row is first updated in place (x = (x + delta) + delta2,
-// delta2 when not null). Thread i owns
+// One block per row; with `delta`, the row is first updated in place (x += delta). Thread i owns
 // elements i, i + blockDim.x, ... and adds their squares in that order (the same partial sums as
 // the CPU's reference order tests bound). Rows of up to kStaged elements per thread are loaded into
 // registers at once, the weights with them, so the block waits for memory once, not per element.
 constexpr int kStaged = 8;
 
 template <typename W>
-__global__ void rms_norm_rows(float* x, const float* delta, const float* delta2, std::int64_t dim, const W* weight,
-                              float eps, float* out) {
+__global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out) {
   begin_after_previous_grid();
   float* in = x + blockIdx.x * dim;
   float* o = out + blockIdx.x * dim;
@@ -35,7 +33,6 @@ __global__ void rms_norm_rows(float* x, const float* delta, const float* delta2,
       v[k] = i < dim ? in[i] : 0.0f;
       w[k] = i < dim ? weight_at(weight, i) : 0.0f;
       if (delta != nullptr && i < dim) v[k] += delta[blockIdx.x * dim + i];
-      if (delta2 != nullptr && i < dim) v[k] += delta2[blockIdx.x * dim + i];
     }
     float sum_squares = 0;
 #pragma unroll
@@ -56,10 +53,8 @@ __global__ void rms_norm_rows(float* x, const float* delta, const float* delta2,
   float sum_squares = 0;
   if (delta != nullptr) {
     const float* d = delta + blockIdx.x * dim;
-    const float* d2 = delta2 != nullptr ? delta2 + blockIdx.x * dim : nullptr;
     for (std::int64_t i = threadIdx.x; i < dim; i += stride) {
       in[i] += d[i];
-      if (d2 != nullptr) in[i] += d2[i];
       sum_squares += in[i] * in[i];
     }
   } else {
@@ -72,7 +67,7 @@ __global__ void rms_norm_rows(float* x, const float* delta, const float* delta2,
   for (std::int64_t i = threadIdx.x; i < dim; i += stride) o[i] = weight_at(weight, i) * (in[i] * inverse_rms);
 }
 
-void launch_rms_norm(float* x, const float* delta, const float* delta2, std::int64_t rows, std::int64_t dim, const void* weight,
+void launch_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
                      DType weight_dtype, float eps, float* out, cudaStream_t stream) {
   if (weight_dtype != DType::f32 && weight_dtype != DType::bf16)
     throw std::invalid_argument(std::string("cuda::rms_norm: weights of dtype ") + dtype_name(weight_dtype) +
@@ -82,10 +77,10 @@ void launch_rms_norm(float* x, const float* delta, const float* delta2, std::int
   const int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
   const auto blocks = static_cast<unsigned>(rows);
   if (weight_dtype == DType::f32)
-    launch_kernel(rms_norm_rows<float>, blocks, threads, 0, stream, x, delta, delta2, dim, static_cast<const float*>(weight),
+    launch_kernel(rms_norm_rows<float>, blocks, threads, 0, stream, x, delta, dim, static_cast<const float*>(weight),
                   eps, out);
   else
-    launch_kernel(rms_norm_rows<unsigned short>, blocks, threads, 0, stream, x, delta, delta2, dim,
+    launch_kernel(rms_norm_rows<unsigned short>, blocks, threads, 0, stream, x, delta, dim,
                   static_cast<const unsigned short*>(weight), eps, out);
 }
 
@@ -94,13 +89,12 @@ void launch_rms_norm(float* x, const float* delta, const float* delta2, std::int
 void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* weight, DType weight_dtype, float eps,
               float* out, cudaStream_t stream) {
   // Not written without a delta.
-  launch_rms_norm(const_cast<float*>(x), nullptr, nullptr, rows, dim, weight, weight_dtype, eps, out, stream);
+  launch_rms_norm(const_cast<float*>(x), nullptr, rows, dim, weight, weight_dtype, eps, out, stream);
 }
 
 void add_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
-                  DType weight_dtype, float eps, float* out, cudaStream_t stream, const float* delta2) {
-  if (delta == nullptr) throw std::invalid_argument("cuda::add_rms_norm: no delta");
-  launch_rms_norm(x, delta, delta2, rows, dim, weight, weight_dtype, eps, out, stream);
+                  DType weight_dtype, float eps, float* out, cudaStream_t stream) {
+  launch_rms_norm(x, delta, rows, dim, weight, weight_dtype, eps, out, stream);
 }
 
 }  // namespace switchyard::cuda

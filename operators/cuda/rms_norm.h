@@ -16,10 +16,10 @@ namespace switchyard::cuda {
 void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* weight, DType weight_dtype, float eps,
               float* out, cudaStream_t stream);
 
-// x += delta (then x += delta2, when not null), then out = rms_norm(x): the residual additions and
-// the next norm in one launch, with results bit-identical to add_in_place (once or twice) followed
-// by rms_norm. x, delta, delta2, out: [rows, dim]; out must not be x.
+// x += delta, then out = rms_norm(x): the residual addition and the next norm in one launch, with
+// results bit-identical to add_in_place followed by rms_norm. x, delta, out: [rows, dim]; out must
+// not be x.
 void add_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
-                  DType weight_dtype, float eps, float* out, cudaStream_t stream, const float* delta2 = nullptr);
+                  DType weight_dtype, float eps, float* out, cudaStream_t stream);
 
 }  // namespace switchyard::cuda
