@@ -1,7 +1,8 @@
 // The model on a GPU: the tiny transformers fixtures (f32 weights) run through the shipped hybrid
 // profiles (attention, gates, shared experts on cuda:0; routed experts on the CPU in decode, on
 // the GPU in prefill) and through an all-GPU profile, eagerly and with one CUDA graph per decode
-// step. Without a GPU every case says "skipped: no CUDA device".
+// step; and the hybrid profiles split over two GPUs by `switchyard split` (eager: layers on two
+// GPUs take no graph). Without a GPU every case says "skipped: no CUDA device".
 //
 // Tolerance: logits within 2^-8 (bf16's unit roundoff) of transformers', relative to the logits'
 // scale, for the prompt and every decode step; in practice f32 cuBLAS (no TF32) and f32 kernels
@@ -13,6 +14,7 @@
 
 #ifdef SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
+#include "placement/split.h"
 #include "tests/cuda_test_support.h"
 #endif
 
@@ -60,6 +62,34 @@ TEST_CASE("gpu model: hybrid and all-GPU runs match transformers, eagerly and as
         CHECK(run.step_error <= kBf16Tolerance);
         CHECK(run.generated == ref.generated);
       }
+  }
+}
+
+TEST_CASE("gpu model: hybrid profiles split over two GPUs (switchyard split) match transformers") {
+  if (no_gpu()) return;
+  if (cuda::device_count() < 2) {
+    MESSAGE("skipped: fewer than two CUDA devices");
+    return;
+  }
+  const std::pair<const char*, const char*> cases[] = {
+      {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
+      {"deepseek_v2", "DeepSeek-V2-Lite-Chat.yaml"},
+      {"qwen3_moe", "Qwen3-MoE.yaml"},
+      {"mixtral", "Mixtral.yaml"},
+  };
+  for (const auto& [fixture, hybrid] : cases) {
+    const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
+    const Loaded base = load(fixture, hybrid);
+    const SplitResult split = split_profile(base.check, 2, MemoryBudget{}, hybrid);
+    INFO(fixture << " split over two GPUs:\n" << split.yaml);
+    Loaded l = load(fixture, "<split over two GPUs>", split.yaml);
+    CHECK_FALSE(l.model->graph_device().has_value());  // layers on two GPUs run eagerly
+    const FidelityRun run = run_greedy(*l.model, ref);
+    MESSAGE(fixture << " on two GPUs: relative error of prompt logits " << run.prompt_error << ", of decode logits "
+                    << run.step_error);
+    CHECK(run.prompt_error <= kBf16Tolerance);
+    CHECK(run.step_error <= kBf16Tolerance);
+    CHECK(run.generated == ref.generated);
   }
 }
 
