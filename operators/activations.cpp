@@ -23,6 +23,14 @@ Scratch::Scratch(GpuRuntime* gpu, std::int64_t floats, std::string_view what) {
   data_ = host_.data();
 }
 
+CurrentDevice::CurrentDevice(GpuRuntime* gpu) {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu != nullptr) guard_.emplace(gpu->where().index);
+#else
+  (void)gpu;
+#endif
+}
+
 WorkScope::WorkScope(GpuRuntime* gpu, Tracer* tracer, Region region, int layer) {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu != nullptr) {

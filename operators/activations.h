@@ -9,6 +9,7 @@
 
 #include "core/trace.h"
 #if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/device_context.h"
 #include "operators/cuda/device_memory_pool.h"
 #include "operators/gpu_runtime.h"
 #endif
@@ -41,6 +42,19 @@ class WorkScope {
   std::optional<Tracer::Scope> host_;
 #if SWITCHYARD_HAVE_CUDA
   std::optional<GpuScope> gpu_;
+#endif
+};
+
+// A GPU's device made current while its work is queued (and the previous one restored after):
+// kernels' per-device set-up (shared-memory limits, launch attributes) asks the current device,
+// which must be the one whose stream the work goes to when layers span GPUs. Nothing on the CPU.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(GpuRuntime* gpu);
+
+ private:
+#if SWITCHYARD_HAVE_CUDA
+  std::optional<cuda::DeviceGuard> guard_;
 #endif
 };
 

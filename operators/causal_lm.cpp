@@ -78,6 +78,7 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
 void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
   const std::int64_t n = tokens * hidden_size_;
   float* hidden = stream.on(attention_->device());
+  std::optional<CurrentDevice> current(std::in_place, attention_gpu_);
   Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
   // The previous layer's MLP output is added here, in the norm's launch.
   if (const float* previous = stream.take_delta()) input_norm_.add_and_forward(hidden, previous, tokens, normed);
@@ -92,6 +93,8 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   } else {
     add_in_place(attention_gpu_, hidden, delta, n);
     hidden = stream.on(feed_forward_->device());
+    current.reset();
+    current.emplace(feed_forward_gpu_);
   }
   Scratch ff_normed(same_device ? nullptr : feed_forward_gpu_, same_device ? 0 : n, "normalised hidden states");
   float* ff_in = same_device ? normed.data() : ff_normed.data();
@@ -266,6 +269,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     step_marks.marks.emplace_back(gpu.get(), gpu->timer().begin(gpu->stream(), tokens == 1 ? Region::decode_step : Region::prefill, -1));
   }
   if (GpuRuntime* gpu = runtimes_->find(embed_device_)) {
+    const CurrentDevice current(gpu);
     float* hidden = stream_->start(embed_device_, tokens);
     cuda::embedding(gpu->ids(), tokens, device_embedding_->buffer.data(), device_embedding_->dtype, vocab_, hidden_,
                     hidden, gpu->stream());
@@ -281,6 +285,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 #else
   GpuRuntime* gpu = nullptr;
 #endif
+  const CurrentDevice current(gpu);
   Scratch normed(gpu, rows * hidden_, "the final norm's output");
   // The last layer's output is added to the rows normed here only: nothing reads the others after.
   if (last_delta != nullptr) final_norm_.add_and_forward(hidden, last_delta + (tokens - rows) * hidden_, rows, normed);

@@ -81,11 +81,11 @@ TEST_CASE("gpu model: hybrid profiles split over two GPUs (switchyard split) mat
     const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
     const Loaded base = load(fixture, hybrid);
     const SplitResult split = split_profile(base.check, 2, MemoryBudget{}, hybrid);
-    INFO(fixture << " split over two GPUs:\n" << split.yaml);
+    INFO(std::string(fixture) << " split over two GPUs:\n" << split.yaml);
     Loaded l = load(fixture, "<split over two GPUs>", split.yaml);
     CHECK_FALSE(l.model->graph_device().has_value());  // layers on two GPUs run eagerly
     const FidelityRun run = run_greedy(*l.model, ref);
-    MESSAGE(fixture << " on two GPUs: relative error of prompt logits " << run.prompt_error << ", of decode logits "
+    MESSAGE(std::string(fixture) << " on two GPUs: relative error of prompt logits " << run.prompt_error << ", of decode logits "
                     << run.step_error);
     CHECK(run.prompt_error <= kBf16Tolerance);
     CHECK(run.step_error <= kBf16Tolerance);
