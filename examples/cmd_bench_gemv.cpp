@@ -193,13 +193,13 @@ int run_bench_gemv(const GemvBenchOptions& options) {
                  static_cast<long long>(options.tokens), static_cast<long long>(cuda::kGemvMaxTokens));
     return 2;
   }
+  cuda::DeviceContext context(options.device);  // a device that is not there: a clear error first
   const cuda::CopyBandwidth copy = cuda::measure_copy_bandwidth(options.device);
   cudaDeviceProp properties{};
   SWITCHYARD_CUDA_CHECK(cudaGetDeviceProperties(&properties, options.device));
   // The launches' weights together: four L2 caches, at least 256 MiB.
   const std::size_t rotation_bytes =
       std::max<std::size_t>(std::size_t{4} * static_cast<std::size_t>(properties.l2CacheSize), std::size_t{256} << 20);
-  cuda::DeviceContext context(options.device);
   const cuda::DeviceGuard guard(options.device);
   std::mt19937 random(1);
 
@@ -241,8 +241,12 @@ Runner add_bench_gemv_command(CLI::App& bench) {
   auto options = std::make_shared<GemvBenchOptions>();
   CLI::App* sub = bench.add_subcommand(
       "gemv", "decode GEMV kernels on one DeepSeek-V2-Lite layer's shapes: us/call and GB/s vs device copy bandwidth");
-  sub->add_option("--launches", options->launches, "launches in each CUDA graph")->capture_default_str();
-  sub->add_option("--repeat", options->repeat, "graph replays timed (median reported)")->capture_default_str();
+  sub->add_option("--launches", options->launches, "launches in each CUDA graph")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--repeat", options->repeat, "graph replays timed (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   sub->add_option("--tokens", options->tokens, "tokens a call (1 to 8)")->capture_default_str();
   sub->add_option("--device", options->device, "CUDA device")->capture_default_str();
   return [options]() { return run_bench_gemv(*options); };

@@ -195,15 +195,12 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
                                : cuda::MlaQueryRope{};
   // Decode absorbs the queries in the same launch where it can (else absorb_queries below).
   Scratch q_latent(gpu_, tokens == 1 ? heads_ * latent_ : 0, "MLA absorbed queries");
-  const bool absorb_with_caches = tokens == 1 && nope_ % 8 == 0 && q_head % 4 == 0 &&
-                                  reinterpret_cast<std::uintptr_t>(w_uk_t_.data()) % 16 == 0 &&
-                                  reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
-  const cuda::MlaAbsorb absorb = absorb_with_caches ? cuda::MlaAbsorb{w_uk_t_.data(), w_uk_t_dtype_, q, heads_, latent_,
-                                                                      nope_, q_head, q_latent.data()}
-                                                    : cuda::MlaAbsorb{};
+  const cuda::MlaAbsorb absorb{w_uk_t_.data(), w_uk_t_dtype_, q, heads_, latent_, nope_, q_head, q_latent.data()};
+  const bool absorb_with_caches = cuda::mla_absorb_supported(absorb, tokens);
   cuda::write_mla_caches(ckv, tokens, latent_, rope_, kv_a_norm_.device_weight(), kv_a_norm_.device_dtype(),
                          kv_a_norm_.eps(), cos, sin, layout, gpu_->position(), max_context_, latent_cache_.as<float>(),
-                         rope_cache_.as<float>(), stream, rope_queries, absorb);
+                         rope_cache_.as<float>(), stream, rope_queries,
+                         absorb_with_caches ? absorb : cuda::MlaAbsorb{});
   if (tokens > 1)
     cuda::apply_rope_at(q + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos, sin,
                         gpu_->position(), layout, stream);

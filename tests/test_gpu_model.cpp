@@ -11,6 +11,7 @@
 #include "tests/fidelity_support.h"
 
 #include <algorithm>
+#include <utility>
 
 #ifdef SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
@@ -34,17 +35,19 @@ constexpr const char* kAllGpuProfile = R"(- match:
 
 constexpr double kBf16Tolerance = 1.0 / 256;
 
+// Each fixture with the shipped hybrid profile of its architecture.
+constexpr std::pair<const char*, const char*> kHybridCases[] = {
+    {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
+    {"deepseek_v2", "DeepSeek-V2-Lite-Chat.yaml"},
+    {"qwen3_moe", "Qwen3-MoE.yaml"},
+    {"mixtral", "Mixtral.yaml"},
+};
+
 }  // namespace
 
 TEST_CASE("gpu model: hybrid and all-GPU runs match transformers, eagerly and as CUDA graphs") {
   if (no_gpu()) return;
-  const std::pair<const char*, const char*> cases[] = {
-      {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
-      {"deepseek_v2", "DeepSeek-V2-Lite-Chat.yaml"},
-      {"qwen3_moe", "Qwen3-MoE.yaml"},
-      {"mixtral", "Mixtral.yaml"},
-  };
-  for (const auto& [fixture, hybrid] : cases) {
+  for (const auto& [fixture, hybrid] : kHybridCases) {
     const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
     for (const bool all_gpu : {false, true})
       for (const bool graph : {false, true}) {
@@ -71,13 +74,7 @@ TEST_CASE("gpu model: hybrid profiles split over two GPUs (switchyard split) mat
     MESSAGE("skipped: fewer than two CUDA devices");
     return;
   }
-  const std::pair<const char*, const char*> cases[] = {
-      {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
-      {"deepseek_v2", "DeepSeek-V2-Lite-Chat.yaml"},
-      {"qwen3_moe", "Qwen3-MoE.yaml"},
-      {"mixtral", "Mixtral.yaml"},
-  };
-  for (const auto& [fixture, hybrid] : cases) {
+  for (const auto& [fixture, hybrid] : kHybridCases) {
     const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
     const Loaded base = load(fixture, hybrid);
     const SplitResult split = split_profile(base.check, 2, MemoryBudget{}, hybrid);

@@ -154,6 +154,14 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
 
 }  // namespace
 
+bool mla_absorb_supported(const MlaAbsorb& absorb, std::int64_t tokens) {
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return tokens == 1 && absorb.weight != nullptr && absorb.q != nullptr && absorb.out != nullptr &&
+         absorb.heads >= 1 && absorb.rows >= 1 && absorb.in >= 8 && absorb.in % 8 == 0 &&
+         absorb.head_stride % 4 == 0 && aligned(absorb.weight) && aligned(absorb.q) &&
+         (absorb.dtype == DType::bf16 || absorb.dtype == DType::f32);
+}
+
 void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
@@ -182,10 +190,7 @@ void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent
   AbsorbLaunch absorbing{absorb, 0, 1 + query_blocks};
   std::int64_t absorb_blocks = 0;
   if (absorb.weight != nullptr) {
-    auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-    if (tokens != 1 || absorb.q == nullptr || absorb.out == nullptr || absorb.heads < 1 || absorb.rows < 1 ||
-        absorb.in < 8 || absorb.in % 8 != 0 || absorb.head_stride % 4 != 0 || !aligned(absorb.weight) ||
-        !aligned(absorb.q) || (absorb.dtype != DType::bf16 && absorb.dtype != DType::f32))
+    if (!mla_absorb_supported(absorb, tokens))
       throw std::invalid_argument("cuda::write_mla_caches: absorbing queries takes one token, f32 or bf16 weights, "
                                   "in a multiple of 8 and 16-byte aligned rows (tokens " + std::to_string(tokens) +
                                   ", in " + std::to_string(absorb.in) + ")");

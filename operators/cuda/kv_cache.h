@@ -52,6 +52,9 @@ struct MlaAbsorb {
   std::int64_t heads = 0, rows = 0, in = 0, head_stride = 0;
   float* out = nullptr;
 };
+// Whether write_mla_caches takes `absorb` with `tokens` tokens (the conditions above); it throws
+// std::invalid_argument for one it does not take.
+bool mla_absorb_supported(const MlaAbsorb& absorb, std::int64_t tokens);
 void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
