@@ -26,6 +26,10 @@ class MlpOp final : public FeedForwardOp {
         const char* down = "down_proj");
   void forward(const float* x, std::int64_t tokens, float* out) override;
   Device device() const override { return gate_.device(); }
+  // The projections, for launches that run part of the block beside other work.
+  const LinearOp& gate_proj() const { return gate_; }
+  const LinearOp& up_proj() const { return up_; }
+  const LinearOp& down_proj() const { return down_; }
 
  private:
   LinearOp gate_, up_, down_;

@@ -104,12 +104,24 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   const bool gate_hands_off = hand_off != nullptr && tokens == 1;
   cuda::GateHandOff gate_hand_off;
   if (gate_hands_off) gate_hand_off = hand_off->gate_hand_off(layer_, x);
+  // One token: the shared experts' gate, up and SiLU-mul run in the router's launch (side blocks),
+  // which leaves their down projection for later.
+  std::unique_ptr<Scratch> shared_h;
+  bool shared_h_ready = false;
   {
     const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
     const auto* router = static_cast<const float*>(router_.device_weight());
     if (tokens == 1 && router_counter_ != nullptr && cuda::router_gate_supports(hidden_, router, x)) {
+      cuda::SideSwiglu side;
+      if (shared_) {
+        const LinearOp &gate = shared_->gate_proj(), &up = shared_->up_proj();
+        shared_h = std::make_unique<Scratch>(gpu_, gate.out_features(), "shared experts' activations");
+        side = cuda::SideSwiglu{gate.device_weight(), up.device_weight(), gate.device_dtype(), gate.in_features(),
+                                gate.out_features(), x, shared_h->data()};
+        shared_h_ready = gate.device_dtype() == up.device_dtype() && cuda::router_gate_side_supports(gate_, side);
+      }
       cuda::router_gate(gate_, router, hidden_, x, logits, ids.as<std::int32_t>(), weights, router_counter_, stream,
-                        gate_hands_off ? &gate_hand_off : nullptr);
+                        gate_hands_off ? &gate_hand_off : nullptr, shared_h_ready ? &side : nullptr);
     } else {
       router_.forward(x, tokens, logits);
       cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream,
@@ -127,7 +139,7 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
     if (shared_) {  // on the GPU while the CPU computes the routed experts
       const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
       shared = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
-      shared_->forward(x, tokens, *shared);
+      forward_shared(x, tokens, shared_h_ready ? shared_h->data() : nullptr, *shared);
     }
     const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
     hand_off->collect(layer_, out, tokens, shared ? shared->data() : nullptr);
@@ -146,10 +158,15 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
     if (shared_) {
       const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
       shared = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
-      shared_->forward(x, tokens, *shared);
+      forward_shared(x, tokens, shared_h_ready ? shared_h->data() : nullptr, *shared);
     }
   }
   if (shared) add_in_place(gpu_, out, *shared, tokens * hidden_);
+}
+
+void GpuMoeOp::forward_shared(const float* x, std::int64_t tokens, const float* h, float* out) {
+  if (h != nullptr) shared_->down_proj().forward(h, tokens, out);
+  else shared_->forward(x, tokens, out);
 }
 
 std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe) {

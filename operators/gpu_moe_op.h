@@ -23,6 +23,10 @@ class GpuMoeOp final : public FeedForwardOp {
   Device device() const override { return gpu_->where(); }
 
  private:
+  // The shared experts on x, or only their down projection when h (their SwiGLU activations) is
+  // already computed.
+  void forward_shared(const float* x, std::int64_t tokens, const float* h, float* out);
+
   GpuRuntime* gpu_;
   Tracer* tracer_;
   int layer_, layers_;

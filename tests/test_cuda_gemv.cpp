@@ -15,33 +15,18 @@
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/gemv.h"
 #include "tests/cuda_test_support.h"
+#include "tests/swiglu_test_support.h"
 
 namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
 using namespace switchyard::testing;
+using switchyard::swiglu_testing::check_swiglu;
+using switchyard::swiglu_testing::Weight;
 
 namespace {
 
 std::vector<float> uniform_values(std::size_t n, std::mt19937& random) { return uniform(n, -1, 1, random); }
 
-// A weight in either dtype: the bytes for the device and the exact values for the reference.
-struct Weight {
-  std::vector<std::uint16_t> bf16;
-  std::vector<float> f32;
-  sy::DType dtype;
-  Weight(std::size_t n, sy::DType type, std::mt19937& random) : f32(uniform_values(n, random)), dtype(type) {
-    if (type != sy::DType::bf16) return;
-    bf16.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      bf16[i] = sy::cpu::f32_to_bf16(f32[i]);
-      f32[i] = sy::cpu::bf16_to_f32(bf16[i]);
-    }
-  }
-  cuda::DeviceBuffer upload(cuda::DeviceContext& context) const {
-    return dtype == sy::DType::bf16 ? context.upload(bf16.data(), bf16.size() * 2, "w")
-                                    : context.upload(f32.data(), f32.size() * 4, "w");
-  }
-};
 
 }  // namespace
 
@@ -144,22 +129,10 @@ TEST_CASE("cuda gemv: gate, up and SiLU-mul in one launch match the reference") 
     std::vector<float> h(static_cast<std::size_t>(tokens * rows));
     context.copy_to_host(h.data(), h_d.data(), h.size() * 4);
     context.synchronize();
-    for (std::int64_t t = 0; t < tokens; ++t)
-      for (std::int64_t r = 0; r < rows; ++r) {
-        double g = 0, u = 0, g_scale = 0, u_scale = 0;
-        for (std::int64_t k = 0; k < in; ++k) {
-          const double xv = x[static_cast<std::size_t>(t * in + k)];
-          g += xv * gate.f32[static_cast<std::size_t>(r * in + k)];
-          u += xv * up.f32[static_cast<std::size_t>(r * in + k)];
-          g_scale += std::fabs(xv * gate.f32[static_cast<std::size_t>(r * in + k)]);
-          u_scale += std::fabs(xv * up.f32[static_cast<std::size_t>(r * in + k)]);
-        }
-        const double silu = g / (1 + std::exp(-g));
-        const double expected = silu * u;
-        // f32 sums (1e-5 of their scales) through silu (slope <= 1.1) and the product, plus expf.
-        const double bound = 1e-5 * (1.1 * g_scale * std::fabs(u) + std::fabs(silu) * u_scale) + 1e-6 * std::fabs(expected);
-        REQUIRE(std::fabs(h[static_cast<std::size_t>(t * rows + r)] - expected) <= bound);
-      }
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      INFO("token " << t);
+      check_swiglu(gate, up, in, rows, x.data() + t * in, h.data() + t * rows);
+    }
   }
 }
 

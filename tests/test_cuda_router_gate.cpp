@@ -21,12 +21,16 @@
 #include "operators/cuda/moe_gate.h"
 #include "tests/cuda_test_support.h"
 #include "tests/gate_test_support.h"
+#include "tests/swiglu_test_support.h"
 
 namespace cpu = switchyard::cpu;
+namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
 using namespace switchyard::testing;
 using switchyard::gate_testing::gate_cases;
 using switchyard::gate_testing::GateCase;
+using switchyard::swiglu_testing::check_swiglu;
+using switchyard::swiglu_testing::Weight;
 
 namespace {
 
@@ -59,6 +63,20 @@ void check_routing(const cpu::MoeGateConfig& c, const std::vector<float>& logits
   for (int i = 0; i < c.top_k; ++i) {
     INFO("slot " << i);
     CHECK(std::fabs(weights[i] - cpu_weights[i]) <= 2e-6 * std::fabs(cpu_weights[i]) + 1e-7);
+  }
+}
+
+void check_logits(const std::vector<float>& router, const std::vector<float>& x, std::int64_t hidden,
+                  const std::vector<float>& got_logits) {
+  for (std::size_t e = 0; e < got_logits.size(); ++e) {
+    double expected = 0, magnitude = 0;
+    for (std::int64_t k = 0; k < hidden; ++k) {
+      const double product = static_cast<double>(router[e * static_cast<std::size_t>(hidden) + k]) * x[k];
+      expected += product;
+      magnitude += std::fabs(product);
+    }
+    INFO("expert " << e);
+    REQUIRE(std::fabs(got_logits[e] - expected) <= 1e-5 * magnitude);
   }
 }
 
@@ -98,16 +116,7 @@ TEST_CASE("cuda router_gate: logits, ids, weights and the hand-off match the ref
     const auto got_ids = to_host<std::int32_t>(context, ids, static_cast<std::size_t>(c.top_k));
     const auto got_weights = to_host<float>(context, weights, static_cast<std::size_t>(c.top_k));
     CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
-    for (int e = 0; e < c.n_experts; ++e) {
-      double expected = 0, magnitude = 0;
-      for (std::int64_t k = 0; k < hidden; ++k) {
-        const double product = static_cast<double>(router[static_cast<std::size_t>(e * hidden + k)]) * x[k];
-        expected += product;
-        magnitude += std::fabs(product);
-      }
-      INFO("expert " << e);
-      REQUIRE(std::fabs(got_logits[e] - expected) <= 1e-5 * magnitude);
-    }
+    check_logits(router, x, hidden, got_logits);
     gate.config.score_correction_bias = gate.bias.empty() ? nullptr : gate.bias.data();
     check_routing(gate.config, got_logits, got_ids, got_weights);
     if (!hand_off) continue;
@@ -116,6 +125,69 @@ TEST_CASE("cuda router_gate: logits, ids, weights and the hand-off match the ref
     CHECK(std::memcmp(host.ids.data(), got_ids.data(), got_ids.size() * sizeof(std::int32_t)) == 0);
     CHECK(std::memcmp(host.weights.data(), got_weights.data(), got_weights.size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("cuda router_gate: a side SwiGLU in the same launch matches its reference and leaves the routing intact") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  cuda::DeviceBuffer counter = context.allocate(sizeof(std::int32_t), "counter");
+  REQUIRE(cudaMemsetAsync(counter.data(), 0, sizeof(std::int32_t), context.stream()) == cudaSuccess);
+  int sides = 0;
+  for (GateCase& gate : gate_cases(random)) {
+    cpu::MoeGateConfig c = gate.config;
+    const std::int64_t hidden = 8 * draw(1, 600, random);
+    const std::int64_t rows = draw(1, 400, random);  // any count: the last side block is partial
+    const sy::DType dtype = draw(0, 1, random) == 1 ? sy::DType::bf16 : sy::DType::f32;
+    INFO(gate.name << ", hidden " << hidden << ", side rows " << rows << ", " << sy::dtype_name(dtype));
+    const std::vector<float> router = uniform(static_cast<std::size_t>(c.n_experts * hidden), -1, 1, random);
+    std::vector<float> x = uniform(static_cast<std::size_t>(hidden), -1, 1, random);
+    const Weight gate_w(static_cast<std::size_t>(rows * hidden), dtype, random);
+    const Weight up_w(static_cast<std::size_t>(rows * hidden), dtype, random);
+    cuda::DeviceBuffer bias;
+    if (!gate.bias.empty()) {
+      bias = to_device(context, gate.bias);
+      c.score_correction_bias = bias.as<float>();
+    }
+    cuda::DeviceBuffer router_device = to_device(context, router), x_device = to_device(context, x);
+    cuda::DeviceBuffer gate_device = gate_w.upload(context), up_device = up_w.upload(context);
+    cuda::DeviceBuffer h = context.allocate(static_cast<std::size_t>(rows) * sizeof(float), "h");
+    cuda::DeviceBuffer logits = context.allocate(static_cast<std::size_t>(c.n_experts) * sizeof(float), "logits");
+    cuda::DeviceBuffer ids = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(std::int32_t), "ids");
+    cuda::DeviceBuffer weights = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(float), "weights");
+    const cuda::SideSwiglu side{gate_device.data(), up_device.data(), dtype, hidden, rows, x_device.as<float>(),
+                                h.as<float>()};
+    const bool hand_off = draw(0, 1, random) == 1;
+    MappedHandOff host(hidden, c.top_k);
+    const cuda::GateHandOff view = host.view(x_device.as<float>(), hidden);
+    if (!cuda::router_gate_side_supports(c, side)) {  // more experts than a side launch's block has threads
+      CHECK(c.n_experts > 256);
+      CHECK_THROWS_AS(cuda::router_gate(c, router_device.as<float>(), hidden, x_device.as<float>(), logits.as<float>(),
+                                        ids.as<std::int32_t>(), weights.as<float>(), counter.as<std::int32_t>(),
+                                        context.stream(), nullptr, &side),
+                      std::invalid_argument);
+      continue;
+    }
+    ++sides;
+    cuda::router_gate(c, router_device.as<float>(), hidden, x_device.as<float>(), logits.as<float>(),
+                      ids.as<std::int32_t>(), weights.as<float>(), counter.as<std::int32_t>(), context.stream(),
+                      hand_off ? &view : nullptr, &side);
+    const auto got_logits = to_host<float>(context, logits, static_cast<std::size_t>(c.n_experts));
+    const auto got_ids = to_host<std::int32_t>(context, ids, static_cast<std::size_t>(c.top_k));
+    const auto got_weights = to_host<float>(context, weights, static_cast<std::size_t>(c.top_k));
+    CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
+    check_logits(router, x, hidden, got_logits);
+    gate.config.score_correction_bias = gate.bias.empty() ? nullptr : gate.bias.data();
+    check_routing(gate.config, got_logits, got_ids, got_weights);
+    check_swiglu(gate_w, up_w, hidden, rows, x.data(), to_host<float>(context, h, static_cast<std::size_t>(rows)).data());
+    if (!hand_off) continue;
+    host.ready.host_wait(0, 1, context.stream());
+    CHECK(std::memcmp(host.x.data(), x.data(), x.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(host.ids.data(), got_ids.data(), got_ids.size() * sizeof(std::int32_t)) == 0);
+  }
+  CHECK(sides > 0);
 }
 
 TEST_CASE("cuda router_gate: a graph replayed on new inputs routes each one (the counter resets itself)") {

@@ -99,7 +99,9 @@ TEST_CASE("run command: errors a user can cause") {
   CHECK(run_switchyard("run --arch tiny-mixtral").exit_code == 2);  // no weights
   // A GPU profile on a machine without that GPU: a clear error (exit 1, the profile does not fit
   // the machine), not a crash. With a GPU it runs.
-  const auto gpu_run = run_switchyard(base + " --optimize_config_path " + source_path("optimize_rules/Mixtral.yaml"));
+  const auto gpu_run =
+      run_switchyard_with_env("", base + " --optimize_config_path " + source_path("optimize_rules/Mixtral.yaml"), true);
+  INFO("the GPU run said: " << gpu_run.output);
   if (gpu_count() == 0) {
     CHECK(gpu_run.exit_code == 1);  // "cuda:0 is not present: this machine has 0 CUDA devices"
   } else {

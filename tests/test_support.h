@@ -63,13 +63,15 @@ inline const ModulePlacement& placement(const CheckResult& result, const std::st
 
 struct CommandResult {
   int exit_code = -1;
-  std::string output;  // stdout only
+  std::string output;  // stdout only (and stderr, when asked for)
 };
 
 // Runs the built switchyard binary with `arguments` (a shell-quoted string) and environment
-// assignments `env` ("A=1 B=2"), stderr discarded.
-inline CommandResult run_switchyard_with_env(const std::string& env, const std::string& arguments) {
-  const std::string command = env + " " + std::string(SWITCHYARD_BINARY) + " " + arguments + " 2>/dev/null";
+// assignments `env` ("A=1 B=2"), stderr discarded or, with with_stderr, in the output.
+inline CommandResult run_switchyard_with_env(const std::string& env, const std::string& arguments,
+                                             bool with_stderr = false) {
+  const std::string command =
+      env + " " + std::string(SWITCHYARD_BINARY) + " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null");
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);

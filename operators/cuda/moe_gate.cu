@@ -7,6 +7,8 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/gemv.h"
+#include "operators/cuda/gemv_rows.cuh"
 #include "operators/cpu/select_top_k.h"
 #include "operators/cuda/launch.cuh"
 
@@ -152,12 +154,24 @@ __global__ void route_tokens(MoeGateConfig c, const float* logits, std::int32_t*
 // Rows of the router a thread loads before waiting for x (the weights are constant).
 constexpr int kStagedRouterLoads = 4;
 
-// One token, block e for expert e: the block's share of x to the host when handing off, and the
-// router's logit e (its f32 row times x); the last block to count in routes the token and
-// finishes the hand-off, and leaves the counter at zero.
-__global__ void route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x,
-                                float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter,
-                                GateHandOff hand_off) {
+// Blocks of a side SwiGLU: kGemvWarps * 32 threads, as many blocks an SM as gemv_swiglu's launch.
+constexpr int kSideThreads = kGemvWarps * 32;
+constexpr int kSideBlocksPerSm = 3;
+
+// One token, block e < n_experts for expert e: the block's share of x to the host when handing
+// off, and the router's logit e (its f32 row times x); the last expert block to count in routes the
+// token and finishes the hand-off, and leaves the counter at zero. Blocks from n_experts on are
+// the side SwiGLU's (W: its weights; none without one).
+template <typename W, bool kSide>
+__global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide ? kSideBlocksPerSm : 1)
+    route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x, float* logits,
+                    std::int32_t* expert_ids, float* weights, std::int32_t* counter, GateHandOff hand_off,
+                    SideSwiglu side) {
+  if (kSide && blockIdx.x >= static_cast<unsigned>(c.n_experts)) {
+    swiglu_rows<W, 1>(blockIdx.x - c.n_experts, side.in, side.rows, static_cast<const W*>(side.gate),
+                      static_cast<const W*>(side.up), side.x, side.h);
+    return;
+  }
   const auto* row = reinterpret_cast<const float4*>(router + blockIdx.x * hidden);
   const std::int64_t quads = hidden / 4;
   float4 staged[kStagedRouterLoads];
@@ -171,7 +185,7 @@ __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64
   // while the block computes its logit, and the fence before the count-in finds them done.
   const bool handing_off = hand_off.ready != nullptr;
   if (handing_off) {
-    const std::int64_t share = (hidden + gridDim.x - 1) / gridDim.x;
+    const std::int64_t share = (hidden + c.n_experts - 1) / c.n_experts;
     copy_to_host(hand_off, blockIdx.x * share, min(hidden, (blockIdx.x + 1) * share));
   }
   const auto* x4 = reinterpret_cast<const float4*>(x);
@@ -193,7 +207,7 @@ __global__ void route_one_token(MoeGateConfig c, const float* router, std::int64
   else __threadfence();
   __syncthreads();
   __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == c.n_experts - 1;
   __syncthreads();
   if (!last) return;
   if (threadIdx.x == 0) *counter = 0;  // for the next launch
@@ -238,17 +252,39 @@ bool router_gate_supports(std::int64_t hidden, const float* router, const float*
          reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
 }
 
+bool router_gate_side_supports(const MoeGateConfig& config, const SideSwiglu& side) {
+  return config.n_experts <= kSideThreads && side.rows > 0 && side.h != nullptr && side.gate != nullptr &&
+         side.up != nullptr && side.x != nullptr &&
+         gemv_swiglu_supports(1, side.in, side.dtype, side.gate, side.up, side.x);
+}
+
 void router_gate(const MoeGateConfig& config, const float* router, std::int64_t hidden, const float* x,
                  float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter, cudaStream_t stream,
-                 const GateHandOff* hand_off) {
+                 const GateHandOff* hand_off, const SideSwiglu* side) {
   check_config(config, "cuda::router_gate");
   check_hand_off(hand_off, 1, "cuda::router_gate");
   if (!router_gate_supports(hidden, router, x) || counter == nullptr)
     throw std::invalid_argument("cuda::router_gate: hidden " + std::to_string(hidden) +
                                 " must be a multiple of 4, the router and x 16-byte aligned, with a counter");
-  const int threads = std::max(256, (config.n_experts + 31) / 32 * 32);
-  launch_kernel(route_one_token, static_cast<unsigned>(config.n_experts), threads, 0, stream, config, router, hidden,
-                x, logits, expert_ids, weights, counter, hand_off != nullptr ? *hand_off : GateHandOff{});
+  if (side != nullptr && !router_gate_side_supports(config, *side))
+    throw std::invalid_argument("cuda::router_gate: a side SwiGLU it cannot take (" +
+                                std::to_string(config.n_experts) + " experts, in " + std::to_string(side->in) +
+                                ", rows " + std::to_string(side->rows) + ")");
+  const GateHandOff handing = hand_off != nullptr ? *hand_off : GateHandOff{};
+  const auto experts = static_cast<unsigned>(config.n_experts);
+  if (side == nullptr) {
+    const int threads = std::max(256, (config.n_experts + 31) / 32 * 32);
+    launch_kernel(route_one_token<float, false>, experts, threads, 0, stream, config, router, hidden, x, logits,
+                  expert_ids, weights, counter, handing, SideSwiglu{});
+    return;
+  }
+  const auto blocks = experts + static_cast<unsigned>((side->rows + kGemvWarps - 1) / kGemvWarps);
+  if (side->dtype == DType::bf16)
+    launch_kernel(route_one_token<__nv_bfloat16, true>, blocks, kSideThreads, 0, stream, config, router, hidden, x,
+                  logits, expert_ids, weights, counter, handing, *side);
+  else
+    launch_kernel(route_one_token<float, true>, blocks, kSideThreads, 0, stream, config, router, hidden, x, logits,
+                  expert_ids, weights, counter, handing, *side);
 }
 
 }  // namespace switchyard::cuda

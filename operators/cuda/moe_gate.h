@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "operators/cpu/moe_gate.h"
 
 namespace switchyard::cuda {
@@ -43,9 +44,24 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
 // leaves the counter zero. counter: one device int32, zero before the launch (a
 // GpuRuntime::zeroed_counters counter). Throws std::invalid_argument as moe_gate does, and when
 // !router_gate_supports.
+//
+// side (optional): a one-token SwiGLU that needs the same x but not the routing (the shared
+// experts' h = silu(gate x) * up x, as gemv_swiglu computes it), run by extra blocks of the same
+// launch. The expert blocks come first in the grid, so the hand-off is not held back; the next
+// launch then waits for one kernel instead of two in a row.
+struct SideSwiglu {
+  const void* gate = nullptr;  // [rows, in], bf16 or f32 as `dtype`
+  const void* up = nullptr;
+  DType dtype = DType::bf16;
+  std::int64_t in = 0, rows = 0;
+  const float* x = nullptr;  // [in] f32
+  float* h = nullptr;        // [rows] f32
+};
 bool router_gate_supports(std::int64_t hidden, const float* router, const float* x);
+// Whether router_gate can take `side` beside `config`'s experts.
+bool router_gate_side_supports(const MoeGateConfig& config, const SideSwiglu& side);
 void router_gate(const MoeGateConfig& config, const float* router, std::int64_t hidden, const float* x,
                  float* logits, std::int32_t* expert_ids, float* weights, std::int32_t* counter, cudaStream_t stream,
-                 const GateHandOff* hand_off = nullptr);
+                 const GateHandOff* hand_off = nullptr, const SideSwiglu* side = nullptr);
 
 }  // namespace switchyard::cuda
