@@ -209,10 +209,26 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   if (tokens == 1) {
     // Decode, absorbed: the latent cache is read once per tile of heads, never expanded.
     if (!absorb_with_caches) absorb_queries(q, tokens, q_latent);
-    Scratch out_latent(gpu_, tokens * heads_ * latent_, "MLA latent output");
-    if (decode_counters_ != nullptr &&
+    const bool decode_kernel =
+        decode_counters_ != nullptr &&
         cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, q_latent, q_rope, latent_cache_.as<float>(),
-                                  rope_cache_.as<float>(), out_latent)) {
+                                  rope_cache_.as<float>());
+    const cuda::ValueRows value_rows{kv_b_.device_weight(), kv_b_.device_dtype(), (nope_ + v_dim_) * latent_,
+                                     nope_ * latent_, v_dim_};
+    if (decode_kernel && cuda::mla_expand_supports(heads_, latent_, max_context_, value_rows, attn)) {
+      // The splits' partials are combined by the value expansion's blocks (no combining block).
+      const std::size_t bytes = cuda::mla_decode_workspace_bytes(heads_, latent_, max_context_);
+      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA decode workspace");
+      cuda::mla_decode_partials(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
+                                rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, workspace.data(),
+                                stream);
+      cuda::mla_expand_partials(workspace.data(), heads_, latent_, max_context_, gpu_->position(), value_rows, attn,
+                                stream);
+      o_.forward(attn, tokens, out);
+      return;
+    }
+    Scratch out_latent(gpu_, tokens * heads_ * latent_, "MLA latent output");  // pool memory: aligned
+    if (decode_kernel) {
       const std::size_t bytes = cuda::mla_decode_workspace_bytes(heads_, latent_, max_context_);
       cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA decode workspace");
       cuda::mla_decode_attention(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),

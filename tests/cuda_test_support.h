@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
+#include "operators/cpu/half.h"
 #include "operators/cuda/device_context.h"
 #include "tests/test_seed.h"
 
@@ -55,6 +57,26 @@ inline float draw_scale(std::int64_t width, std::mt19937& random) {
   return static_cast<float>(std::uniform_real_distribution<double>(0.5, 8.0)(random) /
                             std::sqrt(static_cast<double>(width)));
 }
+
+// A weight in either dtype: the bytes for the device and the exact values for the reference.
+struct Weight {
+  std::vector<std::uint16_t> bf16;
+  std::vector<float> f32;
+  DType dtype;
+  Weight(std::size_t n, DType type, std::mt19937& random) : f32(uniform(n, -1, 1, random)), dtype(type) {
+    if (type != DType::bf16) return;
+    bf16.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      bf16[i] = cpu::f32_to_bf16(f32[i]);
+      f32[i] = cpu::bf16_to_f32(bf16[i]);
+    }
+  }
+  cuda::DeviceBuffer upload(cuda::DeviceContext& context) const {
+    return dtype == DType::bf16 ? context.upload(bf16.data(), bf16.size() * 2, "w")
+                                    : context.upload(f32.data(), f32.size() * 4, "w");
+  }
+};
+
 
 // A CUDA graph captured from what `enqueue` queues on `stream`, instantiated.
 class CapturedGraph {

@@ -1,6 +1,6 @@
 #pragma once
 // For the tests of kernels that compute a SwiGLU row block (gemv_swiglu, router_gate's side
-// blocks): weights in either dtype and the double-precision reference of h = silu(gate x) * up x.
+// blocks): the double-precision reference of h = silu(gate x) * up x.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -18,24 +18,8 @@ namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
 using testing::uniform;
 
-// A weight in either dtype: the bytes for the device and the exact values for the reference.
-struct Weight {
-  std::vector<std::uint16_t> bf16;
-  std::vector<float> f32;
-  sy::DType dtype;
-  Weight(std::size_t n, sy::DType type, std::mt19937& random) : f32(uniform(n, -1, 1, random)), dtype(type) {
-    if (type != sy::DType::bf16) return;
-    bf16.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      bf16[i] = sy::cpu::f32_to_bf16(f32[i]);
-      f32[i] = sy::cpu::bf16_to_f32(bf16[i]);
-    }
-  }
-  cuda::DeviceBuffer upload(cuda::DeviceContext& context) const {
-    return dtype == sy::DType::bf16 ? context.upload(bf16.data(), bf16.size() * 2, "w")
-                                    : context.upload(f32.data(), f32.size() * 4, "w");
-  }
-};
+using testing::Weight;
+
 
 // h ([rows]) against the reference for one token's x ([in]). Tolerance: f32 sums (1e-5 of their
 // scales) through silu (slope <= 1.1) and the product, plus expf.

@@ -21,7 +21,6 @@ namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
 using namespace switchyard::testing;
 using switchyard::swiglu_testing::check_swiglu;
-using switchyard::swiglu_testing::Weight;
 
 namespace {
 

@@ -292,6 +292,80 @@ TEST_CASE("cuda mla_decode: one captured graph replays at many positions over on
   }
 }
 
+TEST_CASE("cuda mla_decode: partials combined by the value expansion match the exact attention times the value rows") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  struct Case {
+    Shape shape;
+    std::int64_t nope, v_dim;
+    switchyard::DType dtype;
+  };
+  const std::vector<Case> cases = {
+      {{16, 512, 64, 500, 4096, 0}, 128, 128, switchyard::DType::bf16},   // DeepSeek-V2-Lite: 16 splits
+      {{16, 512, 64, 4095, 4096, 0}, 128, 128, switchyard::DType::f32},   // 32 splits (two groups' worth)
+      {{16, 512, 64, 0, 4096, 0}, 128, 128, switchyard::DType::bf16},     // one active split
+      {{128, 512, 64, draw(0, 4095, random), 4096, 0}, 128, 128, switchyard::DType::bf16},  // DeepSeek-V3
+      {{3, 1024, 128, draw(0, 3000, random), 3001, 0}, 16, 40, switchyard::DType::f32},   // a partial row block
+      {{1, 64, 8, draw(33, 4000, random), 4001, 0}, 8, 72, switchyard::DType::bf16},      // 128 splits, 1 head
+      {{5, 136, 0, draw(0, 200, random), 201, 0}, 24, 33, switchyard::DType::bf16},       // no rope part
+  };
+  double worst = 0;
+  for (Case c : cases) {
+    Shape& s = c.shape;
+    s.scale = draw_scale(s.latent_dim + s.rope_dim, random);
+    INFO(describe(s) << ", nope " << c.nope << ", v_dim " << c.v_dim << ", " << switchyard::dtype_name(c.dtype));
+    Inputs in;
+    draw_queries(s, in, random);
+    in.latent_cache = cache_with_garbage(s.max_context, s.latent_dim, s.position + 1, random);
+    in.rope_cache = cache_with_garbage(s.max_context, s.rope_dim, s.position + 1, random);
+    const std::int64_t head_rows = c.nope + c.v_dim;
+    const Weight kv_b(static_cast<std::size_t>(s.heads * head_rows * s.latent_dim), c.dtype, random);
+    DeviceProblem device(context, s, in);
+    cuda::DeviceBuffer weight = kv_b.upload(context);
+    cuda::DeviceBuffer attn = context.allocate(static_cast<std::size_t>(s.heads * c.v_dim) * sizeof(float), "attn");
+    const cuda::ValueRows rows{weight.data(), c.dtype, head_rows * s.latent_dim, c.nope * s.latent_dim, c.v_dim};
+    REQUIRE(cuda::mla_expand_supports(s.heads, s.latent_dim, s.max_context, rows, attn.as<float>()));
+    device.set_position(context, s.position);
+    cuda::mla_decode_partials(device.q_latent.as<float>(), device.q_rope.as<float>(), s.heads, s.latent_dim,
+                              s.rope_dim, device.latent_cache.as<float>(), device.rope_cache.as<float>(),
+                              device.position.as<std::int32_t>(), s.max_context, s.scale, device.workspace.data(),
+                              context.stream());
+    cuda::mla_expand_partials(device.workspace.data(), s.heads, s.latent_dim, s.max_context,
+                              device.position.as<std::int32_t>(), rows, attn.as<float>(), context.stream());
+    const std::vector<float> got = to_host<float>(context, attn, static_cast<std::size_t>(s.heads * c.v_dim));
+    // The exact latent output through the exact value rows; the latent output's error bound through
+    // the rows' magnitudes (the f32 products add far less).
+    const Exact exact = exact_mla(one_token(s), in);
+    std::vector<double> want(got.size()), magnitude(got.size());
+    for (std::int64_t h = 0; h < s.heads; ++h)
+      for (std::int64_t j = 0; j < c.v_dim; ++j) {
+        double sum = 0, bound = 0;
+        for (std::int64_t k = 0; k < s.latent_dim; ++k) {
+          const double w = kv_b.f32[static_cast<std::size_t>((h * head_rows + c.nope + j) * s.latent_dim + k)];
+          sum += w * exact.out[static_cast<std::size_t>(h * s.latent_dim + k)];
+          bound += std::fabs(w) * exact.magnitude[static_cast<std::size_t>(h * s.latent_dim + k)];
+        }
+        want[static_cast<std::size_t>(h * c.v_dim + j)] = sum;
+        magnitude[static_cast<std::size_t>(h * c.v_dim + j)] = bound;
+      }
+    const Worst w = worst_error(got, want, magnitude);
+    INFO("largest error at " << w.at << ": " << got[w.at] << " vs " << want[w.at] << ", ratio " << w.ratio);
+    CHECK(w.ratio <= kTolerance);
+    worst = std::max(worst, w.ratio);
+    device.check_counters_zero(context);  // the decode launch without its combine leaves them alone
+  }
+  MESSAGE("mla_decode_partials + mla_expand_partials: largest error / magnitude " << worst);
+  // One split at launch: nothing to defer.
+  const cuda::ValueRows rows{nullptr, switchyard::DType::bf16, 256 * 512, 128 * 512, 128};
+  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 32, rows));
+  CHECK(cuda::mla_expand_supports(16, 512, 4096, rows));
+  CHECK_FALSE(cuda::mla_expand_supports(16, 516, 4096, rows));  // latent not a multiple of 8
+  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 4096, {nullptr, switchyard::DType::f16, 256 * 512, 128 * 512, 128}));
+}
+
 #else  // built without the CUDA backend
 
 TEST_CASE("cuda mla_decode: skipped, built without the CUDA backend") { MESSAGE("skipped: built without CUDA"); }

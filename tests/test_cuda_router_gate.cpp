@@ -30,7 +30,6 @@ using namespace switchyard::testing;
 using switchyard::gate_testing::gate_cases;
 using switchyard::gate_testing::GateCase;
 using switchyard::swiglu_testing::check_swiglu;
-using switchyard::swiglu_testing::Weight;
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/gemv_rows.cuh"
 #include "operators/cuda/launch.cuh"
 
 // Measured on an H200 (SM clock 1980 MHz), f32 caches, latent 512 + rope 64, microseconds per call in
@@ -101,6 +102,7 @@ struct DecodeArgs {
   int splits;                 // S
   int tile_keys;              // keys a shared-memory tile holds: kMaxTileKeys or kSmallTileKeys
   float scale;
+  bool defer_combine;         // every active split writes its partial and stops (mla_decode_partials)
 };
 
 // Shared memory (floats; every offset a multiple of 4):
@@ -503,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
   const SplitPlan plan = plan_splits(position, a.max_context, a.splits);
 
   if (plan.visible == 0) {  // P < 0: no key to attend to (the caller's error), NaN as mla_attention
-    if (split == 0)
+    if (split == 0 && !a.defer_combine)
       for (int i = threadIdx.x; i < heads_here * a.latent_dim; i += kThreads)
         a.out[first_head * static_cast<std::int64_t>(a.latent_dim) + i] = __int_as_float(0x7fc00000);
     if (threadIdx.x == 0) barrier_wait(&barriers[2], 0);
@@ -573,7 +575,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
       }
 
   const std::int64_t latent = a.latent_dim;
-  if (plan.active == 1) {  // one split saw every key: the output itself
+  if (plan.active == 1 && !a.defer_combine) {  // one split saw every key: the output itself
     if (group == 0)
 #pragma unroll
       for (int h = 0; h < kHeads; ++h)
@@ -595,6 +597,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
     a.partial_stats[(row_base + threadIdx.x) * 2 + 1] = stats[kHeads + threadIdx.x];
   }
 
+  if (a.defer_combine) return;  // mla_expand_partials combines
+
   // Level 1: the last split of the group combines the group (the output, when it is the only group).
   const int group_index = split / kGroupSplits, group_first = group_index * kGroupSplits;
   const int group_count = min(kGroupSplits, plan.active - group_first);
@@ -615,6 +619,107 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
   if (!arrive_last(counters + kMaxGroups, group_total)) return;
   combine_partials(a, weights, totals, a.group_acc, a.group_stats, group_total, first_head, heads_here, true,
                    nullptr, nullptr);
+}
+
+// ---- The combine in the value expansion (mla_decode_partials, then mla_expand_partials) ------------
+
+// A block: kExpandRows value rows of one head (kExpandRowsPerWarp a warp).
+constexpr int kExpandRowsPerWarp = 4;
+constexpr int kExpandRows = kWarps * kExpandRowsPerWarp;
+
+struct ExpandArgs {
+  const float* partial_acc;    // [splits, heads, latent_dim], unnormalised
+  const float* partial_stats;  // [splits, heads, 2]: max, sum
+  const std::int32_t* position;
+  std::int64_t max_context;
+  int splits, heads, latent_dim, v_dim;
+  const void* weight;  // head h's value row j at weight + h * head_stride + row_offset + j * latent_dim
+  std::int64_t head_stride, row_offset;
+  float* out;  // [heads, v_dim]
+};
+
+// grid: (ceil(v_dim / kExpandRows), heads); block: kThreads. Head h's latent output, combined from its
+// active splits' partials (as the decode kernel's final combine), then its value rows times it (as
+// gemv). The block's first weight chunks load before the wait for the previous grid.
+template <typename W>
+__global__ void __launch_bounds__(kThreads) mla_expand_kernel(const ExpandArgs e) {
+  constexpr int kStaged = sizeof(W) == 2 ? 2 : 1;  // 8-weight chunks a lane loads early, per row
+  __shared__ float split_weights[kMaxSplits];
+  __shared__ float4 part_sums[kThreads];
+  __shared__ float4 latent4[kMaxLatentDim / 4];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, h = blockIdx.y;
+  const W* head_rows = static_cast<const W*>(e.weight) + h * e.head_stride + e.row_offset;
+  const int first_row = blockIdx.x * kExpandRows + warp * kExpandRowsPerWarp;
+  WeightChunk<W> staged[kExpandRowsPerWarp][kStaged];
+#pragma unroll
+  for (int i = 0; i < kExpandRowsPerWarp; ++i)
+#pragma unroll
+    for (int u = 0; u < kStaged; ++u) {
+      const std::int64_t k = lane * 8 + u * kChunkStride;
+      if (first_row + i < e.v_dim && k < e.latent_dim)
+        staged[i][u].load(head_rows + static_cast<std::int64_t>(first_row + i) * e.latent_dim, k);
+    }
+  begin_after_previous_grid();
+  const SplitPlan plan = plan_splits(*e.position, e.max_context, e.splits);
+  if (plan.active == 0) {  // P < 0: no key (the caller's error), NaN as mla_attention
+    if (lane < kExpandRowsPerWarp && first_row + lane < e.v_dim)
+      e.out[static_cast<std::int64_t>(h) * e.v_dim + first_row + lane] = __int_as_float(0x7fc00000);
+    return;
+  }
+  // Weights of the partials: w_s = exp(max_s - max) / sum_s exp(max_s - max) sum_s.
+  if (warp == 0) {
+    const auto stats = [&](int s) { return e.partial_stats + (static_cast<std::int64_t>(s) * e.heads + h) * 2; };
+    float peak = negative_infinity();
+    for (int s = lane; s < plan.active; s += 32) peak = fmaxf(peak, __ldcg(stats(s)));
+    peak = warp_max(peak);
+    float total = 0.0f;
+    for (int s = lane; s < plan.active; s += 32) total += expf(__ldcg(stats(s)) - peak) * __ldcg(stats(s) + 1);
+    total = warp_sum(total);
+    for (int s = lane; s < plan.active; s += 32) split_weights[s] = expf(__ldcg(stats(s)) - peak) / total;
+  }
+  __syncthreads();
+  // The latent output: thread (part, chunk) sums every parts-th partial of one float4 column.
+  const int chunks = e.latent_dim / 4, parts = kThreads / chunks;
+  const int chunk = threadIdx.x % chunks, part = threadIdx.x / chunks;
+  if (part < parts) {
+    const auto* acc = reinterpret_cast<const float4*>(e.partial_acc) + static_cast<std::int64_t>(h) * chunks + chunk;
+    const std::int64_t split_stride = static_cast<std::int64_t>(e.heads) * chunks;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int s = part; s < plan.active; s += parts) fma4(split_weights[s], __ldcg(acc + s * split_stride), sum);
+    part_sums[part * chunks + chunk] = sum;
+  }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) < chunks) {
+    float4 sum = part_sums[threadIdx.x];
+    for (int p = 1; p < parts; ++p) {
+      const float4 v = part_sums[p * chunks + threadIdx.x];
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    latent4[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  const float* latent = reinterpret_cast<const float*>(latent4);
+#pragma unroll
+  for (int i = 0; i < kExpandRowsPerWarp; ++i) {
+    if (first_row + i >= e.v_dim) break;
+    const W* row = head_rows + static_cast<std::int64_t>(first_row + i) * e.latent_dim;
+    float acc[1] = {0.0f}, w[8];
+#pragma unroll
+    for (int u = 0; u < kStaged; ++u) {
+      const std::int64_t k = lane * 8 + u * kChunkStride;
+      if (k < e.latent_dim) {
+        staged[i][u].to_f32(w);
+        accumulate<1>(w, latent, 0, k, acc);
+      }
+    }
+    for (std::int64_t k = lane * 8 + kStaged * kChunkStride; k < e.latent_dim; k += kChunkStride) {
+      load8(row, k, w);
+      accumulate<1>(w, latent, 0, k, acc);
+    }
+    const float total = warp_sum(acc[0]);
+    if (lane == 0) e.out[static_cast<std::int64_t>(h) * e.v_dim + first_row + i] = total;
+  }
 }
 
 // ---- Host side -----------------------------------------------------------------------------------
@@ -728,13 +833,15 @@ std::int64_t mla_decode_counter_count(std::int64_t heads) {
   return head_tiles(heads) * kCountersPerTile;
 }
 
-void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
-                          std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
-                          const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
-                          void* workspace, std::int32_t* counters, cudaStream_t stream) {
-  const char* name = "cuda::mla_decode_attention";
+namespace {
+
+// mla_decode_attention, or with defer (out_latent and counters unused) mla_decode_partials.
+void enqueue_decode(const char* name, const float* q_latent, const float* q_rope, std::int64_t heads,
+                    std::int64_t latent_dim, std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                    const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
+                    void* workspace, std::int32_t* counters, bool defer, cudaStream_t stream) {
   check_sizes(name, heads, latent_dim, rope_dim, max_context);
-  if (q_latent == nullptr || latent_cache == nullptr || out_latent == nullptr)
+  if (q_latent == nullptr || latent_cache == nullptr || (out_latent == nullptr && !defer))
     refuse(name, "q_latent, latent_cache and out_latent must be device pointers, not null");
   if (rope_dim > 0 && (q_rope == nullptr || rope_cache == nullptr))
     refuse(name, "q_rope and rope_cache must be device pointers when rope_dim is " + std::to_string(rope_dim));
@@ -757,10 +864,13 @@ void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64
   a.rope_dim = static_cast<int>(rope_dim);
   a.splits = split_count(heads, max_context);
   a.scale = scale;
+  a.defer_combine = defer;
   const std::size_t workspace_needed = mla_decode_workspace_bytes(heads, latent_dim, max_context);
+  if (defer && workspace_needed == 0)
+    refuse(name, "max_context " + std::to_string(max_context) + " takes one split: nothing to defer (use mla_decode_attention)");
   if (workspace_needed > 0) {
     if (workspace == nullptr) refuse(name, "no workspace (" + std::to_string(workspace_needed) + " bytes are needed)");
-    if (counters == nullptr)
+    if (counters == nullptr && !defer)
       refuse(name, "no counters (" + std::to_string(mla_decode_counter_count(heads)) + " zeroed int32 are needed)");
     const int groups = group_count(a.splits);
     float* floats = static_cast<float*>(workspace);
@@ -787,6 +897,64 @@ void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64
     case 4: launch_for_heads<4>(a, lane_chunks, grid, facts, device, name, stream); break;
     default: launch_for_heads<8>(a, lane_chunks, grid, facts, device, name, stream); break;
   }
+}
+
+
+}  // namespace
+
+void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
+                          std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                          const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
+                          void* workspace, std::int32_t* counters, cudaStream_t stream) {
+  enqueue_decode("cuda::mla_decode_attention", q_latent, q_rope, heads, latent_dim, rope_dim, latent_cache,
+                 rope_cache, position, max_context, scale, out_latent, workspace, counters, false, stream);
+}
+
+void mla_decode_partials(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
+                         std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                         const std::int32_t* position, std::int64_t max_context, float scale, void* workspace,
+                         cudaStream_t stream) {
+  enqueue_decode("cuda::mla_decode_partials", q_latent, q_rope, heads, latent_dim, rope_dim, latent_cache, rope_cache,
+                 position, max_context, scale, nullptr, workspace, nullptr, true, stream);
+}
+
+bool mla_expand_supports(std::int64_t heads, std::int64_t latent_dim, std::int64_t max_context, const ValueRows& rows,
+                         const float* out) {
+  if (heads < 1 || heads > 65535 || max_context < 1 || rows.v_dim < 1) return false;
+  if (latent_dim < 8 || latent_dim > kMaxLatentDim || latent_dim % 8 != 0) return false;
+  if (split_count(heads, max_context) < 2) return false;  // no partials to combine
+  if (rows.dtype != DType::bf16 && rows.dtype != DType::f32) return false;
+  const std::int64_t element = rows.dtype == DType::bf16 ? 2 : 4;
+  return aligned_16(rows.weight) && (rows.head_stride * element) % 16 == 0 && (rows.row_offset * element) % 16 == 0 &&
+         aligned_16(out);
+}
+
+void mla_expand_partials(const void* workspace, std::int64_t heads, std::int64_t latent_dim, std::int64_t max_context,
+                         const std::int32_t* position, const ValueRows& rows, float* out, cudaStream_t stream) {
+  const char* name = "cuda::mla_expand_partials";
+  check_sizes(name, heads, latent_dim, 0, max_context);
+  if (!mla_expand_supports(heads, latent_dim, max_context, rows, out) || workspace == nullptr || position == nullptr ||
+      rows.weight == nullptr || out == nullptr || !aligned_16(workspace))
+    refuse(name, "sizes, dtype, a null or misaligned pointer it cannot take (heads " + std::to_string(heads) +
+                     ", latent " + std::to_string(latent_dim) + ", max_context " + std::to_string(max_context) +
+                     ", v_dim " + std::to_string(rows.v_dim) + ")");
+  ExpandArgs e{};
+  e.splits = split_count(heads, max_context);
+  e.partial_acc = static_cast<const float*>(workspace);
+  // The layout of enqueue_decode's workspace: partials, group partials, then the stats.
+  e.partial_stats = e.partial_acc + static_cast<std::size_t>(e.splits + group_count(e.splits)) * heads * latent_dim;
+  e.position = position;
+  e.max_context = max_context;
+  e.heads = static_cast<int>(heads);
+  e.latent_dim = static_cast<int>(latent_dim);
+  e.v_dim = static_cast<int>(rows.v_dim);
+  e.weight = rows.weight;
+  e.head_stride = rows.head_stride;
+  e.row_offset = rows.row_offset;
+  e.out = out;
+  const dim3 grid(static_cast<unsigned>(ceil_div(rows.v_dim, kExpandRows)), static_cast<unsigned>(heads));
+  if (rows.dtype == DType::bf16) launch_kernel(mla_expand_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, e);
+  else launch_kernel(mla_expand_kernel<float>, grid, kThreads, 0, stream, e);
 }
 
 }  // namespace switchyard::cuda

@@ -27,7 +27,10 @@
 //     counter of its head tile; the last of up to 16 splits combines them (max-rescaled), and, when
 //     more than 16 splits are active, the last of those group combiners combines the groups. The
 //     last block of each level resets its counter to 0, so the counters are zero again when the
-//     kernel ends.
+//     kernel ends. Decode in a model uses the variant below instead (mla_decode_partials +
+//     mla_expand_partials): the expansion that follows combines the partials in all its blocks at
+//     once, and the decode launch has no serial tail (on an H200, V2-Lite at context ~500: the GPU
+//     side of a layer ~3 us shorter, docs/perf-notes.md S5-6).
 //
 // Needs compute capability 9.0 or later (Hopper: bulk copies, mbarriers); launched with programmatic
 // dependent launch like the other kernels (launch.cuh).
@@ -38,6 +41,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "core/dtype.h"
 
 namespace switchyard::cuda {
 
@@ -75,5 +80,33 @@ void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64
                           std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
                           const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
                           void* workspace, std::int32_t* counters, cudaStream_t stream);
+
+// The combine moved into the value expansion (decode's next step), so that no block of the decode
+// launch combines alone while the others have finished: mla_decode_partials is
+// mla_decode_attention without the combine (every active split writes its partial to the workspace;
+// no counters, no out_latent), and mla_expand_partials then computes, per head h, the latent output
+// from those partials (as the decode kernel's combine would) and out[h, j] = value row j of head h .
+// that output, as gemv would (f32 accumulation of exactly widened weights). Several blocks per head
+// each combine the head's partials (a few KiB each from L2) and take 32 of its rows.
+// Needs more than one split at launch (mla_decode_workspace_bytes > 0); both launches take the same
+// sizes, workspace and position.
+struct ValueRows {
+  const void* weight = nullptr;  // head h's row j at weight + h * head_stride + row_offset + j * latent_dim
+  DType dtype = DType::bf16;     // bf16 or f32
+  std::int64_t head_stride = 0, row_offset = 0;  // elements
+  std::int64_t v_dim = 0;                        // rows a head
+};
+void mla_decode_partials(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
+                         std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                         const std::int32_t* position, std::int64_t max_context, float scale, void* workspace,
+                         cudaStream_t stream);
+// Whether mla_expand_partials takes these (latent_dim a multiple of 8, 16-byte aligned rows, more
+// than one split); a null pointer counts as aligned.
+bool mla_expand_supports(std::int64_t heads, std::int64_t latent_dim, std::int64_t max_context, const ValueRows& rows,
+                         const float* out = nullptr);
+// out: [heads, v_dim] f32. Throws std::invalid_argument for what mla_expand_supports refuses or a
+// null pointer.
+void mla_expand_partials(const void* workspace, std::int64_t heads, std::int64_t latent_dim, std::int64_t max_context,
+                         const std::int32_t* position, const ValueRows& rows, float* out, cudaStream_t stream);
 
 }  // namespace switchyard::cuda
