@@ -128,11 +128,15 @@ void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream, const
     if (flag.load(std::memory_order_acquire) == value) return;
     relax();
     if (spin % 4096 != 0) continue;
-    // Now and then: has the stream failed, or drained without writing the flag?
+    // Now and then: has the stream failed, or drained without writing the flag? `launching` is read
+    // before the query: read after it, a launch that returned in between would leave an idle
+    // stream (queried before the launch) beside launching == false, and the worker would give up
+    // on a flag that is on its way (the likely cause of one failure of the run-command test).
+    const bool was_launching = launching != nullptr && launching->load(std::memory_order_acquire);
     const cudaError_t status = cudaStreamQuery(stream);
     if (status == cudaErrorNotReady) continue;
     if (flag.load(std::memory_order_acquire) == value) return;
-    if (status == cudaSuccess && launching != nullptr && launching->load(std::memory_order_acquire)) continue;
+    if (status == cudaSuccess && was_launching) continue;
     if (status == cudaSuccess)
       throw std::runtime_error("the GPU finished its work without handing the CPU experts their input (flag " +
                                std::to_string(i) + ")");
