@@ -31,6 +31,15 @@ CurrentDevice::CurrentDevice(GpuRuntime* gpu) {
 #endif
 }
 
+void CurrentDevice::switch_to(GpuRuntime* gpu) {
+#if SWITCHYARD_HAVE_CUDA
+  guard_.reset();  // back to the device before this object
+  if (gpu != nullptr) guard_.emplace(gpu->where().index);
+#else
+  (void)gpu;
+#endif
+}
+
 WorkScope::WorkScope(GpuRuntime* gpu, Tracer* tracer, Region region, int layer) {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu != nullptr) {

@@ -51,6 +51,8 @@ class WorkScope {
 class CurrentDevice {
  public:
   explicit CurrentDevice(GpuRuntime* gpu);
+  // Makes `gpu`'s device current instead (null: the one current before this object), until the end.
+  void switch_to(GpuRuntime* gpu);
 
  private:
 #if SWITCHYARD_HAVE_CUDA

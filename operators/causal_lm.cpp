@@ -78,7 +78,7 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
 void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
   const std::int64_t n = tokens * hidden_size_;
   float* hidden = stream.on(attention_->device());
-  std::optional<CurrentDevice> current(std::in_place, attention_gpu_);
+  CurrentDevice current(attention_gpu_);
   Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
   // The previous layer's MLP output is added here, in the norm's launch.
   if (const float* previous = stream.take_delta()) input_norm_.add_and_forward(hidden, previous, tokens, normed);
@@ -93,8 +93,7 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   } else {
     add_in_place(attention_gpu_, hidden, delta, n);
     hidden = stream.on(feed_forward_->device());
-    current.reset();
-    current.emplace(feed_forward_gpu_);
+    current.switch_to(feed_forward_gpu_);
   }
   Scratch ff_normed(same_device ? nullptr : feed_forward_gpu_, same_device ? 0 : n, "normalised hidden states");
   float* ff_in = same_device ? normed.data() : ff_normed.data();
