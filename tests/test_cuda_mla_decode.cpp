@@ -204,6 +204,18 @@ TEST_CASE("cuda mla_decode: bad sizes throw std::invalid_argument before launchi
   CHECK_FALSE(cuda::mla_decode_supports(16, 512, 64, 0));
   CHECK_FALSE(cuda::mla_decode_supports(16, 512, 64, 4096, f + 1));
   CHECK_FALSE(cuda::mla_decode_supports(16, 512, 64, 4096, f, f + 1));
+
+  // The combine in the value expansion: more than one split at launch, 8-aligned latent rows.
+  const cuda::ValueRows rows{nullptr, switchyard::DType::bf16, 256 * 512, 128 * 512, 128};
+  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 32, rows));  // one split: nothing to combine
+  CHECK(cuda::mla_expand_supports(16, 512, 4096, rows));
+  CHECK_FALSE(cuda::mla_expand_supports(16, 516, 4096, rows));  // latent not a multiple of 8
+  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 4096, {nullptr, switchyard::DType::f16, 256 * 512, 128 * 512, 128}));
+  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 4096, {f + 1, switchyard::DType::bf16, 256 * 512, 128 * 512, 128}));
+  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 4096, {f, switchyard::DType::bf16, 256 * 512 + 1, 128 * 512, 128}));
+  CHECK_THROWS_AS(cuda::mla_expand_partials(w, 16, 512, 32, position, rows, f, nullptr), invalid_argument);
+  CHECK_THROWS_AS(cuda::mla_decode_partials(f, f, 16, 512, 64, f, f, position, 32, 1, w, nullptr),
+                  invalid_argument);  // one split: nothing to defer
 }
 
 TEST_CASE("cuda mla_decode: matches the CPU kernel and the exact result on random shapes") {
@@ -358,12 +370,6 @@ TEST_CASE("cuda mla_decode: partials combined by the value expansion match the e
     device.check_counters_zero(context);  // the decode launch without its combine leaves them alone
   }
   MESSAGE("mla_decode_partials + mla_expand_partials: largest error / magnitude " << worst);
-  // One split at launch: nothing to defer.
-  const cuda::ValueRows rows{nullptr, switchyard::DType::bf16, 256 * 512, 128 * 512, 128};
-  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 32, rows));
-  CHECK(cuda::mla_expand_supports(16, 512, 4096, rows));
-  CHECK_FALSE(cuda::mla_expand_supports(16, 516, 4096, rows));  // latent not a multiple of 8
-  CHECK_FALSE(cuda::mla_expand_supports(16, 512, 4096, {nullptr, switchyard::DType::f16, 256 * 512, 128 * 512, 128}));
 }
 
 #else  // built without the CUDA backend
