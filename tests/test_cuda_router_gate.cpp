@@ -230,6 +230,20 @@ TEST_CASE("cuda router_gate: shapes it cannot take are refused before any launch
   CHECK_THROWS_AS(cuda::router_gate(cpu::qwen3_moe_gate(1024, 8, true), buffer, 4, buffer, nullptr, nullptr, nullptr,
                                     nullptr, nullptr),
                   std::invalid_argument);
+  // Side SwiGLUs it cannot take: more experts than a side launch's block has threads, a missing
+  // weight, rows of a width gemv_swiglu refuses.
+  float* h = buffer;
+  const cuda::SideSwiglu side{buffer, buffer, sy::DType::f32, 8, 4, buffer, h};
+  CHECK(cuda::router_gate_side_supports(c, side));
+  CHECK_FALSE(cuda::router_gate_side_supports(cpu::qwen3_moe_gate(512, 8, true), side));
+  CHECK_FALSE(cuda::router_gate_side_supports(c, {nullptr, buffer, sy::DType::f32, 8, 4, buffer, h}));
+  CHECK_FALSE(cuda::router_gate_side_supports(c, {buffer, buffer, sy::DType::f32, 6, 4, buffer, h}));
+  CHECK_FALSE(cuda::router_gate_side_supports(c, {buffer, buffer, sy::DType::f16, 8, 4, buffer, h}));
+  std::int32_t counter = 0;
+  const cuda::SideSwiglu misaligned{buffer + 1, buffer, sy::DType::f32, 8, 4, buffer, h};
+  CHECK_THROWS_AS(cuda::router_gate(c, buffer, 4, buffer, nullptr, nullptr, nullptr, &counter, nullptr, nullptr,
+                                    &misaligned),
+                  std::invalid_argument);
 }
 
 #else
