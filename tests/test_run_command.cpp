@@ -132,3 +132,13 @@ TEST_CASE("run command: a deep hybrid model runs eagerly and as graphs (GPU work
   CHECK(graph.exit_code == 0);
   CHECK(generated_ids(eager.output) == generated_ids(graph.output));
 }
+
+TEST_CASE("bench commands: options out of range are refused before any work (exit 2)") {
+  CHECK(run_switchyard("bench gemv --weights_in dram").exit_code == 2);
+  CHECK(run_switchyard("bench gemv --launches 0").exit_code == 2);
+  CHECK(run_switchyard("bench gemv --repeat 0").exit_code == 2);
+  CHECK(run_switchyard("bench decode --model_path /nonexistent --optimize_config_path x.yaml --decode_tokens 0")
+            .exit_code == 2);
+  // In range, on a machine without a GPU: the benchmark needs one (exit 1, not a crash).
+  if (gpu_count() == 0) CHECK(run_switchyard("bench gemv --weights_in l2").exit_code == 1);
+}
