@@ -2,6 +2,10 @@
 # One call on the GPU machine (the `device` tool, ../shared/device/README.md): build for Hopper,
 # run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
 #   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-detail|build]   (default all)
+#   scripts/gpu-machine.sh ab VAR   tests, then both decode benches with the environment variable VAR
+#                                   unset and set to 1, alternating, twice: an A/B inside one call
+#                                   (the machines behind the device tool differ more than most
+#                                   changes do; docs/perf-notes.md, session 5)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
 set -uo pipefail
 what=${1:-all}
@@ -34,6 +38,25 @@ if [[ $what == bench || $what == all ]]; then
   timeout 60 $bin run --model_path $models/v3-61 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
     --nvtx_layers 3,22,50 --profile --max_new_tokens 16 --trace_out "$out/trace.json" > "$out/run-v3.log" 2>&1
   echo "run v3 exit $?"
+fi
+if [[ $what == ab ]]; then
+  variable=${2:?"ab needs the name of the environment variable that switches the variant"}
+  timeout 400 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
+  echo "tests exit $?"; grep -E "test cases|ERROR" "$out/tests.log" | head -20
+  models=/tmp/switchyard-models
+  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  for round in 1 2; do
+    for variant in unset set; do
+      if [[ $variant == set ]]; then export "$variable=1"; else unset "$variable"; fi
+      for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
+        log="$out/ab-$profile-$variant-$round.log"
+        timeout 100 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
+          --cpu_infer 16 > "$log" 2>&1
+        echo "$variable $variant, $profile: $(grep -E '^decode:|GPU side' "$log" | tr '\n' ' ' | cut -c1-240)"
+      done
+    done
+  done
+  unset "$variable"
 fi
 if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)
   models=/tmp/switchyard-models
