@@ -79,113 +79,97 @@ void check_logits(const std::vector<float>& router, const std::vector<float>& x,
   }
 }
 
-}  // namespace
-
-TEST_CASE("cuda router_gate: logits, ids, weights and the hand-off match the references for every preset") {
-  if (no_gpu()) return;
-  cuda::DeviceContext context(0);
-  const std::uint32_t seed = test_seed();
-  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
-  std::mt19937 random(seed);
+// The GPU, a replayable random stream and router_gate's counter (zero), for the tests below.
+struct RouterGateFixture {
+  cuda::DeviceContext context{0};
+  std::uint32_t seed = test_seed();
+  std::mt19937 random{seed};
   cuda::DeviceBuffer counter = context.allocate(sizeof(std::int32_t), "counter");
-  REQUIRE(cudaMemsetAsync(counter.data(), 0, sizeof(std::int32_t), context.stream()) == cudaSuccess);
-  for (GateCase& gate : gate_cases(random)) {
-    cpu::MoeGateConfig c = gate.config;
-    const std::int64_t hidden = 4 * draw(1, 1800, random);  // 7168 (DeepSeek-V3) at most
-    INFO(gate.name << ", hidden " << hidden);
-    const std::vector<float> router = uniform(static_cast<std::size_t>(c.n_experts * hidden), -1, 1, random);
-    const std::vector<float> x = uniform(static_cast<std::size_t>(hidden), -1, 1, random);
-    cuda::DeviceBuffer bias;
-    if (!gate.bias.empty()) {
-      bias = to_device(context, gate.bias);
-      c.score_correction_bias = bias.as<float>();
-    }
-    cuda::DeviceBuffer router_device = to_device(context, router), x_device = to_device(context, x);
-    cuda::DeviceBuffer logits = context.allocate(static_cast<std::size_t>(c.n_experts) * sizeof(float), "logits");
-    cuda::DeviceBuffer ids = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(std::int32_t), "ids");
-    cuda::DeviceBuffer weights = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(float), "weights");
-    const bool hand_off = draw(0, 1, random) == 1;
-    MappedHandOff host(hidden, c.top_k);
-    const cuda::GateHandOff view = host.view(x_device.as<float>(), hidden);
-    REQUIRE(cuda::router_gate_supports(hidden, router_device.as<float>(), x_device.as<float>()));
+  RouterGateFixture() {
+    REQUIRE(cudaMemsetAsync(counter.data(), 0, sizeof(std::int32_t), context.stream()) == cudaSuccess);
+  }
+};
+
+// One preset on fresh inputs through router_gate, handing off or not (drawn), with a side SwiGLU or
+// not, checked against the references. False when a side is refused, as it must be past 256
+// experts (a side launch's block has 256 threads).
+bool check_router_gate(RouterGateFixture& f, GateCase gate, bool with_side) {
+  cuda::DeviceContext& context = f.context;
+  std::mt19937& random = f.random;
+  cpu::MoeGateConfig c = gate.config;
+  const std::int64_t hidden = with_side ? 8 * draw(1, 600, random) : 4 * draw(1, 1800, random);  // 7168 at most
+  const std::int64_t rows = with_side ? draw(1, 400, random) : 0;  // any count: the last side block is partial
+  const sy::DType dtype = draw(0, 1, random) == 1 ? sy::DType::bf16 : sy::DType::f32;
+  INFO(gate.name << ", hidden " << hidden << ", side rows " << rows << " (" << sy::dtype_name(dtype) << ")");
+  const std::vector<float> router = uniform(static_cast<std::size_t>(c.n_experts * hidden), -1, 1, random);
+  const std::vector<float> x = uniform(static_cast<std::size_t>(hidden), -1, 1, random);
+  const Weight gate_w(static_cast<std::size_t>(rows * hidden), dtype, random);
+  const Weight up_w(static_cast<std::size_t>(rows * hidden), dtype, random);
+  cuda::DeviceBuffer bias;
+  if (!gate.bias.empty()) {
+    bias = to_device(context, gate.bias);
+    c.score_correction_bias = bias.as<float>();
+  }
+  cuda::DeviceBuffer router_device = to_device(context, router), x_device = to_device(context, x);
+  cuda::DeviceBuffer logits = context.allocate(static_cast<std::size_t>(c.n_experts) * sizeof(float), "logits");
+  cuda::DeviceBuffer ids = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(std::int32_t), "ids");
+  cuda::DeviceBuffer weights = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(float), "weights");
+  cuda::DeviceBuffer gate_device, up_device, h;
+  cuda::SideSwiglu side;
+  if (with_side) {
+    gate_device = gate_w.upload(context);
+    up_device = up_w.upload(context);
+    h = context.allocate(static_cast<std::size_t>(rows) * sizeof(float), "h");
+    side = {gate_device.data(), up_device.data(), dtype, hidden, rows, x_device.as<float>(), h.as<float>()};
+  }
+  const bool hand_off = draw(0, 1, random) == 1;
+  MappedHandOff host(hidden, c.top_k);
+  const cuda::GateHandOff view = host.view(x_device.as<float>(), hidden);
+  REQUIRE(cuda::router_gate_supports(hidden, router_device.as<float>(), x_device.as<float>()));
+  const auto launch = [&] {
     cuda::router_gate(c, router_device.as<float>(), hidden, x_device.as<float>(), logits.as<float>(),
-                      ids.as<std::int32_t>(), weights.as<float>(), counter.as<std::int32_t>(), context.stream(),
-                      hand_off ? &view : nullptr);
-    const auto got_logits = to_host<float>(context, logits, static_cast<std::size_t>(c.n_experts));
-    const auto got_ids = to_host<std::int32_t>(context, ids, static_cast<std::size_t>(c.top_k));
-    const auto got_weights = to_host<float>(context, weights, static_cast<std::size_t>(c.top_k));
-    CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
-    check_logits(router, x, hidden, got_logits);
-    gate.config.score_correction_bias = gate.bias.empty() ? nullptr : gate.bias.data();
-    check_routing(gate.config, got_logits, got_ids, got_weights);
-    if (!hand_off) continue;
+                      ids.as<std::int32_t>(), weights.as<float>(), f.counter.as<std::int32_t>(), context.stream(),
+                      hand_off ? &view : nullptr, with_side ? &side : nullptr);
+  };
+  if (with_side && !cuda::router_gate_side_supports(c, side)) {
+    CHECK(c.n_experts > 256);
+    CHECK_THROWS_AS(launch(), std::invalid_argument);
+    return false;
+  }
+  launch();
+  const auto got_logits = to_host<float>(context, logits, static_cast<std::size_t>(c.n_experts));
+  const auto got_ids = to_host<std::int32_t>(context, ids, static_cast<std::size_t>(c.top_k));
+  const auto got_weights = to_host<float>(context, weights, static_cast<std::size_t>(c.top_k));
+  CHECK(to_host<std::int32_t>(context, f.counter, 1)[0] == 0);
+  check_logits(router, x, hidden, got_logits);
+  gate.config.score_correction_bias = gate.bias.empty() ? nullptr : gate.bias.data();
+  check_routing(gate.config, got_logits, got_ids, got_weights);
+  if (with_side)
+    check_swiglu(gate_w, up_w, hidden, rows, x.data(), to_host<float>(context, h, static_cast<std::size_t>(rows)).data());
+  if (hand_off) {
     host.ready.host_wait(0, 1, context.stream());
     CHECK(std::memcmp(host.x.data(), x.data(), x.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(host.ids.data(), got_ids.data(), got_ids.size() * sizeof(std::int32_t)) == 0);
     CHECK(std::memcmp(host.weights.data(), got_weights.data(), got_weights.size() * sizeof(float)) == 0);
   }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("cuda router_gate: logits, ids, weights and the hand-off match the references for every preset") {
+  if (no_gpu()) return;
+  RouterGateFixture f;
+  INFO("seed " << f.seed << " (SWITCHYARD_TEST_SEED replays it)");
+  for (const GateCase& gate : gate_cases(f.random)) check_router_gate(f, gate, false);
 }
 
 TEST_CASE("cuda router_gate: a side SwiGLU in the same launch matches its reference and leaves the routing intact") {
   if (no_gpu()) return;
-  cuda::DeviceContext context(0);
-  const std::uint32_t seed = test_seed();
-  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
-  std::mt19937 random(seed);
-  cuda::DeviceBuffer counter = context.allocate(sizeof(std::int32_t), "counter");
-  REQUIRE(cudaMemsetAsync(counter.data(), 0, sizeof(std::int32_t), context.stream()) == cudaSuccess);
+  RouterGateFixture f;
+  INFO("seed " << f.seed << " (SWITCHYARD_TEST_SEED replays it)");
   int sides = 0;
-  for (GateCase& gate : gate_cases(random)) {
-    cpu::MoeGateConfig c = gate.config;
-    const std::int64_t hidden = 8 * draw(1, 600, random);
-    const std::int64_t rows = draw(1, 400, random);  // any count: the last side block is partial
-    const sy::DType dtype = draw(0, 1, random) == 1 ? sy::DType::bf16 : sy::DType::f32;
-    INFO(gate.name << ", hidden " << hidden << ", side rows " << rows << ", " << sy::dtype_name(dtype));
-    const std::vector<float> router = uniform(static_cast<std::size_t>(c.n_experts * hidden), -1, 1, random);
-    std::vector<float> x = uniform(static_cast<std::size_t>(hidden), -1, 1, random);
-    const Weight gate_w(static_cast<std::size_t>(rows * hidden), dtype, random);
-    const Weight up_w(static_cast<std::size_t>(rows * hidden), dtype, random);
-    cuda::DeviceBuffer bias;
-    if (!gate.bias.empty()) {
-      bias = to_device(context, gate.bias);
-      c.score_correction_bias = bias.as<float>();
-    }
-    cuda::DeviceBuffer router_device = to_device(context, router), x_device = to_device(context, x);
-    cuda::DeviceBuffer gate_device = gate_w.upload(context), up_device = up_w.upload(context);
-    cuda::DeviceBuffer h = context.allocate(static_cast<std::size_t>(rows) * sizeof(float), "h");
-    cuda::DeviceBuffer logits = context.allocate(static_cast<std::size_t>(c.n_experts) * sizeof(float), "logits");
-    cuda::DeviceBuffer ids = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(std::int32_t), "ids");
-    cuda::DeviceBuffer weights = context.allocate(static_cast<std::size_t>(c.top_k) * sizeof(float), "weights");
-    const cuda::SideSwiglu side{gate_device.data(), up_device.data(), dtype, hidden, rows, x_device.as<float>(),
-                                h.as<float>()};
-    const bool hand_off = draw(0, 1, random) == 1;
-    MappedHandOff host(hidden, c.top_k);
-    const cuda::GateHandOff view = host.view(x_device.as<float>(), hidden);
-    if (!cuda::router_gate_side_supports(c, side)) {  // more experts than a side launch's block has threads
-      CHECK(c.n_experts > 256);
-      CHECK_THROWS_AS(cuda::router_gate(c, router_device.as<float>(), hidden, x_device.as<float>(), logits.as<float>(),
-                                        ids.as<std::int32_t>(), weights.as<float>(), counter.as<std::int32_t>(),
-                                        context.stream(), nullptr, &side),
-                      std::invalid_argument);
-      continue;
-    }
-    ++sides;
-    cuda::router_gate(c, router_device.as<float>(), hidden, x_device.as<float>(), logits.as<float>(),
-                      ids.as<std::int32_t>(), weights.as<float>(), counter.as<std::int32_t>(), context.stream(),
-                      hand_off ? &view : nullptr, &side);
-    const auto got_logits = to_host<float>(context, logits, static_cast<std::size_t>(c.n_experts));
-    const auto got_ids = to_host<std::int32_t>(context, ids, static_cast<std::size_t>(c.top_k));
-    const auto got_weights = to_host<float>(context, weights, static_cast<std::size_t>(c.top_k));
-    CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
-    check_logits(router, x, hidden, got_logits);
-    gate.config.score_correction_bias = gate.bias.empty() ? nullptr : gate.bias.data();
-    check_routing(gate.config, got_logits, got_ids, got_weights);
-    check_swiglu(gate_w, up_w, hidden, rows, x.data(), to_host<float>(context, h, static_cast<std::size_t>(rows)).data());
-    if (!hand_off) continue;
-    host.ready.host_wait(0, 1, context.stream());
-    CHECK(std::memcmp(host.x.data(), x.data(), x.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(host.ids.data(), got_ids.data(), got_ids.size() * sizeof(std::int32_t)) == 0);
-  }
+  for (const GateCase& gate : gate_cases(f.random)) sides += check_router_gate(f, gate, true) ? 1 : 0;
   CHECK(sides > 0);
 }
 
