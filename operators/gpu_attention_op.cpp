@@ -166,6 +166,40 @@ void GpuMlaAttention::project(const float* x, std::int64_t tokens, float* first,
   kv_a_.forward(x, tokens, ckv);
 }
 
+void GpuMlaAttention::attend_one_token(const float* q_latent, const float* q_rope, float* attn) {
+  cudaStream_t stream = gpu_->stream();
+  if (decode_counters_ == nullptr ||
+      !cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, q_latent, q_rope, latent_cache_.as<float>(),
+                                 rope_cache_.as<float>())) {
+    Scratch out_latent(gpu_, heads_ * latent_, "MLA latent output");
+    const std::size_t bytes = cuda::mla_attention_workspace_bytes(1, heads_, latent_, max_context_);
+    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");
+    cuda::mla_attention(q_latent, q_rope, 1, heads_, latent_, rope_, latent_cache_.as<float>(),
+                        rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent, workspace.data(),
+                        stream);
+    expand_values(out_latent, 1, attn);
+    return;
+  }
+  const std::size_t bytes = cuda::mla_decode_workspace_bytes(heads_, latent_, max_context_);
+  cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA decode workspace");
+  const cuda::ValueRows value_rows{kv_b_.device_weight(), kv_b_.device_dtype(), (nope_ + v_dim_) * latent_,
+                                   nope_ * latent_, v_dim_};
+  if (cuda::mla_expand_supports(heads_, latent_, max_context_, value_rows, attn)) {
+    // The splits' partials are combined by the value expansion's blocks (no combining block).
+    cuda::mla_decode_partials(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
+                              rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, workspace.data(),
+                              stream);
+    cuda::mla_expand_partials(workspace.data(), heads_, latent_, max_context_, gpu_->position(), value_rows, attn,
+                              stream);
+    return;
+  }
+  Scratch out_latent(gpu_, heads_ * latent_, "MLA latent output");
+  cuda::mla_decode_attention(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
+                             rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
+                             workspace.data(), decode_counters_, stream);
+  expand_values(out_latent, 1, attn);
+}
+
 void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
   check_context(position, tokens, max_context_);
   cudaStream_t stream = gpu_->stream();
@@ -209,39 +243,7 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   if (tokens == 1) {
     // Decode, absorbed: the latent cache is read once per tile of heads, never expanded.
     if (!absorb_with_caches) absorb_queries(q, tokens, q_latent);
-    const bool decode_kernel =
-        decode_counters_ != nullptr &&
-        cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, q_latent, q_rope, latent_cache_.as<float>(),
-                                  rope_cache_.as<float>());
-    const cuda::ValueRows value_rows{kv_b_.device_weight(), kv_b_.device_dtype(), (nope_ + v_dim_) * latent_,
-                                     nope_ * latent_, v_dim_};
-    if (decode_kernel && cuda::mla_expand_supports(heads_, latent_, max_context_, value_rows, attn)) {
-      // The splits' partials are combined by the value expansion's blocks (no combining block).
-      const std::size_t bytes = cuda::mla_decode_workspace_bytes(heads_, latent_, max_context_);
-      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA decode workspace");
-      cuda::mla_decode_partials(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
-                                rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, workspace.data(),
-                                stream);
-      cuda::mla_expand_partials(workspace.data(), heads_, latent_, max_context_, gpu_->position(), value_rows, attn,
-                                stream);
-      o_.forward(attn, tokens, out);
-      return;
-    }
-    Scratch out_latent(gpu_, tokens * heads_ * latent_, "MLA latent output");  // pool memory: aligned
-    if (decode_kernel) {
-      const std::size_t bytes = cuda::mla_decode_workspace_bytes(heads_, latent_, max_context_);
-      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA decode workspace");
-      cuda::mla_decode_attention(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
-                                 rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
-                                 workspace.data(), decode_counters_, stream);
-    } else {
-      const std::size_t bytes = cuda::mla_attention_workspace_bytes(tokens, heads_, latent_, max_context_);
-      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");
-      cuda::mla_attention(q_latent, q_rope, tokens, heads_, latent_, rope_, latent_cache_.as<float>(),
-                          rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
-                          workspace.data(), stream);
-    }
-    expand_values(out_latent, tokens, attn);
+    attend_one_token(q_latent, q_rope, attn);
   } else {
     // Prefill, decompressed: keys and values of every position so far, per head.
     const std::int64_t context = position + tokens;

@@ -28,6 +28,9 @@ class GpuMlaAttention final : public AttentionOp, private MlaProjections {
   // weights when one token's buffers are back to back).
   void project(const float* x, std::int64_t tokens, float* first, float* ckv);
   void expand_values(const float* out_latent, std::int64_t tokens, float* attn);
+  // Decode's attention core: absorbed queries in, attn [heads, v_dim] out (the decode kernel and
+  // the expansion that combines its partials where they take the sizes, else mla_attention).
+  void attend_one_token(const float* q_latent, const float* q_rope, float* attn);
 
   GpuRuntime* gpu_;
   std::int64_t max_context_;

@@ -46,14 +46,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2) gemv_kernel(R
   }
 #pragma unroll 2
   for (std::int64_t k = lane * 8 + kStagedChunks * kChunkStride; k < s.in; k += kChunkStride) {
-    float v[8];
-    load8(row, k, v);
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const float4 a = *reinterpret_cast<const float4*>(xg + t * s.x_token_stride + k);
-      const float4 b = *reinterpret_cast<const float4*>(xg + t * s.x_token_stride + k + 4);
-      acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
-    }
+    load8(row, k, w);
+    accumulate(w, xg, s.x_token_stride, k, acc);
   }
 #pragma unroll
   for (int t = 0; t < T; ++t) {

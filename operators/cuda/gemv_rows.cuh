@@ -112,15 +112,8 @@ __device__ inline void swiglu_rows(unsigned block, std::int64_t in, std::int64_t
   for (std::int64_t k = lane * 8 + kStagedChunks * kChunkStride; k < in; k += kChunkStride) {
     load8(gate_row, k, wg);
     load8(up_row, k, wu);
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const float4 a = *reinterpret_cast<const float4*>(x + t * in + k);
-      const float4 b = *reinterpret_cast<const float4*>(x + t * in + k + 4);
-      g_acc[t] += wg[0] * a.x + wg[1] * a.y + wg[2] * a.z + wg[3] * a.w + wg[4] * b.x + wg[5] * b.y + wg[6] * b.z +
-                  wg[7] * b.w;
-      u_acc[t] += wu[0] * a.x + wu[1] * a.y + wu[2] * a.z + wu[3] * a.w + wu[4] * b.x + wu[5] * b.y + wu[6] * b.z +
-                  wu[7] * b.w;
-    }
+    accumulate(wg, x, in, k, g_acc);
+    accumulate(wu, x, in, k, u_acc);
   }
 #pragma unroll
   for (int t = 0; t < T; ++t) {

@@ -7,6 +7,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/gemv_rows.cuh"
 #include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
@@ -52,28 +53,6 @@ struct AbsorbLaunch {
   std::int64_t first_block = 0;  // blockIdx.y of the first absorbing block
 };
 
-// 8 weights at element k of a row, as f32 (bf16 widened exactly).
-template <typename W>
-__device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]) {
-  if constexpr (sizeof(W) == 2) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + k));
-    const auto* bits = reinterpret_cast<const unsigned short*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = bf16_to_float(bits[i]);
-  } else {
-    const float4 lo = __ldg(reinterpret_cast<const float4*>(row + k));
-    const float4 hi = __ldg(reinterpret_cast<const float4*>(row + k + 4));
-    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
-  }
-}
-
-__device__ inline float dot8(const float (&w)[8], const float* x) {
-  const float4 lo = *reinterpret_cast<const float4*>(x);
-  const float4 hi = *reinterpret_cast<const float4*>(x + 4);
-  return w[0] * lo.x + w[1] * lo.y + w[2] * lo.z + w[3] * lo.w + w[4] * hi.x + w[5] * hi.y + w[6] * hi.z +
-         w[7] * hi.w;
-}
-
 template <typename W>
 __device__ void absorb_queries(const AbsorbLaunch& launch) {
   const MlaAbsorb& a = launch.a;
@@ -92,18 +71,18 @@ __device__ void absorb_queries(const AbsorbLaunch& launch) {
   begin_after_previous_grid();
 #pragma unroll
   for (int p = 0; p < kAbsorbPasses; ++p) {
-    float acc = 0.0f;
+    float acc[1] = {0.0f};
     if (row[p] < total) {
       const float* q = a.q + row[p] / a.rows * a.head_stride;
-      acc = dot8(w[p], q + sublane * 8);
+      accumulate(w[p], q, 0, sublane * 8, acc);
       for (std::int64_t k = sublane * 8 + lanes * 8; k < a.in; k += lanes * 8) {
         float more[8];
         load8(weight + row[p] * a.in, k, more);
-        acc += dot8(more, q + k);
+        accumulate(more, q, 0, k, acc);
       }
     }
-    for (int offset = lanes / 2; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-    if (sublane == 0 && row[p] < total) a.out[row[p]] = acc;
+    for (int offset = lanes / 2; offset > 0; offset /= 2) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], offset);
+    if (sublane == 0 && row[p] < total) a.out[row[p]] = acc[0];
   }
 }
 
@@ -118,7 +97,7 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
                                         std::int64_t max_context, float* latent_cache, float* rope_cache,
                                         MlaQueryRope queries, AbsorbLaunch absorb) {
   if (absorb.lanes > 0 && blockIdx.y >= absorb.first_block) {
-    if (absorb.a.dtype == DType::bf16) absorb_queries<unsigned short>(absorb);
+    if (absorb.a.dtype == DType::bf16) absorb_queries<__nv_bfloat16>(absorb);
     else absorb_queries<float>(absorb);
     return;
   }

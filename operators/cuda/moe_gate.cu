@@ -167,10 +167,12 @@ __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide 
     route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x, float* logits,
                     std::int32_t* expert_ids, float* weights, std::int32_t* counter, GateHandOff hand_off,
                     SideSwiglu side) {
-  if (kSide && blockIdx.x >= static_cast<unsigned>(c.n_experts)) {
-    swiglu_rows<W, 1>(blockIdx.x - c.n_experts, side.in, side.rows, static_cast<const W*>(side.gate),
-                      static_cast<const W*>(side.up), side.x, side.h);
-    return;
+  if constexpr (kSide) {
+    if (blockIdx.x >= static_cast<unsigned>(c.n_experts)) {
+      swiglu_rows<W, 1>(blockIdx.x - c.n_experts, side.in, side.rows, static_cast<const W*>(side.gate),
+                        static_cast<const W*>(side.up), side.x, side.h);
+      return;
+    }
   }
   const auto* row = reinterpret_cast<const float4*>(router + blockIdx.x * hidden);
   const std::int64_t quads = hidden / 4;
