@@ -81,15 +81,17 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   CurrentDevice current(attention_gpu_);
   Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
   // The previous layer's MLP output is added here, in the norm's launch.
-  if (const float* previous = stream.take_delta()) input_norm_.add_and_forward(hidden, previous, tokens, normed);
-  else input_norm_.forward(hidden, tokens, normed);
+  if (const PendingDelta previous = stream.take_delta(); !previous.empty())
+    input_norm_.add_and_forward(hidden, previous, tokens, normed);
+  else
+    input_norm_.forward(hidden, tokens, normed);
   {
     const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
     attention_->forward(normed, tokens, position, delta);
   }
   const bool same_device = feed_forward_->device() == attention_->device();
   if (same_device) {
-    post_attention_norm_.add_and_forward(hidden, delta, tokens, normed);  // residual + norm, one step
+    post_attention_norm_.add_and_forward(hidden, PendingDelta{delta}, tokens, normed);  // residual + norm, one step
   } else {
     add_in_place(attention_gpu_, hidden, delta, n);
     hidden = stream.on(feed_forward_->device());
@@ -102,12 +104,11 @@ void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int
   float* ff_delta = stream.delta(feed_forward_->device());
   if (moe_) {
     // A MoE block times its own parts (gate, routed and shared experts, hand-offs).
-    feed_forward_->forward(ff_in, tokens, ff_delta);
+    stream.defer_add(feed_forward_->forward_deferred(ff_in, tokens, ff_delta));
   } else {
     const WorkScope scope(feed_forward_gpu_, tracer_, Region::dense_mlp, layer_);
-    feed_forward_->forward(ff_in, tokens, ff_delta);
+    stream.defer_add(feed_forward_->forward_deferred(ff_in, tokens, ff_delta));
   }
-  stream.defer_add();
 }
 
 CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
@@ -278,7 +279,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 
   const std::int64_t rows = all_logits ? tokens : 1;
   float* hidden = stream_->on(final_device_) + (tokens - rows) * hidden_;
-  const float* last_delta = stream_->take_delta();
+  const PendingDelta last_delta = stream_->take_delta();
 #if SWITCHYARD_HAVE_CUDA
   GpuRuntime* gpu = runtimes_->find(final_device_);
 #else
@@ -287,7 +288,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   const CurrentDevice current(gpu);
   Scratch normed(gpu, rows * hidden_, "the final norm's output");
   // The last layer's output is added to the rows normed here only: nothing reads the others after.
-  if (last_delta != nullptr) final_norm_.add_and_forward(hidden, last_delta + (tokens - rows) * hidden_, rows, normed);
+  if (!last_delta.empty()) final_norm_.add_and_forward(hidden, last_delta.from_row(tokens - rows, hidden_), rows, normed);
   else final_norm_.forward(hidden, rows, normed);
   const WorkScope scope(gpu, tracer_, Region::lm_head);
   if (gpu == nullptr) {

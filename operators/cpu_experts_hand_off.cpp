@@ -63,6 +63,10 @@ void CpuExpertsHandOff::collect(int layer, float* out, std::int64_t tokens, cons
                       kernel_waits);
 }
 
+PendingDelta CpuExpertsHandOff::pending(int layer, const float* add) {
+  return PendingDelta{add, out_device_, flags_.device_flag(2 * layer + 1), layer};
+}
+
 void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching, bool compute) {
   flags_.host_wait(2 * job.layer, 1, context_.stream(), launching);
   flags_.host_write(2 * job.layer, 0);

@@ -6,8 +6,10 @@
 //            ─► wait done[L] ─► clear done[L] ─► read the routed sum back, adding the shared
 //   host:    wait ready[L] ─► clear it ─► routed experts on the worker threads ─► write done[L]
 //
-// For one token (decode) the gate's kernel does the first three steps itself and the read-back
-// kernel clears done[L]: four graph nodes per layer instead of seven.
+// For one token (decode) the gate's kernel does the first three steps itself, and the last three
+// are the next norm's (pending(): the residual add + RMSNorm launch after the block waits for
+// done[L], clears it and adds the routed sum), so the hand-off adds no node of its own to a
+// graph.
 //
 // The flags are host-mapped memory written and awaited by stream memory operations
 // (cuda/host_flag.h), so the whole sequence can live in a CUDA graph; the pinned buffers are
@@ -20,6 +22,7 @@
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/host_flag.h"
 #include "operators/cuda/moe_gate.h"
+#include "operators/pending_delta.h"
 
 namespace switchyard {
 
@@ -49,6 +52,9 @@ class CpuExpertsHandOff {
   // out: [tokens, hidden], the routed experts' sum once the host has computed it, plus `add`
   // ([tokens, hidden], the shared experts' output) when not null.
   void collect(int layer, float* out, std::int64_t tokens, const float* add);
+  // One token, instead of collect: the routed sum left in mapped host memory for a later launch to
+  // add, after done[L] (which that launch clears), with `add` (or null) as the device's part.
+  PendingDelta pending(int layer, const float* add);
 
   // Host side: waits for the stream's input, computes, hands the result back. `launching`: see
   // HostFlags::host_wait.

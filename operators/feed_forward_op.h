@@ -7,6 +7,7 @@
 #include "operators/build_context.h"
 #include "operators/cpu/moe_gate.h"
 #include "operators/linear_op.h"
+#include "operators/pending_delta.h"
 
 namespace switchyard {
 
@@ -15,6 +16,12 @@ class FeedForwardOp {
   virtual ~FeedForwardOp() = default;
   // x: [tokens, hidden] f32 (normalised) -> out: [tokens, hidden] f32, both on device().
   virtual void forward(const float* x, std::int64_t tokens, float* out) = 0;
+  // As forward, for a caller that adds the output to the residual stream later (in the next norm's
+  // launch): returns what is to be added, `out` or a part of it left on the host (pending_delta.h).
+  virtual PendingDelta forward_deferred(const float* x, std::int64_t tokens, float* out) {
+    forward(x, tokens, out);
+    return PendingDelta{out};
+  }
   virtual Device device() const = 0;
 };
 

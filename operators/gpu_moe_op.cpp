@@ -92,6 +92,13 @@ GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
 GpuMoeOp::~GpuMoeOp() = default;
 
 void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
+  const PendingDelta left = forward_deferred(x, tokens, out);
+  if (left.host == nullptr) return;  // `out` holds it all
+  const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
+  gpu_->hand_off(layers_, hidden_, gate_.top_k).collect(layer_, out, tokens, left.device);
+}
+
+PendingDelta GpuMoeOp::forward_deferred(const float* x, std::int64_t tokens, float* out) {
   const int top_k = gate_.top_k;
   cudaStream_t stream = gpu_->stream();
   Scratch logits(gpu_, tokens * gate_.n_experts, "router logits");
@@ -100,73 +107,81 @@ void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   Scratch weights(gpu_, tokens * top_k, "routing weights");
   const Device experts = tokens > 1 ? prefill_experts_ : generate_experts_;
   CpuExpertsHandOff* hand_off = experts.is_cpu() ? &gpu_->hand_off(layers_, hidden_, top_k) : nullptr;
-  // One token for the CPU experts: the gate's own launch hands it over.
-  const bool gate_hands_off = hand_off != nullptr && tokens == 1;
+  // One token for the CPU experts: the gate's own launch hands it over, the shared experts write
+  // `out`, and the routed sum stays on the host for the caller to add (forward_deferred's result).
+  // Otherwise `out` gets the routed sum and the shared experts' output is added to it.
+  const bool one_token_to_cpu = hand_off != nullptr && tokens == 1;
   cuda::GateHandOff gate_hand_off;
-  if (gate_hands_off) gate_hand_off = hand_off->gate_hand_off(layer_, x);
+  if (one_token_to_cpu) gate_hand_off = hand_off->gate_hand_off(layer_, x);
+  std::unique_ptr<Scratch> shared_scratch;
+  float* shared_out = nullptr;
+  if (shared_) {
+    if (!one_token_to_cpu) shared_scratch = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
+    shared_out = one_token_to_cpu ? out : shared_scratch->data();
+  }
   // One token: the shared experts' gate, up and SiLU-mul run in the router's launch (side blocks),
   // which leaves their down projection for later.
   std::unique_ptr<Scratch> shared_h;
-  bool shared_h_ready = false;
+  bool side_ran = false;
   {
     const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
     const auto* router = static_cast<const float*>(router_.device_weight());
     if (tokens == 1 && router_counter_ != nullptr && cuda::router_gate_supports(hidden_, router, x)) {
       cuda::SideSwiglu side;
       if (shared_) {
-        const LinearOp &gate = shared_->gate_proj(), &up = shared_->up_proj();
-        shared_h = std::make_unique<Scratch>(gpu_, gate.out_features(), "shared experts' activations");
-        side = cuda::SideSwiglu{gate.device_weight(), up.device_weight(), gate.device_dtype(), gate.in_features(),
-                                gate.out_features(), x, shared_h->data()};
-        shared_h_ready = gate.device_dtype() == up.device_dtype() && cuda::router_gate_side_supports(gate_, side);
+        shared_h = std::make_unique<Scratch>(gpu_, shared_->gate_proj().out_features(), "shared experts' activations");
+        side_ran = side_swiglu(x, *shared_h, side);
       }
       cuda::router_gate(gate_, router, hidden_, x, logits, ids.as<std::int32_t>(), weights, router_counter_, stream,
-                        gate_hands_off ? &gate_hand_off : nullptr, shared_h_ready ? &side : nullptr);
+                        one_token_to_cpu ? &gate_hand_off : nullptr,
+                        side_ran ? &side : nullptr);
     } else {
       router_.forward(x, tokens, logits);
       cuda::moe_gate(gate_, logits, tokens, ids.as<std::int32_t>(), weights, stream,
-                     gate_hands_off ? &gate_hand_off : nullptr);
+                     one_token_to_cpu ? &gate_hand_off : nullptr);
     }
   }
-  std::unique_ptr<Scratch> shared;
+  // The shared experts' work the router's launch did not do.
+  auto rest_of_shared = [&] {
+    if (!shared_) return;
+    const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
+    if (side_ran) shared_->down_proj().forward(*shared_h, tokens, shared_out);
+    else shared_->forward(x, tokens, shared_out);
+  };
   if (hand_off != nullptr) {
     {
       const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_submit, layer_);
       gpu_->runtimes().enqueue(
-          gate_hands_off ? hand_off->job(layer_, tokens, *cpu_experts_, tracer_)
-                         : hand_off->submit(layer_, x, ids.as<std::int32_t>(), weights, tokens, *cpu_experts_, tracer_));
+          one_token_to_cpu ? hand_off->job(layer_, tokens, *cpu_experts_, tracer_)
+                           : hand_off->submit(layer_, x, ids.as<std::int32_t>(), weights, tokens, *cpu_experts_, tracer_));
     }
-    if (shared_) {  // on the GPU while the CPU computes the routed experts
-      const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
-      shared = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
-      forward_shared(x, tokens, shared_h_ready ? shared_h->data() : nullptr, *shared);
-    }
+    rest_of_shared();  // on the GPU while the CPU computes the routed experts
+    if (one_token_to_cpu) return hand_off->pending(layer_, shared_out);
     const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
-    hand_off->collect(layer_, out, tokens, shared ? shared->data() : nullptr);
-    return;
-  } else {
-    {
-      // The grouped (prefill) path reads its group sizes on the host: CPU experts queued by
-      // earlier layers must be served first, or the stream would wait for them forever.
-      if (!cuda::routed_experts_uses_decode_path(tokens, top_k)) gpu_->runtimes().serve();
-      const GpuScope scope(*gpu_, tracer_, Region::routed_experts, layer_);
-      const std::size_t bytes = cuda::routed_experts_workspace_bytes(gpu_experts_->stack, tokens, top_k);
-      cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the routed experts' workspace");
-      cuda::routed_experts(gpu_->context(), gpu_experts_->stack, x, tokens, ids.as<std::int32_t>(), weights, top_k,
-                           out, workspace.data(), bytes);
-    }
-    if (shared_) {
-      const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
-      shared = std::make_unique<Scratch>(gpu_, tokens * hidden_, "shared experts' output");
-      forward_shared(x, tokens, shared_h_ready ? shared_h->data() : nullptr, *shared);
-    }
+    hand_off->collect(layer_, out, tokens, shared_out);
+    return PendingDelta{out};
   }
-  if (shared) add_in_place(gpu_, out, *shared, tokens * hidden_);
+  {
+    // The grouped (prefill) path reads its group sizes on the host: CPU experts queued by earlier
+    // layers must be served first, or the stream would wait for them forever.
+    if (!cuda::routed_experts_uses_decode_path(tokens, top_k)) gpu_->runtimes().serve();
+    const GpuScope scope(*gpu_, tracer_, Region::routed_experts, layer_);
+    const std::size_t bytes = cuda::routed_experts_workspace_bytes(gpu_experts_->stack, tokens, top_k);
+    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the routed experts' workspace");
+    cuda::routed_experts(gpu_->context(), gpu_experts_->stack, x, tokens, ids.as<std::int32_t>(), weights, top_k, out,
+                         workspace.data(), bytes);
+  }
+  rest_of_shared();
+  if (shared_) add_in_place(gpu_, out, shared_out, tokens * hidden_);
+  return PendingDelta{out};
 }
 
-void GpuMoeOp::forward_shared(const float* x, std::int64_t tokens, const float* h, float* out) {
-  if (h != nullptr) shared_->down_proj().forward(h, tokens, out);
-  else shared_->forward(x, tokens, out);
+bool GpuMoeOp::side_swiglu(const float* x, float* h, cuda::SideSwiglu& side) const {
+  const LinearOp &gate = shared_->gate_proj(), &up = shared_->up_proj();
+  side = cuda::SideSwiglu{gate.device_weight(), up.device_weight(), gate.device_dtype(), gate.in_features(),
+                          gate.out_features(), x, h};
+  return gate.device_dtype() == up.device_dtype() && !gate.has_bias() && !up.has_bias() &&
+         cuda::router_gate_side_supports(gate_, side);
 }
 
 std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe) {

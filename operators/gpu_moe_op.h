@@ -8,6 +8,7 @@
 //     the shared experts, then added.
 #include <memory>
 
+#include "operators/cuda/moe_gate.h"
 #include "operators/feed_forward_op.h"
 #include "operators/gpu_runtime.h"
 
@@ -20,12 +21,15 @@ class GpuMoeOp final : public FeedForwardOp {
   GpuMoeOp(const BuildContext& context, const Module& moe);
   ~GpuMoeOp() override;
   void forward(const float* x, std::int64_t tokens, float* out) override;
+  // One token with the routed experts on the CPU: the shared experts' output in `out` and the CPU's
+  // routed sum left on the host for the next norm to add (no read-back launch here).
+  PendingDelta forward_deferred(const float* x, std::int64_t tokens, float* out) override;
   Device device() const override { return gpu_->where(); }
 
  private:
-  // The shared experts on x, or only their down projection when h (their SwiGLU activations) is
-  // already computed.
-  void forward_shared(const float* x, std::int64_t tokens, const float* h, float* out);
+  // The shared experts' SwiGLU (into h) as side blocks of the router's launch: `side` for
+  // cuda::router_gate, and whether the launch can take it.
+  bool side_swiglu(const float* x, float* h, cuda::SideSwiglu& side) const;
 
   GpuRuntime* gpu_;
   Tracer* tracer_;

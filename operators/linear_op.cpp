@@ -117,7 +117,10 @@ NormOp::NormOp(const BuildContext& context, const Module& norm, float eps)
     : NormOp(context, norm, eps, context.device_of(norm)) {}
 
 NormOp::NormOp(const BuildContext& context, const Module& norm, float eps, Device device)
-    : weight_(context.param(norm, "weight", {DType::f32, DType::bf16})), eps_(eps), gpu_(context.gpu(device)) {
+    : weight_(context.param(norm, "weight", {DType::f32, DType::bf16})),
+      eps_(eps),
+      gpu_(context.gpu(device)),
+      tracer_(context.tracer) {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) device_weight_ = upload(*gpu_, weight_, norm, "weight");
 #endif
@@ -148,16 +151,23 @@ void NormOp::forward(const float* x, std::int64_t rows, float* out) const {
   cpu::rms_norm(x, rows, width(), weight_.data(), weight_.dtype(), eps_, out);
 }
 
-void NormOp::add_and_forward(float* x, const float* delta, std::int64_t rows, float* out) const {
+void NormOp::add_and_forward(float* x, const PendingDelta& delta, std::int64_t rows, float* out) const {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) {
-    cuda::add_rms_norm(x, delta, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out,
-                       gpu_->stream());
-    return;
+    auto launch = [&] {
+      cuda::add_rms_norm(x, delta.device, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out,
+                         gpu_->stream(), cuda::HostAddend{delta.host, delta.flag});
+    };
+    if (delta.host == nullptr) return launch();
+    // This launch is where the GPU waits for the CPU experts of delta.layer: their sync region.
+    const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, delta.layer);
+    return launch();
   }
 #endif
+  if (delta.host != nullptr) throw std::logic_error("NormOp: a delta on the host for a norm on the CPU");
   const std::int64_t n = rows * width();
-  for (std::int64_t i = 0; i < n; ++i) x[i] += delta[i];
+  if (delta.device != nullptr)
+    for (std::int64_t i = 0; i < n; ++i) x[i] += delta.device[i];
   forward(x, rows, out);
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "operators/build_context.h"
+#include "operators/pending_delta.h"
 
 namespace switchyard {
 
@@ -55,8 +56,9 @@ class NormOp {
   NormOp(const BuildContext& context, const Module& norm, float eps, Device device);
   // x, out: [rows, width] f32 on device(), not overlapping.
   void forward(const float* x, std::int64_t rows, float* out) const;
-  // x += delta, then out = norm(x): a residual addition and the norm after it (one launch on a GPU).
-  void add_and_forward(float* x, const float* delta, std::int64_t rows, float* out) const;
+  // x += delta, then out = norm(x): a residual addition and the norm after it (one launch on a GPU,
+  // which also waits for and adds a part of the delta left on the host).
+  void add_and_forward(float* x, const PendingDelta& delta, std::int64_t rows, float* out) const;
   std::int64_t width() const { return weight_.numel(); }
   Device device() const;
   float eps() const { return eps_; }
@@ -68,6 +70,7 @@ class NormOp {
   Tensor weight_;  // [width]
   float eps_ = 1e-6f;
   GpuRuntime* gpu_ = nullptr;
+  Tracer* tracer_ = nullptr;
   std::shared_ptr<const DeviceTensor> device_weight_;
 };
 

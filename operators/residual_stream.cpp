@@ -7,6 +7,7 @@
 
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/elementwise.h"
 #include "operators/gpu_runtime.h"
 #endif
 
@@ -60,29 +61,40 @@ float* ResidualStream::delta(Device device) {
   return host_delta_.data();
 }
 
-void ResidualStream::defer_add() { delta_pending_ = true; }
+void ResidualStream::defer_add(const PendingDelta& pending) {
+  if (pending.host != nullptr && (!device_.is_cuda() || tokens_ != 1))
+    throw std::logic_error("ResidualStream: a host part of a delta is for one token on a GPU");
+  pending_ = pending;
+}
 
-const float* ResidualStream::take_delta() {
-  if (!delta_pending_) return nullptr;
-  delta_pending_ = false;
-  return delta(device_);
+PendingDelta ResidualStream::take_delta() {
+  const PendingDelta taken = pending_;
+  pending_ = PendingDelta{};
+  return taken;
 }
 
 void ResidualStream::settle() {
-  const float* pending = take_delta();
-  if (pending == nullptr) return;
+  const PendingDelta pending = take_delta();
+  if (pending.empty()) return;
   GpuRuntime* gpu = nullptr;
+  const float* sum = pending.device;
 #if SWITCHYARD_HAVE_CUDA
   if (device_.is_cuda()) gpu = &runtimes_->get(device_);
+  if (pending.host != nullptr) {  // host + device part into the delta buffer, after the host's flag
+    float* into = delta(device_);
+    cuda::add_from_host(pending.host, pending.device, tokens_ * width_, into, gpu->stream(), pending.flag,
+                        /*wait_first=*/true);
+    sum = into;
+  }
 #endif
-  add_in_place(gpu, buffer(device_), pending, tokens_ * width_);
+  add_in_place(gpu, buffer(device_), sum, tokens_ * width_);
 }
 
 float* ResidualStream::start(Device device, std::int64_t tokens) {
   if (tokens > max_tokens_) throw std::logic_error("ResidualStream: more tokens than it holds");
   tokens_ = tokens;
   device_ = device;
-  delta_pending_ = false;
+  pending_ = PendingDelta{};
   return buffer(device);
 }
 

@@ -6,13 +6,15 @@
 // are asynchronous and can be captured in a CUDA graph.
 //
 // A block's output may be left for the next norm to add (x += delta, then norm(x), one launch on a
-// GPU): the block writes it to delta(device) and calls defer_add(); the next layer takes it with
-// take_delta(). Moving the stream to another device adds a pending delta first.
+// GPU): the block writes it to delta(device) (or leaves part of it on the host, pending_delta.h)
+// and the layer calls defer_add(); the next layer takes it with take_delta(). Moving the stream to
+// another device adds a pending delta first.
 #include <cstdint>
 #include <map>
 #include <vector>
 
 #include "core/device.h"
+#include "operators/pending_delta.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
 #endif
@@ -35,10 +37,12 @@ class ResidualStream {
 
   // The buffer on `device` for a block's output that is to be added later.
   float* delta(Device device);
-  // delta(device()) now holds an output to add to the stream (once its work is queued).
-  void defer_add();
-  // The pending delta, or nullptr; no longer pending: the caller adds it (NormOp::add_and_forward).
-  const float* take_delta();
+  // `pending` (its device part in delta(device()), or none) is to be added to the stream, once the
+  // work that writes it is queued.
+  void defer_add(const PendingDelta& pending);
+  // The pending delta, or an empty one; no longer pending: the caller adds it
+  // (NormOp::add_and_forward).
+  PendingDelta take_delta();
   std::int64_t tokens() const { return tokens_; }
 
  private:
@@ -48,7 +52,7 @@ class ResidualStream {
   DeviceRuntimes* runtimes_;
   std::int64_t max_tokens_, width_, tokens_ = 0;
   Device device_;
-  bool delta_pending_ = false;
+  PendingDelta pending_;
   std::vector<float> host_, host_delta_;
 #if SWITCHYARD_HAVE_CUDA
   cuda::PinnedBuffer pinned_;

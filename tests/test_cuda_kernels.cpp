@@ -498,6 +498,78 @@ TEST_CASE("cuda kernels: add_rms_norm equals add_in_place then rms_norm, bit for
   }
 }
 
+// The decode hand-off's read-back folded into the next norm: the launch waits for the CPU's flag
+// itself (queued before the host writes anything), reads the host's values and adds them with the
+// device's part, bit for bit what the separate read-back and add + norm launches give.
+TEST_CASE("cuda kernels: add_rms_norm with a host addend waits for the flag and equals add_from_host then add_rms_norm") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  cuda::HostFlags flags(1);
+  // 2048 (V2-Lite) and 7168 (V3): 16-byte host reads; 1001 and the unaligned round: 4-byte reads;
+  // 10240: the unstaged loop (more than 8 values a thread).
+  const std::vector<std::int64_t> dims = {2048, 7168, 1001, 10240, 2048, 512};
+  for (std::size_t round = 0; round < dims.size(); ++round) {
+    const std::int64_t dim = dims[round];
+    const bool with_device = round % 3 != 2, unaligned = round == 4;
+    const sy::DType dtype = round % 2 ? sy::DType::bf16 : sy::DType::f32;
+    INFO("dim " << dim << (with_device ? ", with" : ", without") << " a device part" << (unaligned ? ", unaligned" : ""));
+    const std::vector<float> x = uniform(dim, -3, 3, random), device_part = uniform(dim, -1, 1, random),
+                             routed = uniform(dim, -1, 1, random), weight_f32 = uniform(dim, 0.5f, 1.5f, random);
+    cuda::DeviceBuffer weight =
+        dtype == sy::DType::bf16 ? to_device(context, to_bf16(weight_f32)) : to_device(context, weight_f32);
+    cuda::PinnedBuffer host((dim + 1) * sizeof(float), "host values");
+    std::memset(host.data(), 0xff, (dim + 1) * sizeof(float));  // NaN until the host's release
+    void* mapped = nullptr;
+    REQUIRE(cudaHostGetDevicePointer(&mapped, host.data(), 0) == cudaSuccess);
+    float* host_values = host.as<float>() + (unaligned ? 1 : 0);
+    const float* host_device = static_cast<float*>(mapped) + (unaligned ? 1 : 0);
+    cuda::DeviceBuffer fused_x = to_device(context, x), d = to_device(context, device_part);
+    cuda::DeviceBuffer fused_out = context.allocate(dim * sizeof(float), "out");
+    const float* device_addend = with_device ? d.as<float>() : nullptr;
+    cuda::add_rms_norm(fused_x.as<float>(), device_addend, 1, dim, weight.data(), dtype, 1e-6f, fused_out.as<float>(),
+                       context.stream(), cuda::HostAddend{host_device, flags.device_flag(0)});
+    std::thread cpu([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::memcpy(host_values, routed.data(), dim * sizeof(float));
+      flags.host_write(0, 1);
+    });
+    context.synchronize();
+    cpu.join();
+    flags.host_wait(0, 0, context.stream());  // cleared by the launch, or this throws
+    // The two launches it replaces, on the same inputs (the flag raised before them).
+    cuda::DeviceBuffer plain_x = to_device(context, x), sum = context.allocate(dim * sizeof(float), "sum");
+    cuda::DeviceBuffer plain_out = context.allocate(dim * sizeof(float), "out");
+    flags.host_write(0, 1);
+    cuda::add_from_host(host_device, device_addend, dim, sum.as<float>(), context.stream(), flags.device_flag(0), true);
+    cuda::add_rms_norm(plain_x.as<float>(), sum.as<float>(), 1, dim, weight.data(), dtype, 1e-6f,
+                       plain_out.as<float>(), context.stream());
+    CHECK(to_host<float>(context, fused_x, dim) == to_host<float>(context, plain_x, dim));
+    CHECK(to_host<float>(context, fused_out, dim) == to_host<float>(context, plain_out, dim));
+    // And against the plain sum on the host: x + (routed + device).
+    const std::vector<float> new_x = to_host<float>(context, fused_x, dim);
+    for (std::int64_t i = 0; i < dim; ++i) {
+      INFO("element " << i);
+      REQUIRE(new_x[i] == x[i] + (with_device ? routed[i] + device_part[i] : routed[i]));
+    }
+  }
+}
+
+// Refused before anything reaches a device, so these run without a GPU.
+TEST_CASE("cuda kernels: add_rms_norm refuses a host addend without its flag, for more than one row, or too long") {
+  std::vector<float> buffer(16);
+  std::uint32_t flag = 0;
+  float* p = buffer.data();
+  auto call = [&](std::int64_t rows, std::int64_t dim, std::uint32_t* with_flag) {
+    cuda::add_rms_norm(p, p, rows, dim, p, sy::DType::f32, 1e-6f, p, nullptr, cuda::HostAddend{p, with_flag});
+  };
+  CHECK_THROWS_AS(call(1, 16, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(call(2, 16, &flag), std::invalid_argument);
+  CHECK_THROWS_AS(call(1, cuda::kMaxHostDim + 1, &flag), std::invalid_argument);
+}
+
 TEST_CASE("cuda kernels: linear with bf16 and f32 weights matches the reference") {
   if (no_gpu()) return;
   cuda::DeviceContext context(0);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/host_flag.cuh"
 #include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
@@ -72,24 +73,14 @@ __global__ void write_to_host_kernel(const float* x, std::int64_t count_x, const
   }
 }
 
-__device__ inline std::uint32_t load_acquire_system(const std::uint32_t* address) {
-  std::uint32_t value;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
-  return value;
-}
-
 // `quads`: every pointer 16-byte aligned and count a multiple of 4, so the host is read 16 bytes
 // a request (a quarter of the PCIe reads, each a round trip). `wait_first` (one block): thread 0
 // spins until the host sets the flag, before any thread reads the host's values.
 __global__ void add_from_host_kernel(const float* host, const float* add, std::int64_t count, float* out,
                                      std::uint32_t* clear_flag, bool quads, bool wait_first) {
   begin_after_previous_grid();
-  if (wait_first) {
-    if (threadIdx.x == 0)
-      while (load_acquire_system(clear_flag) != 1) __nanosleep(64);
-    __syncthreads();
-  }
-  if (clear_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(clear_flag) = 0;
+  if (wait_first) take_host_flag(clear_flag);
+  else if (clear_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile std::uint32_t*>(clear_flag) = 0;
   if (!quads) {
     SWITCHYARD_FOR_EACH(i, count) out[i] = __ldcv(host + i) + (add != nullptr ? add[i] : 0.0f);
     return;

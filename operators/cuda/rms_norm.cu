@@ -5,6 +5,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/host_flag.cuh"
 #include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
@@ -17,11 +18,40 @@ __device__ inline float weight_at(const unsigned short* weight, std::int64_t i) 
 // elements i, i + blockDim.x, ... and adds their squares in that order (the same partial sums as
 // the CPU's reference order tests bound). Rows of up to kStaged elements per thread are loaded into
 // registers at once, the weights with them, so the block waits for memory once, not per element.
+//
+// With `host` (one row, one block): the delta has a second part in mapped host memory, which the
+// CPU writes before it sets *host_flag: x += host + delta. Thread 0 waits for the flag (and clears
+// it); the block then reads the host's values into shared memory, 16 bytes a request where
+// `host_quads` (aligned, dim a multiple of 4), all in one round.
 constexpr int kStaged = 8;
 
+__device__ inline void stage_host_row(const float* host, std::int64_t dim, bool quads, float* shared) {
+  if (quads) {
+    for (std::int64_t i = threadIdx.x; i < dim / 4; i += blockDim.x)
+      reinterpret_cast<float4*>(shared)[i] = __ldcv(reinterpret_cast<const float4*>(host) + i);
+  } else {
+    for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) shared[i] = __ldcv(host + i);
+  }
+  __syncthreads();
+}
+
 template <typename W>
-__global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out) {
+__global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out,
+                              const float* host, std::uint32_t* host_flag, bool host_quads) {
   begin_after_previous_grid();
+  extern __shared__ float4 host_staged[];
+  const float* host_row = nullptr;
+  if (host != nullptr) {
+    take_host_flag(host_flag);
+    stage_host_row(host, dim, host_quads, reinterpret_cast<float*>(host_staged));
+    host_row = reinterpret_cast<const float*>(host_staged);
+  }
+  // The value added to element i: the host's part (first, as add_from_host sums) and the device's.
+  auto addend = [&](std::int64_t i) {
+    if (host_row == nullptr) return delta[blockIdx.x * dim + i];
+    return delta != nullptr ? host_row[i] + delta[i] : host_row[i];
+  };
+  const bool adds = delta != nullptr || host_row != nullptr;
   float* in = x + blockIdx.x * dim;
   float* o = out + blockIdx.x * dim;
   const std::int64_t stride = blockDim.x;
@@ -32,7 +62,7 @@ __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, co
       const std::int64_t i = threadIdx.x + k * stride;
       v[k] = i < dim ? in[i] : 0.0f;
       w[k] = i < dim ? weight_at(weight, i) : 0.0f;
-      if (delta != nullptr && i < dim) v[k] += delta[blockIdx.x * dim + i];
+      if (adds && i < dim) v[k] += addend(i);
     }
     float sum_squares = 0;
 #pragma unroll
@@ -45,16 +75,15 @@ __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, co
     for (int k = 0; k < kStaged; ++k) {
       const std::int64_t i = threadIdx.x + k * stride;
       if (i >= dim) continue;
-      if (delta != nullptr) in[i] = v[k];
+      if (adds) in[i] = v[k];
       o[i] = w[k] * (v[k] * inverse_rms);
     }
     return;
   }
   float sum_squares = 0;
-  if (delta != nullptr) {
-    const float* d = delta + blockIdx.x * dim;
+  if (adds) {
     for (std::int64_t i = threadIdx.x; i < dim; i += stride) {
-      in[i] += d[i];
+      in[i] += addend(i);
       sum_squares += in[i] * in[i];
     }
   } else {
@@ -68,20 +97,28 @@ __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, co
 }
 
 void launch_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
-                     DType weight_dtype, float eps, float* out, cudaStream_t stream) {
+                     DType weight_dtype, float eps, float* out, cudaStream_t stream, const HostAddend& host = {}) {
   if (weight_dtype != DType::f32 && weight_dtype != DType::bf16)
     throw std::invalid_argument(std::string("cuda::rms_norm: weights of dtype ") + dtype_name(weight_dtype) +
                                 " are not supported (f32 and bf16 are)");
+  if (host.values != nullptr && (host.flag == nullptr || rows != 1))
+    throw std::invalid_argument("cuda::add_rms_norm: a host addend needs its flag and one row (got " +
+                                std::to_string(rows) + ")");
+  if (host.values != nullptr && dim > kMaxHostDim)
+    throw std::invalid_argument("cuda::add_rms_norm: a host addend of " + std::to_string(dim) +
+                                " values; at most " + std::to_string(kMaxHostDim));
   if (rows <= 0 || dim <= 0) return;
   if (rows > 0x7fffffff) throw std::invalid_argument("cuda::rms_norm: more than 2^31 - 1 rows");
   const int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
   const auto blocks = static_cast<unsigned>(rows);
+  const bool quads = dim % 4 == 0 && reinterpret_cast<std::uintptr_t>(host.values) % 16 == 0;
+  const std::size_t shared = host.values != nullptr ? static_cast<std::size_t>(dim) * sizeof(float) : 0;
   if (weight_dtype == DType::f32)
-    launch_kernel(rms_norm_rows<float>, blocks, threads, 0, stream, x, delta, dim, static_cast<const float*>(weight),
-                  eps, out);
+    launch_kernel(rms_norm_rows<float>, blocks, threads, shared, stream, x, delta, dim,
+                  static_cast<const float*>(weight), eps, out, host.values, host.flag, quads);
   else
-    launch_kernel(rms_norm_rows<unsigned short>, blocks, threads, 0, stream, x, delta, dim,
-                  static_cast<const unsigned short*>(weight), eps, out);
+    launch_kernel(rms_norm_rows<unsigned short>, blocks, threads, shared, stream, x, delta, dim,
+                  static_cast<const unsigned short*>(weight), eps, out, host.values, host.flag, quads);
 }
 
 }  // namespace
@@ -93,8 +130,8 @@ void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const void* w
 }
 
 void add_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64_t dim, const void* weight,
-                  DType weight_dtype, float eps, float* out, cudaStream_t stream) {
-  launch_rms_norm(x, delta, rows, dim, weight, weight_dtype, eps, out, stream);
+                  DType weight_dtype, float eps, float* out, cudaStream_t stream, const HostAddend& host) {
+  launch_rms_norm(x, delta, rows, dim, weight, weight_dtype, eps, out, stream, host);
 }
 
 }  // namespace switchyard::cuda
