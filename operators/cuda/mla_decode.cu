@@ -626,6 +626,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
 // A block: kExpandRows value rows of one head (kExpandRowsPerWarp a warp).
 constexpr int kExpandRowsPerWarp = 4;
 constexpr int kExpandRows = kWarps * kExpandRowsPerWarp;
+// Partials a thread of the combine loads at once (float4 registers), before the stats arrive.
+constexpr int kExpandHeld = 8;
 
 struct ExpandArgs {
   const float* partial_acc;    // [splits, heads, latent_dim], unnormalised
@@ -666,27 +668,56 @@ __global__ void __launch_bounds__(kThreads) mla_expand_kernel(const ExpandArgs e
       e.out[static_cast<std::int64_t>(h) * e.v_dim + first_row + lane] = __int_as_float(0x7fc00000);
     return;
   }
+  const int chunks = e.latent_dim / 4, parts = kThreads / chunks;
+  const int chunk = threadIdx.x % chunks, part = threadIdx.x / chunks;
+  // Every load of the combine is issued at once, then used: each thread's first kExpandHeld
+  // partials (one float4 column chunk of every parts-th split), and warp 0's stats (one float2 a
+  // lane per 32 splits). After the position, one round trip to L2 where there were four or more
+  // in turn (three for the stats, then the partials); ~1.6 us a layer (docs/perf-notes.md,
+  // session 6). The sums keep their order, so the output does not depend on which loads were early.
+  const auto* acc = reinterpret_cast<const float4*>(e.partial_acc) + static_cast<std::int64_t>(h) * chunks + chunk;
+  const std::int64_t split_stride = static_cast<std::int64_t>(e.heads) * chunks;
+  float4 held[kExpandHeld];
+#pragma unroll
+  for (int b = 0; b < kExpandHeld; ++b) {
+    const int split = part + b * parts;
+    if (part < parts && split < plan.active) held[b] = __ldcg(acc + split * split_stride);
+  }
   // Weights of the partials: w_s = exp(max_s - max) / sum_s exp(max_s - max) sum_s.
   if (warp == 0) {
-    const auto stats = [&](int s) { return e.partial_stats + (static_cast<std::int64_t>(s) * e.heads + h) * 2; };
+    constexpr int kPerLane = kMaxSplits / 32;
+    float2 stats[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int split = lane + 32 * i;
+      if (split < plan.active)
+        stats[i] = __ldcg(reinterpret_cast<const float2*>(e.partial_stats) + static_cast<std::int64_t>(split) * e.heads + h);
+    }
     float peak = negative_infinity();
-    for (int s = lane; s < plan.active; s += 32) peak = fmaxf(peak, __ldcg(stats(s)));
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i < plan.active) peak = fmaxf(peak, stats[i].x);
     peak = warp_max(peak);
     float total = 0.0f;
-    for (int s = lane; s < plan.active; s += 32) total += expf(__ldcg(stats(s)) - peak) * __ldcg(stats(s) + 1);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i < plan.active) total += expf(stats[i].x - peak) * stats[i].y;
     total = warp_sum(total);
-    for (int s = lane; s < plan.active; s += 32) split_weights[s] = expf(__ldcg(stats(s)) - peak) / total;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i < plan.active) split_weights[lane + 32 * i] = expf(stats[i].x - peak) / total;
   }
   __syncthreads();
   // The latent output: thread (part, chunk) sums every parts-th partial of one float4 column.
-  const int chunks = e.latent_dim / 4, parts = kThreads / chunks;
-  const int chunk = threadIdx.x % chunks, part = threadIdx.x / chunks;
   if (part < parts) {
-    const auto* acc = reinterpret_cast<const float4*>(e.partial_acc) + static_cast<std::int64_t>(h) * chunks + chunk;
-    const std::int64_t split_stride = static_cast<std::int64_t>(e.heads) * chunks;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int s = part; s < plan.active; s += parts) fma4(split_weights[s], __ldcg(acc + s * split_stride), sum);
+#pragma unroll
+    for (int b = 0; b < kExpandHeld; ++b) {
+      const int split = part + b * parts;
+      if (split < plan.active) fma4(split_weights[split], held[b], sum);
+    }
+    for (int split = part + kExpandHeld * parts; split < plan.active; split += parts)
+      fma4(split_weights[split], __ldcg(acc + split * split_stride), sum);
     part_sums[part * chunks + chunk] = sum;
   }
   __syncthreads();
