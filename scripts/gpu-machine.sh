@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool, ../shared/device/README.md): build for Hopper,
 # run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
-#   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-detail|build]   (default all)
+#   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-prefill|ncu-detail|build]   (default all)
 #   scripts/gpu-machine.sh ab VAR   tests, then both decode benches with the environment variable VAR
 #                                   unset and set to 1, alternating, twice: an A/B inside one call
 #                                   (the machines behind the device tool differ more than most
@@ -65,6 +65,15 @@ if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-G
     $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
     --prompt_ids 1,2 --max_new_tokens 3 --use_cuda_graph false > "$out/ncu.log" 2>&1
   echo "ncu exit $?"
+fi
+if [[ $what == ncu-prefill ]]; then  # per-kernel GPU times of a 512-token all-GPU prefill, its first ~600 launches
+  models=/tmp/switchyard-models
+  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  prompt=$(seq -s, 1 512)
+  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 --print-summary per-kernel \
+    $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
+    --prompt_ids $prompt --max_new_tokens 1 > "$out/ncu-prefill.log" 2>&1
+  echo "ncu-prefill exit $?"
 fi
 if [[ $what == ncu-detail ]]; then  # full ncu sections of one decode instance of each hot kernel, context 500
   models=/tmp/switchyard-models
