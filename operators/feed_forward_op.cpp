@@ -40,12 +40,16 @@ MlpOp::MlpOp(const BuildContext& context, const Module& mlp, const char* gate, c
   for (const char* name : {gate, up, down}) require_same_device(context, mlp, context.child(mlp, name));
 }
 
+bool MlpOp::gate_up_fusable() const {
+  return gate_.device_dtype() == up_.device_dtype() && !gate_.has_bias() && !up_.has_bias();
+}
+
 void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
   const std::int64_t width = gate_.out_features();
   GpuRuntime* gpu = gate_.gpu();
 #if SWITCHYARD_HAVE_CUDA
   // Decode on a GPU: gate, up and SiLU-mul in one launch.
-  if (gpu != nullptr && gate_.device_dtype() == up_.device_dtype() &&
+  if (gpu != nullptr && gate_up_fusable() &&
       cuda::gemv_swiglu_supports(tokens, gate_.in_features(), gate_.device_dtype(), gate_.device_weight(),
                                  up_.device_weight(), x)) {
     Scratch h(gpu, tokens * width, "an MLP's activations");

@@ -35,6 +35,9 @@ class MlpOp final : public FeedForwardOp {
   Device device() const override { return gate_.device(); }
   // The projections, for launches that run part of the block beside other work.
   const LinearOp& gate_proj() const { return gate_; }
+  // Whether gate, up and SiLU-mul can be one GPU launch (cuda::gemv_swiglu, router_gate's side
+  // blocks): one weight dtype and no bias (the fused kernels add none).
+  bool gate_up_fusable() const;
   const LinearOp& up_proj() const { return up_; }
   const LinearOp& down_proj() const { return down_; }
 

@@ -180,8 +180,7 @@ bool GpuMoeOp::side_swiglu(const float* x, float* h, cuda::SideSwiglu& side) con
   const LinearOp &gate = shared_->gate_proj(), &up = shared_->up_proj();
   side = cuda::SideSwiglu{gate.device_weight(), up.device_weight(), gate.device_dtype(), gate.in_features(),
                           gate.out_features(), x, h};
-  return gate.device_dtype() == up.device_dtype() && !gate.has_bias() && !up.has_bias() &&
-         cuda::router_gate_side_supports(gate_, side);
+  return shared_->gate_up_fusable() && cuda::router_gate_side_supports(gate_, side);
 }
 
 std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe) {
