@@ -52,7 +52,7 @@ if [[ $what == ab ]]; then
         log="$out/ab-$profile-$variant-$round.log"
         timeout 100 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
           --cpu_infer 16 > "$log" 2>&1
-        echo "$variable $variant, $profile: $(grep -E '^decode:|GPU side' "$log" | tr '\n' ' ' | cut -c1-240)"
+        echo "$variable $variant, $profile: $(grep -E '^prefill:|^decode:|GPU side' "$log" | tr '\n' ' ' | cut -c1-300)"
       done
     done
   done
