@@ -3,7 +3,8 @@
 # run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
 #   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-prefill|ncu-detail|build]   (default all)
 #   scripts/gpu-machine.sh ab VAR   tests, then both decode benches with the environment variable VAR
-#                                   unset and set to 1, alternating, twice: an A/B inside one call
+#                                   (or VAR1,VAR2,...: all of them together) unset and set to 1,
+#                                   alternating, twice: an A/B inside one call
 #                                   (the machines behind the device tool differ more than most
 #                                   changes do; docs/perf-notes.md, session 5)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
@@ -47,7 +48,7 @@ if [[ $what == ab ]]; then
   [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
   for round in 1 2; do
     for variant in unset set; do
-      if [[ $variant == set ]]; then export "$variable=1"; else unset "$variable"; fi
+      for v in ${variable//,/ }; do if [[ $variant == set ]]; then export "$v=1"; else unset "$v"; fi; done
       for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
         log="$out/ab-$profile-$variant-$round.log"
         timeout 100 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
@@ -56,7 +57,7 @@ if [[ $what == ab ]]; then
       done
     done
   done
-  unset "$variable"
+  for v in ${variable//,/ }; do unset "$v"; done
 fi
 if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)
   models=/tmp/switchyard-models
