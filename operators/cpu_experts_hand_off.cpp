@@ -20,15 +20,10 @@ CpuExpertsHandOff::CpuExpertsHandOff(cuda::DeviceContext& context, int layers, s
       weights_(static_cast<std::size_t>(max_tokens * top_k) * sizeof(float), "the CPU experts' routing weights"),
       out_(static_cast<std::size_t>(max_tokens * hidden) * sizeof(float), "the CPU experts' output"),
       flags_(2 * layers) {
-  auto mapped = [](const cuda::PinnedBuffer& buffer) {
-    void* device = nullptr;
-    SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, buffer.data(), 0));
-    return device;
-  };
-  x_device_ = static_cast<float*>(mapped(x_));
-  ids_device_ = static_cast<std::int32_t*>(mapped(ids_));
-  weights_device_ = static_cast<float*>(mapped(weights_));
-  out_device_ = static_cast<float*>(mapped(out_));
+  x_device_ = x_.device_view_as<float>();
+  ids_device_ = ids_.device_view_as<std::int32_t>();
+  weights_device_ = weights_.device_view_as<float>();
+  out_device_ = out_.device_view_as<float>();
 }
 
 CpuExpertsHandOff::Job CpuExpertsHandOff::submit(int layer, const float* x, const std::int32_t* ids,

@@ -409,11 +409,7 @@ TEST_CASE("cuda kernels: write_to_host and add_from_host move mapped host memory
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
-  auto mapped = [](cuda::PinnedBuffer& buffer) {
-    void* device = nullptr;
-    REQUIRE(cudaHostGetDevicePointer(&device, buffer.data(), 0) == cudaSuccess);
-    return static_cast<float*>(device);
-  };
+  auto mapped = [](const cuda::PinnedBuffer& buffer) { return buffer.device_view_as<float>(); };
   cuda::HostFlags flags(1);
   for (int round = 0; round < 6; ++round) {
     // Counts that take the 16-byte path (multiples of 4) and that do not; with and without an addend.
@@ -522,10 +518,8 @@ TEST_CASE("cuda kernels: add_rms_norm with a host addend waits for the flag and 
         dtype == sy::DType::bf16 ? to_device(context, to_bf16(weight_f32)) : to_device(context, weight_f32);
     cuda::PinnedBuffer host((dim + 1) * sizeof(float), "host values");
     std::memset(host.data(), 0xff, (dim + 1) * sizeof(float));  // NaN until the host's release
-    void* mapped = nullptr;
-    REQUIRE(cudaHostGetDevicePointer(&mapped, host.data(), 0) == cudaSuccess);
     float* host_values = host.as<float>() + (unaligned ? 1 : 0);
-    const float* host_device = static_cast<float*>(mapped) + (unaligned ? 1 : 0);
+    const float* host_device = host.device_view_as<float>() + (unaligned ? 1 : 0);
     cuda::DeviceBuffer fused_x = to_device(context, x), d = to_device(context, device_part);
     cuda::DeviceBuffer fused_out = context.allocate(dim * sizeof(float), "out");
     const float* device_addend = with_device ? d.as<float>() : nullptr;

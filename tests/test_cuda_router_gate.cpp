@@ -42,14 +42,8 @@ struct MappedHandOff {
         ids(static_cast<std::size_t>(top_k) * sizeof(std::int32_t), "ids"),
         weights(static_cast<std::size_t>(top_k) * sizeof(float), "weights") {}
   cuda::GateHandOff view(const float* x_device, std::int64_t hidden) {
-    return cuda::GateHandOff{x_device, hidden, device_view<float>(x), device_view<std::int32_t>(ids),
-                             device_view<float>(weights), ready.device_flag(0)};
-  }
-  template <typename T>
-  static T* device_view(cuda::PinnedBuffer& buffer) {
-    void* device = nullptr;
-    REQUIRE(cudaHostGetDevicePointer(&device, buffer.data(), 0) == cudaSuccess);
-    return static_cast<T*>(device);
+    return cuda::GateHandOff{x_device, hidden, x.device_view_as<float>(), ids.device_view_as<std::int32_t>(),
+                             weights.device_view_as<float>(), ready.device_flag(0)};
   }
 };
 

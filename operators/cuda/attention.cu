@@ -442,7 +442,6 @@ std::size_t workspace_bytes(const char* name, std::int64_t tokens, std::int64_t 
          static_cast<std::size_t>(v_dim + 2) * sizeof(float);
 }
 
-bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 [[noreturn]] void refuse(const char* name, const std::string& what) {
   throw std::invalid_argument(std::string(name) + ": " + what);

@@ -40,6 +40,13 @@ PinnedBuffer::PinnedBuffer(std::size_t bytes, std::string_view what) : bytes_(by
   check_allocation(cudaMallocHost(&data_, bytes), -1, bytes, what, __FILE__, __LINE__);
 }
 
+void* PinnedBuffer::device_view() const {
+  if (data_ == nullptr) return nullptr;
+  void* device = nullptr;
+  SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, data_, 0));
+  return device;
+}
+
 PinnedBuffer::~PinnedBuffer() {
   if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) cudaGetLastError();
 }

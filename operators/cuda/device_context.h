@@ -50,6 +50,11 @@ class PinnedBuffer {
   template <typename T>
   T* as() const { return static_cast<T*>(data_); }
   std::size_t bytes() const { return bytes_; }
+  // The device's address of this memory, for kernels that read or write it directly (page-locked
+  // memory is mapped into every device's address space).
+  void* device_view() const;
+  template <typename T>
+  T* device_view_as() const { return static_cast<T*>(device_view()); }
 
  private:
   void* data_ = nullptr;

@@ -135,8 +135,7 @@ void add_from_host(const float* host, const float* add, std::int64_t count, floa
   if (wait_first && clear_flag == nullptr)
     throw std::invalid_argument("cuda::add_from_host: waiting for a flag needs the flag");
   if (count <= 0 && clear_flag == nullptr) return;
-  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  const bool quads = count % 4 == 0 && aligned(host) && aligned(add) && aligned(out);
+  const bool quads = count % 4 == 0 && aligned_16(host) && aligned_16(add) && aligned_16(out);
   // Waiting takes one block (every block of a grid would have to see the flag before one clears it).
   const unsigned blocks = wait_first ? 1 : blocks_for(std::max<std::int64_t>(quads ? count / 4 : count, 1));
   launch_kernel(add_from_host_kernel, blocks, wait_first ? 1024 : kThreads, 0, stream, host, add, count, out,

@@ -117,7 +117,6 @@ Rows rows_of(const GemvShape& shape) {
               shape.y_token_stride > 0 ? shape.y_token_stride : shape.rows};
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -127,7 +126,7 @@ bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weigh
   const Rows s = rows_of(shape);
   const std::int64_t element = weight_dtype == DType::bf16 ? 2 : 4;
   auto multiple = [](std::int64_t v, std::int64_t m) { return v % m == 0; };
-  return multiple(s.in, 8) && aligned16(weight) && aligned16(x) && multiple(s.weight_group_stride * element, 16) &&
+  return multiple(s.in, 8) && aligned_16(weight) && aligned_16(x) && multiple(s.weight_group_stride * element, 16) &&
          multiple(s.weight_row_offset * element, 16) && multiple(s.x_group_stride, 4) && multiple(s.x_token_stride, 4);
 }
 
@@ -143,8 +142,8 @@ void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const 
 bool gemv_swiglu_supports(std::int64_t tokens, std::int64_t in, DType weight_dtype, const void* gate, const void* up,
                           const float* x) {
   return tokens >= 1 && tokens <= kGemvMaxTokens && in > 0 && in % 8 == 0 &&
-         (weight_dtype == DType::bf16 || weight_dtype == DType::f32) && aligned16(gate) && aligned16(up) &&
-         aligned16(x);
+         (weight_dtype == DType::bf16 || weight_dtype == DType::f32) && aligned_16(gate) && aligned_16(up) &&
+         aligned_16(x);
 }
 
 void gemv_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, const void* gate, const void* up,

@@ -134,10 +134,9 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
 }  // namespace
 
 bool mla_absorb_supported(const MlaAbsorb& absorb, std::int64_t tokens) {
-  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   return tokens == 1 && absorb.weight != nullptr && absorb.q != nullptr && absorb.out != nullptr &&
          absorb.heads >= 1 && absorb.rows >= 1 && absorb.in >= 8 && absorb.in % 8 == 0 &&
-         absorb.head_stride % 4 == 0 && aligned(absorb.weight) && aligned(absorb.q) &&
+         absorb.head_stride % 4 == 0 && aligned_16(absorb.weight) && aligned_16(absorb.q) &&
          (absorb.dtype == DType::bf16 || absorb.dtype == DType::f32);
 }
 

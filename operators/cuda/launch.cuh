@@ -16,6 +16,7 @@
 // full ordering on both sides.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "operators/cuda/cuda_check.h"
@@ -39,6 +40,9 @@ __device__ inline void begin_after_previous_grid() {
   wait_for_previous_grid();
   allow_next_grid();
 }
+
+// Whether `p` is 16-byte aligned (null counts as aligned): the condition of every 16-byte load path.
+inline bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Whether the current device takes PDL launches (compute capability 9.0 or later), asked once per
 // device. Defined in launch.cu.

@@ -759,7 +759,6 @@ __global__ void __launch_bounds__(kThreads) mla_expand_kernel(const ExpandArgs e
   throw std::invalid_argument(std::string(name) + ": " + what);
 }
 
-bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 void check_sizes(const char* name, std::int64_t heads, std::int64_t latent_dim, std::int64_t rope_dim,
                  std::int64_t max_context) {

@@ -250,8 +250,7 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
 }
 
 bool router_gate_supports(std::int64_t hidden, const float* router, const float* x) {
-  return hidden > 0 && hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(router) % 16 == 0 &&
-         reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  return hidden > 0 && hidden % 4 == 0 && aligned_16(router) && aligned_16(x);
 }
 
 bool router_gate_side_supports(const MoeGateConfig& config, const SideSwiglu& side) {

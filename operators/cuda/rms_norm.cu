@@ -111,7 +111,7 @@ void launch_rms_norm(float* x, const float* delta, std::int64_t rows, std::int64
   if (rows > 0x7fffffff) throw std::invalid_argument("cuda::rms_norm: more than 2^31 - 1 rows");
   const int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
   const auto blocks = static_cast<unsigned>(rows);
-  const bool quads = dim % 4 == 0 && reinterpret_cast<std::uintptr_t>(host.values) % 16 == 0;
+  const bool quads = dim % 4 == 0 && aligned_16(host.values);
   const std::size_t shared = host.values != nullptr ? static_cast<std::size_t>(dim) * sizeof(float) : 0;
   if (weight_dtype == DType::f32)
     launch_kernel(rms_norm_rows<float>, blocks, threads, shared, stream, x, delta, dim,

@@ -419,7 +419,6 @@ std::size_t required_bytes(const ExpertStack& stack, std::int64_t slots) {
   return slots <= kDecodeMaxSlots ? decode_layout(stack, slots).bytes : prefill_layout(stack, slots).bytes;
 }
 
-bool aligned16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
 
 unsigned elementwise_blocks(std::int64_t total) {
   return static_cast<unsigned>(
@@ -437,7 +436,7 @@ void decode(cudaStream_t stream, const ExpertStack& stack, const float* x, std::
 
   const dim3 gate_up_grid(static_cast<unsigned>((stack.inter + kDecodeWarps - 1) / kDecodeWarps),
                           static_cast<unsigned>(slots));
-  if (stack.hidden % kElements == 0 && aligned16(gate) && aligned16(up) && aligned16(x))
+  if (stack.hidden % kElements == 0 && aligned_16(gate) && aligned_16(up) && aligned_16(x))
     launch_kernel(decode_gate_up<W, true>, gate_up_grid, kDecodeThreads, 0, stream, gate, up, stack.experts,
                   stack.hidden, stack.inter, x, ids, top_k, h);
   else
@@ -449,7 +448,7 @@ void decode(cudaStream_t stream, const ExpertStack& stack, const float* x, std::
   const dim3 down_grid(static_cast<unsigned>((stack.hidden + rows_per_block - 1) / rows_per_block),
                        static_cast<unsigned>(tokens));
   // h rows start at multiples of inter floats in the 256-byte aligned workspace.
-  if (stack.inter % kElements == 0 && aligned16(down))
+  if (stack.inter % kElements == 0 && aligned_16(down))
     launch_kernel(decode_down<W, true>, down_grid, kDecodeThreads, 0, stream, down, stack.experts, stack.hidden,
                   stack.inter, h, ids, weights, top_k, rows_per_block, out);
   else
