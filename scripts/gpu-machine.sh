@@ -24,6 +24,7 @@ bin=./build-dev/switchyard
 if [[ $what == tests || $what == all ]]; then
   timeout 400 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
   echo "tests exit $? at $(date +%T)"; grep -E "test cases|assertions|ERROR|FAILED" "$out/tests.log" | head -40
+  grep -E "prefill, [0-9]+ tokens|grouped prefill" "$out/tests.log" | head -4
 fi
 if [[ $what == bench || $what == all ]]; then
   models=/tmp/switchyard-models
@@ -71,10 +72,11 @@ if [[ $what == ncu-prefill ]]; then  # per-kernel GPU times of a 512-token all-G
   models=/tmp/switchyard-models
   [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
   prompt=$(seq -s, 1 512)
-  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 --print-summary per-kernel \
+  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 --csv --print-units base \
     $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
-    --prompt_ids $prompt --max_new_tokens 1 > "$out/ncu-prefill.log" 2>&1
+    --prompt_ids $prompt --max_new_tokens 1 > "$out/ncu-prefill.csv" 2>&1
   echo "ncu-prefill exit $?"
+  python3 scripts/ncu-digest.py "$out/ncu-prefill.csv"
 fi
 if [[ $what == ncu-detail ]]; then  # full ncu sections of one decode instance of each hot kernel, context 500
   models=/tmp/switchyard-models

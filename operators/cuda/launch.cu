@@ -5,21 +5,29 @@
 
 namespace switchyard::cuda {
 
-bool programmatic_launch_supported() {
-  // Per device: 0 unknown, 1 no, 2 yes. Devices past the table ask every time.
+namespace {
+
+// The current device's compute capability major, asked once per device.
+int compute_capability_major() {
+  // Per device: 0 unknown, else major + 1. Devices past the table ask every time.
   static std::array<std::atomic<int>, 64> known{};
   int device = 0;
   SWITCHYARD_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 0 && device < static_cast<int>(known.size())) {
+  const bool cached = device >= 0 && device < static_cast<int>(known.size());
+  if (cached) {
     const int state = known[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-    if (state != 0) return state == 2;
+    if (state != 0) return state - 1;
   }
   int major = 0;
   SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  const bool supported = major >= 9;
-  if (device >= 0 && device < static_cast<int>(known.size()))
-    known[static_cast<std::size_t>(device)].store(supported ? 2 : 1, std::memory_order_relaxed);
-  return supported;
+  if (cached) known[static_cast<std::size_t>(device)].store(major + 1, std::memory_order_relaxed);
+  return major;
 }
+
+}  // namespace
+
+bool programmatic_launch_supported() { return compute_capability_major() >= 9; }
+
+bool bf16_tensor_cores_supported() { return compute_capability_major() >= 8; }
 
 }  // namespace switchyard::cuda

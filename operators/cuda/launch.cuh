@@ -48,6 +48,10 @@ inline bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(
 // device. Defined in launch.cu.
 bool programmatic_launch_supported();
 
+// Whether the current device has bf16 tensor cores (mma.sync m16n8k16: compute capability 8.0 or
+// later). Defined in launch.cu.
+bool bf16_tensor_cores_supported();
+
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), with PDL where the device supports it;
 // then the launch check.
 template <typename... Params, typename... Args>

@@ -12,6 +12,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/grouped_gemm.h"
 #include "operators/cuda/silu_and_mul.h"
 #include "operators/cuda/launch.cuh"
 
@@ -223,18 +224,11 @@ __global__ void count_slots(const std::int32_t* ids, std::int64_t slots, std::in
   }
 }
 
-// One block of kScanThreads. offsets[e] = sum of counts[0, e); offsets[experts] = the total.
-// Thread i sums a run of consecutive experts; a Hillis-Steele scan over the runs' sums.
-__global__ void __launch_bounds__(kScanThreads)
-    scan_counts(const std::int32_t* counts, std::int64_t experts, std::int32_t* offsets) {
-  begin_after_previous_grid();
-  __shared__ std::int32_t sums[kScanThreads];
+// The exclusive prefix sum over the block's threads of `own` (kScanThreads of them; a
+// Hillis-Steele scan in `sums`); *total gets the sum of all.
+__device__ std::int32_t exclusive_scan(std::int32_t own, std::int32_t* sums, std::int32_t* total) {
   const int i = threadIdx.x;
-  const std::int64_t per_thread = (experts + kScanThreads - 1) / kScanThreads;
-  const std::int64_t begin = i * per_thread < experts ? i * per_thread : experts;
-  const std::int64_t end = begin + per_thread < experts ? begin + per_thread : experts;
-  std::int32_t own = 0;
-  for (std::int64_t e = begin; e < end; ++e) own += counts[e];
+  __syncthreads();  // sums may be in use from an earlier scan
   sums[i] = own;
   __syncthreads();
   for (int stride = 1; stride < kScanThreads; stride *= 2) {
@@ -243,12 +237,40 @@ __global__ void __launch_bounds__(kScanThreads)
     sums[i] += add;
     __syncthreads();
   }
-  std::int32_t running = sums[i] - own;  // the runs before this thread's
+  *total = sums[kScanThreads - 1];
+  return sums[i] - own;
+}
+
+// One block of kScanThreads. offsets[e] = sum of counts[0, e); offsets[experts] = the total.
+// tile_first[e] likewise sums ceil(counts / kGroupedTileRows): the grouped GEMMs' row tiles.
+// Thread i takes a run of consecutive experts; a scan over the runs' sums.
+__global__ void __launch_bounds__(kScanThreads)
+    scan_counts(const std::int32_t* counts, std::int64_t experts, std::int32_t* offsets,
+                std::int32_t* tile_first) {
+  begin_after_previous_grid();
+  __shared__ std::int32_t sums[kScanThreads];
+  const std::int64_t per_thread = (experts + kScanThreads - 1) / kScanThreads;
+  const std::int64_t begin = min(threadIdx.x * per_thread, experts);
+  const std::int64_t end = min(begin + per_thread, experts);
+  auto tiles = [](std::int32_t count) { return (count + kGroupedTileRows - 1) / kGroupedTileRows; };
+  std::int32_t own_rows = 0, own_tiles = 0;
   for (std::int64_t e = begin; e < end; ++e) {
-    offsets[e] = running;
-    running += counts[e];
+    own_rows += counts[e];
+    own_tiles += tiles(counts[e]);
   }
-  if (i == kScanThreads - 1) offsets[experts] = sums[i];
+  std::int32_t total_rows = 0, total_tiles = 0;
+  std::int32_t rows = exclusive_scan(own_rows, sums, &total_rows);
+  std::int32_t tile = exclusive_scan(own_tiles, sums, &total_tiles);
+  for (std::int64_t e = begin; e < end; ++e) {
+    offsets[e] = rows;
+    tile_first[e] = tile;
+    rows += counts[e];
+    tile += tiles(counts[e]);
+  }
+  if (threadIdx.x == 0) {
+    offsets[experts] = total_rows;
+    tile_first[experts] = total_tiles;
+  }
 }
 
 // One block per expert: walks the slots in order, kPlaceThreads at a time, and gives the expert's
@@ -287,13 +309,13 @@ __global__ void __launch_bounds__(kPlaceThreads)
 __device__ inline void store_as(float* out, float value) { *out = value; }
 __device__ inline void store_as(__nv_bfloat16* out, float value) { *out = __float2bfloat16_rn(value); }
 
-// rows[r] = x[slot_of_row[r] / top_k], converted to T (bf16: round to nearest even, as cuda::linear).
-// x: [tokens, hidden]; rows: [row_count, hidden].
+// rows[r] = x[slot_of_row[r] / top_k], converted to T (bf16: round to nearest even, as cuda::linear),
+// for r < *row_count (read on the device; at most max_rows). x: [tokens, hidden]; rows: [*row_count, hidden].
 template <typename T>
 __global__ void gather_rows(const float* x, std::int64_t hidden, int top_k, const std::int32_t* slot_of_row,
-                            std::int64_t row_count, T* rows) {
+                            const std::int32_t* row_count, std::int64_t max_rows, T* rows) {
   begin_after_previous_grid();
-  const std::int64_t total = row_count * hidden;
+  const std::int64_t total = min(std::int64_t{*row_count}, max_rows) * hidden;
   for (std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; n < total;
        n += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t row = n / hidden, column = n - row * hidden;
@@ -383,6 +405,7 @@ struct DecodeLayout {
 struct PrefillLayout {
   std::size_t counts = 0;       // [experts] int32
   std::size_t offsets = 0;      // [experts + 1] int32
+  std::size_t tile_first = 0;   // [experts + 1] int32: the grouped GEMMs' row tiles
   std::size_t row_of_slot = 0;  // [slots] int32, -1 for invalid ids
   std::size_t slot_of_row = 0;  // [slots] int32
   // [slots, hidden]: the gathered x (f32, or bf16 in the first half), then down's outputs (f32)
@@ -406,6 +429,7 @@ PrefillLayout prefill_layout(const ExpertStack& stack, std::int64_t slots) {
   };
   layout.counts = take(stack.experts * 4);
   layout.offsets = take((stack.experts + 1) * 4);
+  layout.tile_first = take((stack.experts + 1) * 4);
   layout.row_of_slot = take(slots * 4);
   layout.slot_of_row = take(slots * 4);
   layout.rows = take(checked_product(slots, stack.hidden, 4, "the prefill workspace"));
@@ -467,83 +491,118 @@ void expert_gemm(DeviceContext& context, cudaDataType type, const void* weight, 
                                        CUBLAS_GEMM_DEFAULT));
 }
 
-void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, std::int64_t tokens,
-             const std::int32_t* ids, const float* weights, int top_k, float* out, char* workspace) {
-  const cudaStream_t stream = context.stream();
-  const std::int64_t slots = tokens * top_k, experts = stack.experts, hidden = stack.hidden, inter = stack.inter;
-  const PrefillLayout layout = prefill_layout(stack, slots);
-  auto* counts = reinterpret_cast<std::int32_t*>(workspace + layout.counts);
-  auto* offsets = reinterpret_cast<std::int32_t*>(workspace + layout.offsets);
-  auto* row_of_slot = reinterpret_cast<std::int32_t*>(workspace + layout.row_of_slot);
-  auto* slot_of_row = reinterpret_cast<std::int32_t*>(workspace + layout.slot_of_row);
-  auto* gate_out = reinterpret_cast<float*>(workspace + layout.gate);
-  auto* up_out = reinterpret_cast<float*>(workspace + layout.up);
-  void* rows_in = workspace + layout.rows;                         // gathered x
-  auto* rows_out = reinterpret_cast<float*>(workspace + layout.rows);  // down's outputs, after x is used
+// Where the prefill path keeps its temporaries (PrefillLayout's parts of the workspace).
+struct PrefillBuffers {
+  std::int32_t *counts, *offsets, *tile_first, *row_of_slot, *slot_of_row;
+  float *gate_out, *up_out;
+  void* rows_in;    // the gathered x
+  float* rows_out;  // down's outputs, in the same bytes once x is used
+};
 
-  // 1. Group the slots by expert: counts, offsets, rows in slot order within each expert.
-  SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(experts) * 4, stream));
-  SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(row_of_slot, 0xff, static_cast<std::size_t>(slots) * 4, stream));  // -1
-  launch_kernel(count_slots, elementwise_blocks(slots), kElementwiseThreads, 0, stream, ids, slots, experts, counts);
-  launch_kernel(scan_counts, 1, kScanThreads, 0, stream, counts, experts, offsets);
-  launch_kernel(place_slots, static_cast<unsigned>(experts), kPlaceThreads, 0, stream, ids, slots, offsets, row_of_slot,
-                slot_of_row);
-  // The one synchronisation: the GEMMs' sizes are the groups' sizes.
+// Steps 2-4 with one cuBLAS GEMM per expert and projection, for what the grouped kernels do not
+// take (f32 weights, rows that are not whole 16-byte pieces). Synchronises once, to read the
+// groups' sizes to the host.
+void per_expert_projections(DeviceContext& context, const ExpertStack& stack, const float* x, int top_k,
+                            std::int64_t slots, const PrefillBuffers& b) {
+  const cudaStream_t stream = context.stream();
+  const std::int64_t experts = stack.experts, hidden = stack.hidden, inter = stack.inter;
   std::vector<std::int32_t> first_row(static_cast<std::size_t>(experts + 1));
-  context.copy_to_host(first_row.data(), offsets, first_row.size() * sizeof(std::int32_t));
+  context.copy_to_host(first_row.data(), b.offsets, first_row.size() * sizeof(std::int32_t));
   context.synchronize();
   const std::int64_t row_count = first_row.back();
   for (std::int64_t e = 0; e < experts; ++e)
     if (first_row[e] < 0 || first_row[e] > first_row[e + 1])
       throw std::runtime_error("cuda::routed_experts: inconsistent expert offsets on the device");
   if (row_count > slots) throw std::runtime_error("cuda::routed_experts: inconsistent expert offsets on the device");
+  if (row_count == 0) return;
 
-  if (row_count > 0) {
-    // 2. Gather x's rows (rounded to bf16 for bf16 weights, as cuda::linear does).
-    const bool bf16 = stack.dtype == DType::bf16;
-    const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    const std::size_t element = element_bytes(stack.dtype);
-    const unsigned gather_blocks = elementwise_blocks(row_count * hidden);
-    if (bf16)
-      launch_kernel(gather_rows<__nv_bfloat16>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k,
-                    slot_of_row, row_count, static_cast<__nv_bfloat16*>(rows_in));
-    else
-      launch_kernel(gather_rows<float>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k, slot_of_row,
-                    row_count, static_cast<float*>(rows_in));
+  // 2. Gather x's rows (rounded to bf16 for bf16 weights, as cuda::linear does).
+  const bool bf16 = stack.dtype == DType::bf16;
+  const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const std::size_t element = element_bytes(stack.dtype);
+  const unsigned gather_blocks = elementwise_blocks(row_count * hidden);
+  if (bf16)
+    launch_kernel(gather_rows<__nv_bfloat16>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k,
+                  b.slot_of_row, b.offsets + experts, row_count, static_cast<__nv_bfloat16*>(b.rows_in));
+  else
+    launch_kernel(gather_rows<float>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k, b.slot_of_row,
+                  b.offsets + experts, row_count, static_cast<float*>(b.rows_in));
 
-    // 3. gate and up per expert, then h = silu(gate) * up over all rows.
-    const auto* gate = static_cast<const char*>(stack.gate);
-    const auto* up = static_cast<const char*>(stack.up);
-    const auto* down = static_cast<const char*>(stack.down);
-    const auto expert_bytes = static_cast<std::size_t>(inter * hidden) * element;
-    for (std::int64_t e = 0; e < experts; ++e) {
-      const std::int64_t first = first_row[e], count = first_row[e + 1] - first;
-      if (count == 0) continue;
-      const void* input = static_cast<const char*>(rows_in) + static_cast<std::size_t>(first * hidden) * element;
-      expert_gemm(context, type, gate + e * expert_bytes, inter, hidden, input, count, gate_out + first * inter);
-      expert_gemm(context, type, up + e * expert_bytes, inter, hidden, input, count, up_out + first * inter);
-    }
-    silu_and_mul(gate_out, up_out, row_count * inter, gate_out, stream);
-    const void* h = gate_out;
-    if (bf16) {  // h rounded to bf16 into the up half, which is used up
-      auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(up_out);
-      launch_kernel(round_to_bf16, elementwise_blocks(row_count * inter), kElementwiseThreads, 0, stream, gate_out,
-                    row_count * inter, h_bf16);
-      h = h_bf16;
-    }
+  // 3. gate and up per expert, then h = silu(gate) * up over all rows.
+  const auto* gate = static_cast<const char*>(stack.gate);
+  const auto* up = static_cast<const char*>(stack.up);
+  const auto* down = static_cast<const char*>(stack.down);
+  const auto expert_bytes = static_cast<std::size_t>(inter * hidden) * element;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t first = first_row[e], count = first_row[e + 1] - first;
+    if (count == 0) continue;
+    const void* input = static_cast<const char*>(b.rows_in) + static_cast<std::size_t>(first * hidden) * element;
+    expert_gemm(context, type, gate + e * expert_bytes, inter, hidden, input, count, b.gate_out + first * inter);
+    expert_gemm(context, type, up + e * expert_bytes, inter, hidden, input, count, b.up_out + first * inter);
+  }
+  silu_and_mul(b.gate_out, b.up_out, row_count * inter, b.gate_out, stream);
+  const void* h = b.gate_out;
+  if (bf16) {  // h rounded to bf16 into the up half, which is used up
+    auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(b.up_out);
+    launch_kernel(round_to_bf16, elementwise_blocks(row_count * inter), kElementwiseThreads, 0, stream, b.gate_out,
+                  row_count * inter, h_bf16);
+    h = h_bf16;
+  }
 
-    // 4. down per expert, into the rows that held x (every GEMM reading x is queued before).
-    for (std::int64_t e = 0; e < experts; ++e) {
-      const std::int64_t first = first_row[e], count = first_row[e + 1] - first;
-      if (count == 0) continue;
-      const void* input = static_cast<const char*>(h) + static_cast<std::size_t>(first * inter) * element;
-      expert_gemm(context, type, down + e * expert_bytes, hidden, inter, input, count, rows_out + first * hidden);
-    }
+  // 4. down per expert, into the rows that held x (every GEMM reading x is queued before).
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t first = first_row[e], count = first_row[e + 1] - first;
+    if (count == 0) continue;
+    const void* input = static_cast<const char*>(h) + static_cast<std::size_t>(first * inter) * element;
+    expert_gemm(context, type, down + e * expert_bytes, hidden, inter, input, count, b.rows_out + first * hidden);
+  }
+}
+
+void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, std::int64_t tokens,
+             const std::int32_t* ids, const float* weights, int top_k, float* out, char* workspace) {
+  const cudaStream_t stream = context.stream();
+  const std::int64_t slots = tokens * top_k, experts = stack.experts, hidden = stack.hidden, inter = stack.inter;
+  const PrefillLayout layout = prefill_layout(stack, slots);
+  const PrefillBuffers b{reinterpret_cast<std::int32_t*>(workspace + layout.counts),
+                         reinterpret_cast<std::int32_t*>(workspace + layout.offsets),
+                         reinterpret_cast<std::int32_t*>(workspace + layout.tile_first),
+                         reinterpret_cast<std::int32_t*>(workspace + layout.row_of_slot),
+                         reinterpret_cast<std::int32_t*>(workspace + layout.slot_of_row),
+                         reinterpret_cast<float*>(workspace + layout.gate),
+                         reinterpret_cast<float*>(workspace + layout.up),
+                         workspace + layout.rows,
+                         reinterpret_cast<float*>(workspace + layout.rows)};
+
+  // 1. Group the slots by expert: counts, offsets, rows in slot order within each expert.
+  SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(b.counts, 0, static_cast<std::size_t>(experts) * 4, stream));
+  SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(b.row_of_slot, 0xff, static_cast<std::size_t>(slots) * 4, stream));  // -1
+  launch_kernel(count_slots, elementwise_blocks(slots), kElementwiseThreads, 0, stream, ids, slots, experts, b.counts);
+  launch_kernel(scan_counts, 1, kScanThreads, 0, stream, b.counts, experts, b.offsets, b.tile_first);
+  launch_kernel(place_slots, static_cast<unsigned>(experts), kPlaceThreads, 0, stream, ids, slots, b.offsets,
+                b.row_of_slot, b.slot_of_row);
+
+  // 2-4. The bf16 experts of real models (hidden and inter multiples of 8): x's rows gathered in
+  // bf16, then one grouped launch for gate, up and SwiGLU, one for down; no synchronisation.
+  auto* rows_bf16 = static_cast<__nv_bfloat16*>(b.rows_in);
+  auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(b.up_out);
+  const auto* gate = static_cast<const __nv_bfloat16*>(stack.gate);
+  const auto* up = static_cast<const __nv_bfloat16*>(stack.up);
+  const auto* down = static_cast<const __nv_bfloat16*>(stack.down);
+  // Their rows start 16-byte aligned: the workspace's parts are 256-byte aligned and rows are
+  // multiples of 8 bf16 here.
+  if (routed_experts_prefill_is_grouped(stack)) {
+    launch_kernel(gather_rows<__nv_bfloat16>, elementwise_blocks(slots * hidden), kElementwiseThreads, 0, stream, x,
+                  hidden, top_k, b.slot_of_row, b.offsets + experts, slots, rows_bf16);
+    const RowGroups groups{b.offsets, b.tile_first, experts, slots};
+    grouped_swiglu(stream, groups, rows_bf16, hidden, gate, up, inter, h_bf16);
+    grouped_linear(stream, groups, h_bf16, inter, down, hidden, b.rows_out);
+  } else {
+    per_expert_projections(context, stack, x, top_k, slots, b);
   }
 
   // 5. Each token's slots, weighted, in slot order.
-  launch_kernel(combine_slots, elementwise_blocks(tokens * hidden), kElementwiseThreads, 0, stream, rows_out, hidden,
-                tokens, top_k, row_of_slot, weights, out);
+  launch_kernel(combine_slots, elementwise_blocks(tokens * hidden), kElementwiseThreads, 0, stream, b.rows_out, hidden,
+                tokens, top_k, b.row_of_slot, weights, out);
 }
 
 }  // namespace
@@ -555,6 +614,11 @@ std::size_t routed_experts_workspace_bytes(const ExpertStack& stack, std::int64_
   std::size_t bytes = decode_layout(stack, std::min(slots, kDecodeMaxSlots)).bytes;
   if (slots > kDecodeMaxSlots) bytes = std::max(bytes, prefill_layout(stack, slots).bytes);
   return bytes;
+}
+
+bool routed_experts_prefill_is_grouped(const ExpertStack& stack) {
+  return stack.dtype == DType::bf16 && grouped_gemm_supported(stack.hidden, stack.gate, stack.up) &&
+         grouped_gemm_supported(stack.inter, stack.down);
 }
 
 void routed_experts(DeviceContext& context, const ExpertStack& stack, const float* x, std::int64_t tokens,

@@ -17,12 +17,17 @@
 //           f32 (per lane, then a warp tree); h is f32. So the only error is f32 accumulation.
 //
 //   prefill (more pairs): the pairs are grouped by expert on the device (counts, offsets, then a
-//           stable placement: within an expert, rows in slot order), x's rows are gathered, each
-//           expert runs one cuBLAS GEMM per projection over its rows, and a last kernel sums each
-//           token's pairs in slot order into out. Synchronises once, to read the offsets to the
-//           host; not capturable. Deterministic (no atomics in any sum). Allocates no device
-//           memory: it calls cuBLAS itself rather than cuda::linear, so that x and h are rounded to
-//           bf16 once for all experts into the workspace instead of once per expert into the pool.
+//           stable placement: within an expert, rows in slot order), x's rows are gathered, the
+//           experts' projections run, and a last kernel sums each token's pairs in slot order into
+//           out. Deterministic (no atomics in any sum). Allocates no device memory. The projections:
+//           grouped  bf16 experts with hidden and inter multiples of 8 and 16-byte aligned weights,
+//                    on compute capability 8.0 or later (routed_experts_prefill_is_grouped): one
+//                    tensor-core launch for gate, up and SwiGLU over all experts, one for down
+//                    (grouped_gemm.h). No host synchronisation: capturable in a CUDA graph.
+//           per expert  otherwise: one cuBLAS GEMM per expert and projection. Synchronises once,
+//                    to read the groups' sizes to the host; not capturable. It calls cuBLAS itself
+//                    rather than cuda::linear, so that x and h are rounded to bf16 once for all
+//                    experts into the workspace instead of once per expert into the pool.
 //           Numerics as cuda::linear (linear.h): with bf16 weights x and h are rounded to bf16 and
 //           products accumulated in f32 (what transformers computes with a bf16 model on a GPU);
 //           with f32 weights plain f32 GEMMs (no TF32).
@@ -39,7 +44,7 @@
 // Memory: every temporary is carved out of the caller's workspace, routed_experts_workspace_bytes;
 // with slots = tokens * top_k and each part rounded up to 256 bytes:
 //   decode  slots * inter * 4 (h, f32)
-//   prefill experts * 4 + (experts + 1) * 4 + 2 * slots * 4 (counts, offsets, the slot -> row and
+//   prefill experts * 4 + 2 * (experts + 1) * 4 + 2 * slots * 4 (counts, offsets, tile_first, the slot -> row and
 //           row -> slot maps, int32) + slots * hidden * 4 (the gathered x, then the down
 //           projections' outputs) + 2 * slots * inter * 4 (gate's and up's outputs; h reuses them).
 // For V3 (hidden 7168, inter 2048, top-8) a prefill of 4096 tokens needs about 1.4 GiB; callers
@@ -69,6 +74,9 @@ constexpr std::int64_t kDecodeMaxSlots = 32;
 constexpr bool routed_experts_uses_decode_path(std::int64_t tokens, int top_k) {
   return tokens * top_k <= kDecodeMaxSlots;
 }
+
+// Whether the prefill path runs the grouped kernels for this stack on the current device (above).
+bool routed_experts_prefill_is_grouped(const ExpertStack& stack);
 
 // Workspace for any call with tokens <= max_tokens and this top_k. Throws std::invalid_argument
 // for a stack or sizes routed_experts refuses (dtype other than f32/bf16, a dimension < 1 or beyond
