@@ -12,6 +12,7 @@
 #include "operators/cuda/gemv.h"
 #include "operators/cuda/kv_cache.h"
 #include "operators/cuda/mla_decode.h"
+#include "operators/cuda/prefill_attention.h"
 #include "operators/cuda/rope.h"
 
 namespace switchyard {
@@ -56,6 +57,17 @@ void gemm_heads(GpuRuntime& gpu, DType a_dtype, const HeadBatch& g) {
       context.cublas(), g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.a, CUDA_R_16BF, static_cast<int>(g.lda),
       g.stride_a, b16.data(), CUDA_R_16BF, static_cast<int>(g.ldb), g.stride_b, &beta, g.c, CUDA_R_32F,
       static_cast<int>(g.ldc), g.stride_c, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// A prompt's attention (tokens > 1, never captured): dense cuBLAS products over the keys it sees
+// (prefill_attention.h), with a workspace from the pool for the call.
+void attend_prompt(GpuRuntime& gpu, const float* q, std::int64_t tokens, std::int64_t heads, std::int64_t qk_dim,
+                   std::int64_t v_dim, const float* k_cache, const float* v_cache, std::int64_t kv_heads,
+                   std::int64_t position, float scale, float* out) {
+  const std::size_t bytes = cuda::prefill_attention_workspace_bytes(tokens, heads, position);
+  cuda::DeviceBuffer workspace = gpu.context().allocate(bytes, "the prefill attention's scores");
+  cuda::prefill_attention(gpu.context(), q, tokens, heads, qk_dim, v_dim, k_cache, v_cache, kv_heads, position, scale,
+                          out, workspace.data(), bytes);
 }
 
 }  // namespace
@@ -252,10 +264,7 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
     Scratch keys(gpu_, context * heads_ * q_head, "MLA keys"), values(gpu_, context * heads_ * v_dim_, "MLA values");
     cuda::assemble_mla_keys_values(kv, rope_cache_.as<float>(), context, heads_, nope_, rope_, v_dim_, keys, values,
                                    stream);
-    const std::size_t bytes = cuda::gqa_attention_workspace_bytes(tokens, heads_, v_dim_, context);
-    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA prefill attention workspace");
-    cuda::gqa_attention(q, tokens, heads_, q_head, v_dim_, keys, values, heads_, gpu_->position(), context, scale_,
-                        attn, workspace.data(), stream);
+    attend_prompt(*gpu_, q, tokens, heads_, q_head, v_dim_, keys, values, heads_, position, scale_, attn);
   }
   o_.forward(attn, tokens, out);
 }
@@ -307,10 +316,15 @@ void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   cuda::write_cache_rows(k_cache_.as<float>(), kv_width, k, kv_width, tokens, gpu_->position(), max_context_, stream);
   cuda::write_cache_rows(v_cache_.as<float>(), kv_width, v, kv_width, tokens, gpu_->position(), max_context_, stream);
   Scratch attn(gpu_, tokens * q_width, "attention output");
-  const std::size_t bytes = cuda::gqa_attention_workspace_bytes(tokens, heads_, head_dim_, max_context_);
-  cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the attention workspace");
-  cuda::gqa_attention(q, tokens, heads_, head_dim_, head_dim_, k_cache_.as<float>(), v_cache_.as<float>(), kv_heads_,
-                      gpu_->position(), max_context_, scale_, attn, workspace.data(), stream);
+  if (tokens > 1) {
+    attend_prompt(*gpu_, q, tokens, heads_, head_dim_, head_dim_, k_cache_.as<float>(), v_cache_.as<float>(),
+                  kv_heads_, position, scale_, attn);
+  } else {
+    const std::size_t bytes = cuda::gqa_attention_workspace_bytes(tokens, heads_, head_dim_, max_context_);
+    cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the attention workspace");
+    cuda::gqa_attention(q, tokens, heads_, head_dim_, head_dim_, k_cache_.as<float>(), v_cache_.as<float>(),
+                        kv_heads_, gpu_->position(), max_context_, scale_, attn, workspace.data(), stream);
+  }
   o_.forward(attn, tokens, out);
 }
 

@@ -37,6 +37,7 @@
 #include "operators/cpu/rope.h"
 #include "operators/cuda/attention.h"
 #include "operators/cuda/device_context.h"
+#include "operators/cuda/prefill_attention.h"
 #include "operators/cuda/kv_cache.h"
 #include "operators/cuda/rope.h"
 #include "tests/attention_reference.h"
@@ -105,6 +106,31 @@ double check_gqa(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& 
   cuda::gqa_attention(q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
                       v_device.as<float>(), s.kv_heads, position_device.as<std::int32_t>(), s.max_context, s.scale,
                       out.as<float>(), workspace.data(), context.stream());
+  const std::vector<float> got = to_host<float>(context, out, out_count);
+  const Exact exact = exact_gqa(s, q, k, v);
+  if (s.qk_dim != s.v_dim) return check_against(got, exact, nullptr, s.heads, s.v_dim);
+  std::vector<float> cpu_out(out_count);
+  cpu::gqa_attention(q.data(), s.tokens, s.heads, s.qk_dim, k.data(), v.data(), s.kv_heads, s.position, s.scale,
+                     cpu_out.data());
+  return check_against(got, exact, &cpu_out, s.heads, s.v_dim);
+}
+
+// The same problem through prefill_attention (position on the host); returns the largest error ratio.
+double check_prefill(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& random) {
+  INFO("prefill_attention, " << describe(s));
+  const std::int64_t visible = s.position + s.tokens;
+  const std::vector<float> q = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.qk_dim), -1, 1, random);
+  const std::vector<float> k = cache_with_garbage(s.max_context, s.kv_heads * s.qk_dim, visible, random);
+  const std::vector<float> v = cache_with_garbage(s.max_context, s.kv_heads * s.v_dim, visible, random);
+  cuda::DeviceBuffer q_device = to_device(context, q), k_device = to_device(context, k),
+                     v_device = to_device(context, v);
+  const std::size_t out_count = static_cast<std::size_t>(s.tokens * s.heads * s.v_dim);
+  cuda::DeviceBuffer out = context.allocate(out_count * sizeof(float), "out");
+  const std::size_t bytes = cuda::prefill_attention_workspace_bytes(s.tokens, s.heads, s.position);
+  cuda::DeviceBuffer workspace = context.allocate(bytes, "the scores");
+  cuda::prefill_attention(context, q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                          v_device.as<float>(), s.kv_heads, s.position, s.scale, out.as<float>(), workspace.data(),
+                          bytes);
   const std::vector<float> got = to_host<float>(context, out, out_count);
   const Exact exact = exact_gqa(s, q, k, v);
   if (s.qk_dim != s.v_dim) return check_against(got, exact, nullptr, s.heads, s.v_dim);
@@ -269,6 +295,56 @@ TEST_CASE("cuda attention: gqa_attention matches the CPU kernel and the exact re
     worst = std::max(worst, check_gqa(context, s, random));
   }
   MESSAGE("gqa_attention: largest error / magnitude " << worst);
+}
+
+TEST_CASE("cuda attention: prefill_attention matches the CPU kernel and the exact result, in chunks too") {
+  // Argument checks, before any GPU work.
+  CHECK_THROWS_AS(cuda::prefill_attention_workspace_bytes(0, 8, 0), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::prefill_attention_workspace_bytes(4, 8, -1), std::invalid_argument);
+  // One chunk: heads * tokens * context floats; more than the budget: chunks of whole queries.
+  CHECK(cuda::prefill_attention_workspace_bytes(512, 16, 0) == 16u * 512 * 512 * 4);
+  const std::size_t per_query = 8u * 8192 * 4;
+  CHECK(cuda::prefill_attention_workspace_bytes(1192, 8, 7000) == cuda::kPrefillScoreBytes / per_query * per_query);
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  {
+    float dummy = 0;
+    std::vector<float> room(64);
+    CHECK_THROWS_AS(cuda::prefill_attention(context, &dummy, 2, 6, 8, 8, &dummy, &dummy, 4, 0, 1, &dummy, room.data(),
+                                            room.size() * 4),
+                    std::invalid_argument);  // 6 heads over 4 kv heads
+    CHECK_THROWS_AS(cuda::prefill_attention(context, &dummy, 2, 4, 8, 8, &dummy, &dummy, 4, 0, 1, &dummy, room.data(),
+                                            8),
+                    std::invalid_argument);  // a small workspace
+  }
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::vector<GqaShape> shapes = {
+      // tokens, heads, kv_heads, qk, v, position, max_context, scale (0: drawn)
+      {300, 16, 16, 192, 128, 0, 300, 0},     // DeepSeek MLA prefill on decompressed K/V
+      {200, 16, 16, 192, 128, 300, 600, 0},   // the same after a prompt
+      {150, 8, 2, 128, 128, 500, 1024, 0},    // GQA prefill after a prompt, garbage rows past it
+      {1192, 8, 4, 8, 8, 7000, 8192, 0},      // scores beyond the budget: five chunks
+      {2, 3, 1, 5, 7, 0, 2, 0},               // the smallest prompt
+  };
+  for (int round = 0; round < 12; ++round) {
+    GqaShape s{};
+    s.kv_heads = draw(1, 4, random);
+    s.heads = s.kv_heads * std::vector<std::int64_t>{1, 2, 3, 4, 8}[draw(0, 4, random)];
+    s.qk_dim = draw(1, 200, random);
+    s.v_dim = round % 3 == 0 ? draw(1, 200, random) : s.qk_dim;
+    s.tokens = draw(2, 120, random);
+    s.position = round % 2 ? draw(0, 700, random) : 0;
+    s.max_context = s.position + s.tokens + draw(0, 50, random);
+    shapes.push_back(s);
+  }
+  double worst = 0;
+  for (GqaShape& s : shapes) {
+    if (s.scale == 0) s.scale = draw_scale(s.qk_dim, random);
+    worst = std::max(worst, check_prefill(context, s, random));
+  }
+  MESSAGE("prefill_attention: largest error / magnitude " << worst);
 }
 
 TEST_CASE("cuda attention: mla_attention matches the CPU kernel and the exact result on random shapes") {

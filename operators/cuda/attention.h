@@ -20,8 +20,9 @@
 // for all its query rows, and keeps an online softmax (running max, sum, accumulator) in f32. When one
 // split covers every visible key its block writes the output (the combine kernel, still launched for
 // graph capture, returns at once); with several each writes its partial (max, sum, unnormalised
-// accumulator) to the workspace and a second kernel combines the splits. Prefill (many tokens) uses
-// the same kernel: one split, blocks over query tiles, each reading the keys its tile sees.
+// accumulator) to the workspace and a second kernel combines the splits. Many tokens take the same
+// kernel (one split, blocks over query tiles, each reading the keys its tile sees), correct but
+// slow at prompt lengths: the operators send prompts to prefill_attention.h (cuBLAS) instead.
 //
 // Agreement with the CPU kernels: both are f32 with different summation orders and the GPU's online
 // softmax rescaling; dot products over d terms differ by ~sqrt(d) f32 rounding steps of the score

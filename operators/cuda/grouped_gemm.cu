@@ -9,23 +9,21 @@
 namespace switchyard::cuda {
 namespace {
 
-// A block: 8 warps over a tile of 64 rows x 128 weight rows, 32 deep a step, three steps in
-// flight (cp.async). Warps are 2 x 4, each 32 x 32: two m16 by four n8 accumulators.
+// A block: 8 warps over a tile of 64 rows x 128 weight rows, kDepth deep a step, kStages - 1
+// steps in flight (cp.async; the sizes are chosen at the end of this namespace). Warps are 2 x 4, each 32 x 32: two m16 by four n8 accumulators.
 constexpr int kThreads = 256;
 constexpr int kTileRows = kGroupedTileRows;
 constexpr int kTileCols = 128;
-constexpr int kTileDepth = 32;
-constexpr int kStages = 3;
-// A shared row: 32 bf16 + 8 of padding, 80 bytes, so that ldmatrix's eight 16-byte rows fall on
-// distinct banks.
-constexpr int kPitch = kTileDepth + 8;
 constexpr int kChunk = 8;  // bf16 per 16-byte copy
 
+// A shared row: kDepth bf16 + 8 of padding (80 or 144 bytes), so that ldmatrix's eight 16-byte
+// rows fall on distinct banks.
+template <int kDepth>
 struct Stage {
+  static constexpr int kPitch = kDepth + 8;
   __nv_bfloat16 a[kTileRows][kPitch];  // input rows
   __nv_bfloat16 b[kTileCols][kPitch];  // weight rows
 };
-static_assert(kStages * sizeof(Stage) <= 48 * 1024, "static shared memory");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ inline unsigned shared_address(const void* p) {
@@ -75,14 +73,16 @@ __device__ inline int expert_of_tile(const std::int32_t* tile_first, int experts
 // kSwiGlu: weight rows 0-63 of a tile are gate's rows col0.., 64-127 up's same rows, and each warp
 // takes 16 of each, so that gate's and up's sums for one h meet in one thread. Otherwise a tile is
 // 128 rows of one weight matrix.
-template <bool kSwiGlu>
+template <bool kSwiGlu, int kDepth, int kStages>
 __global__ void __launch_bounds__(kThreads)
     grouped_gemm(const std::int32_t* offsets, const std::int32_t* tile_first, int experts,
                  const __nv_bfloat16* input, int inner, const __nv_bfloat16* weight,
                  const __nv_bfloat16* more_weight, int outer, void* out) {
   begin_after_previous_grid();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  __shared__ __align__(128) Stage stages[kStages];
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  auto* stages = reinterpret_cast<Stage<kDepth>*>(shared_bytes);
+  constexpr int kPieces = kDepth / kChunk;  // 16-byte pieces of a shared row
   const int tile = static_cast<int>(blockIdx.x);
   const int expert = expert_of_tile(tile_first, experts, tile);
   if (expert < 0) return;
@@ -94,16 +94,24 @@ __global__ void __launch_bounds__(kThreads)
   const __nv_bfloat16* first = weight + expert * matrix;
   const __nv_bfloat16* second = kSwiGlu ? more_weight + expert * matrix : first;
 
-  // Each thread's pieces of a stage: one 16-byte piece of the input tile, two of the weight tile.
+  // Each thread's pieces of a stage, kThreads apart: kA of the input tile, kB of the weight tile,
+  // all at the same column `piece`.
+  constexpr int kA = kTileRows * kPieces / kThreads, kB = kTileCols * kPieces / kThreads;
   const int t = static_cast<int>(threadIdx.x);
-  const int a_row = t / 4, piece = (t % 4) * kChunk;
-  const bool a_valid = a_row < rows;
-  const __nv_bfloat16* a_source = input + static_cast<std::size_t>(a_valid ? row_begin + a_row : 0) * inner;
-  const __nv_bfloat16* b_source[2];
-  bool b_valid[2];
-  int b_row[2];
-  for (int i = 0; i < 2; ++i) {
-    b_row[i] = (t + i * kThreads) / 4;
+  const int piece = (t % kPieces) * kChunk;
+  const __nv_bfloat16* a_source[kA];
+  bool a_valid[kA];
+  int a_row[kA];
+  for (int i = 0; i < kA; ++i) {
+    a_row[i] = (t + i * kThreads) / kPieces;
+    a_valid[i] = a_row[i] < rows;
+    a_source[i] = input + static_cast<std::size_t>(a_valid[i] ? row_begin + a_row[i] : 0) * inner;
+  }
+  const __nv_bfloat16* b_source[kB];
+  bool b_valid[kB];
+  int b_row[kB];
+  for (int i = 0; i < kB; ++i) {
+    b_row[i] = (t + i * kThreads) / kPieces;
     int col = col0 + b_row[i];
     const __nv_bfloat16* matrix_rows = first;
     if (kSwiGlu && b_row[i] >= kColsPerTile) {
@@ -113,13 +121,17 @@ __global__ void __launch_bounds__(kThreads)
     b_valid[i] = col < outer;
     b_source[i] = matrix_rows + static_cast<std::size_t>(b_valid[i] ? col : 0) * inner;
   }
-  const int steps = (inner + kTileDepth - 1) / kTileDepth;
+  const int steps = (inner + kDepth - 1) / kDepth;
   auto load_stage = [&](int stage, int step) {
-    const int k = step * kTileDepth + piece;
+    const int k = step * kDepth + piece;
     const bool in = k < inner;
-    Stage& s = stages[stage];
-    copy_16_async(&s.a[a_row][piece], a_source + (in ? k : 0), a_valid && in);
-    for (int i = 0; i < 2; ++i) copy_16_async(&s.b[b_row[i]][piece], b_source[i] + (in ? k : 0), b_valid[i] && in);
+    Stage<kDepth>& s = stages[stage];
+#pragma unroll
+    for (int i = 0; i < kA; ++i)
+      copy_16_async(&s.a[a_row[i]][piece], a_source[i] + (in ? k : 0), a_valid[i] && in);
+#pragma unroll
+    for (int i = 0; i < kB; ++i)
+      copy_16_async(&s.b[b_row[i]][piece], b_source[i] + (in ? k : 0), b_valid[i] && in);
   };
 
   const int lane = t % 32, warp = t / 32;
@@ -137,9 +149,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (step + kStages - 1 < steps) load_stage((step + kStages - 1) % kStages, step + kStages - 1);
     commit_copies();
-    const Stage& s = stages[step % kStages];
+    const Stage<kDepth>& s = stages[step % kStages];
 #pragma unroll
-    for (int k16 = 0; k16 < kTileDepth; k16 += 16) {
+    for (int k16 = 0; k16 < kDepth; k16 += 16) {
       unsigned a[2][4], b[2][4];
 #pragma unroll
       for (int m = 0; m < 2; ++m)
@@ -187,6 +199,24 @@ unsigned row_tiles(const RowGroups& groups) {
   return static_cast<unsigned>((groups.max_rows + kTileRows - 1) / kTileRows + groups.experts);
 }
 
+template <bool kSwiGlu, int kDepth, int kStages>
+void launch_grouped(dim3 grid, cudaStream_t stream, const RowGroups& groups, const __nv_bfloat16* input, int inner,
+                    const __nv_bfloat16* weight, const __nv_bfloat16* more_weight, int outer, void* out) {
+  constexpr std::size_t bytes = kStages * sizeof(Stage<kDepth>);
+  const auto kernel = grouped_gemm<kSwiGlu, kDepth, kStages>;
+  // The opt-in is per device; it costs little next to a prefill's launch, so every launch asks.
+  if constexpr (bytes > 48 * 1024)
+    SWITCHYARD_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  launch_kernel(kernel, grid, kThreads, bytes, stream, groups.offsets, groups.tile_first,
+                static_cast<int>(groups.experts), input, inner, weight, more_weight, outer, out);
+}
+
+// 64 deep, 4 stages (110.6 KiB of shared memory, 2 blocks an SM): 0.446 ms for V2-Lite's experts
+// at 512 tokens against 0.593 ms at 32 deep, 3 stages (docs/perf-notes.md, session 7).
+constexpr int kDepth = 64;
+constexpr int kStages = 4;
+
 }  // namespace
 
 bool grouped_gemm_supported(std::int64_t inner, const void* weights, const void* more_weights) {
@@ -197,18 +227,16 @@ void grouped_swiglu(cudaStream_t stream, const RowGroups& groups, const __nv_bfl
                     const __nv_bfloat16* gate, const __nv_bfloat16* up, std::int64_t inter, __nv_bfloat16* h) {
   if (groups.max_rows == 0) return;
   const dim3 grid(row_tiles(groups), static_cast<unsigned>((inter + kTileCols / 2 - 1) / (kTileCols / 2)));
-  launch_kernel(grouped_gemm<true>, grid, kThreads, 0, stream, groups.offsets, groups.tile_first,
-                static_cast<int>(groups.experts), input, static_cast<int>(hidden), gate, up, static_cast<int>(inter),
-                static_cast<void*>(h));
+  launch_grouped<true, kDepth, kStages>(grid, stream, groups, input, static_cast<int>(hidden), gate, up,
+                                        static_cast<int>(inter), h);
 }
 
 void grouped_linear(cudaStream_t stream, const RowGroups& groups, const __nv_bfloat16* input, std::int64_t inner,
                     const __nv_bfloat16* weight, std::int64_t outer, float* out) {
   if (groups.max_rows == 0) return;
   const dim3 grid(row_tiles(groups), static_cast<unsigned>((outer + kTileCols - 1) / kTileCols));
-  launch_kernel(grouped_gemm<false>, grid, kThreads, 0, stream, groups.offsets, groups.tile_first,
-                static_cast<int>(groups.experts), input, static_cast<int>(inner), weight,
-                static_cast<const __nv_bfloat16*>(nullptr), static_cast<int>(outer), static_cast<void*>(out));
+  launch_grouped<false, kDepth, kStages>(grid, stream, groups, input, static_cast<int>(inner), weight, nullptr,
+                                         static_cast<int>(outer), out);
 }
 
 }  // namespace switchyard::cuda
