@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "operators/cuda/async_copy.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/launch.cuh"
 
@@ -26,21 +27,6 @@ struct Stage {
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ inline unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes from global to shared, or 16 zero bytes where !valid (nothing is read then).
-__device__ inline void copy_16_async(void* shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)), "l"(global),
-               "r"(valid ? 16 : 0));
-}
-__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ inline void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 __device__ inline void load_matrices(unsigned (&r)[4], const void* shared) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
