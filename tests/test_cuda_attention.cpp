@@ -31,6 +31,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operators/cpu/causal_attention.h"
@@ -89,23 +90,39 @@ Exact exact_gqa(const GqaShape& s, const std::vector<float>& q, const std::vecto
       [&](std::int64_t h, std::int64_t r) { return v.data() + (r * s.kv_heads + h / group) * s.v_dim; }, max_visible);
 }
 
+// Which GPU kernel a GQA problem goes through: gqa_attention (position on the device) or
+// prefill_attention (position on the host, cuBLAS).
+enum class GqaPath { kernels, prefill };
+
 // One GQA problem on fresh inputs, rows past the visible ones NaN; returns the largest error ratio.
-double check_gqa(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& random) {
-  INFO(describe(s));
+double check_gqa(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& random,
+                 GqaPath path = GqaPath::kernels) {
+  INFO((path == GqaPath::prefill ? "prefill_attention, " : "gqa_attention, ") << describe(s));
   const std::int64_t visible = s.position + s.tokens;
   const std::vector<float> q = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.qk_dim), -1, 1, random);
   const std::vector<float> k = cache_with_garbage(s.max_context, s.kv_heads * s.qk_dim, visible, random);
   const std::vector<float> v = cache_with_garbage(s.max_context, s.kv_heads * s.v_dim, visible, random);
-  const std::vector<std::int32_t> position{static_cast<std::int32_t>(s.position)};
   cuda::DeviceBuffer q_device = to_device(context, q), k_device = to_device(context, k),
-                     v_device = to_device(context, v), position_device = to_device(context, position);
+                     v_device = to_device(context, v);
   const std::size_t out_count = static_cast<std::size_t>(s.tokens * s.heads * s.v_dim);
   cuda::DeviceBuffer out = context.allocate(out_count * sizeof(float), "out");
-  cuda::DeviceBuffer workspace =
-      workspace_for(context, cuda::gqa_attention_workspace_bytes(s.tokens, s.heads, s.v_dim, s.max_context));
-  cuda::gqa_attention(q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
-                      v_device.as<float>(), s.kv_heads, position_device.as<std::int32_t>(), s.max_context, s.scale,
-                      out.as<float>(), workspace.data(), context.stream());
+  if (path == GqaPath::kernels) {
+    const std::vector<std::int32_t> position{static_cast<std::int32_t>(s.position)};
+    cuda::DeviceBuffer position_device = to_device(context, position);
+    cuda::DeviceBuffer workspace =
+        workspace_for(context, cuda::gqa_attention_workspace_bytes(s.tokens, s.heads, s.v_dim, s.max_context));
+    cuda::gqa_attention(q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                        v_device.as<float>(), s.kv_heads, position_device.as<std::int32_t>(), s.max_context, s.scale,
+                        out.as<float>(), workspace.data(), context.stream());
+    context.synchronize();  // before position_device and the workspace go
+  } else {
+    const std::size_t bytes = cuda::prefill_attention_workspace_bytes(s.tokens, s.heads, s.position);
+    cuda::DeviceBuffer workspace = context.allocate(bytes, "the scores");
+    cuda::prefill_attention(context, q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
+                            v_device.as<float>(), s.kv_heads, s.position, s.scale, out.as<float>(), workspace.data(),
+                            bytes);
+    context.synchronize();
+  }
   const std::vector<float> got = to_host<float>(context, out, out_count);
   const Exact exact = exact_gqa(s, q, k, v);
   if (s.qk_dim != s.v_dim) return check_against(got, exact, nullptr, s.heads, s.v_dim);
@@ -115,29 +132,15 @@ double check_gqa(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& 
   return check_against(got, exact, &cpu_out, s.heads, s.v_dim);
 }
 
-// The same problem through prefill_attention (position on the host); returns the largest error ratio.
-double check_prefill(cuda::DeviceContext& context, const GqaShape& s, std::mt19937& random) {
-  INFO("prefill_attention, " << describe(s));
-  const std::int64_t visible = s.position + s.tokens;
-  const std::vector<float> q = uniform(static_cast<std::size_t>(s.tokens * s.heads * s.qk_dim), -1, 1, random);
-  const std::vector<float> k = cache_with_garbage(s.max_context, s.kv_heads * s.qk_dim, visible, random);
-  const std::vector<float> v = cache_with_garbage(s.max_context, s.kv_heads * s.v_dim, visible, random);
-  cuda::DeviceBuffer q_device = to_device(context, q), k_device = to_device(context, k),
-                     v_device = to_device(context, v);
-  const std::size_t out_count = static_cast<std::size_t>(s.tokens * s.heads * s.v_dim);
-  cuda::DeviceBuffer out = context.allocate(out_count * sizeof(float), "out");
-  const std::size_t bytes = cuda::prefill_attention_workspace_bytes(s.tokens, s.heads, s.position);
-  cuda::DeviceBuffer workspace = context.allocate(bytes, "the scores");
-  cuda::prefill_attention(context, q_device.as<float>(), s.tokens, s.heads, s.qk_dim, s.v_dim, k_device.as<float>(),
-                          v_device.as<float>(), s.kv_heads, s.position, s.scale, out.as<float>(), workspace.data(),
-                          bytes);
-  const std::vector<float> got = to_host<float>(context, out, out_count);
-  const Exact exact = exact_gqa(s, q, k, v);
-  if (s.qk_dim != s.v_dim) return check_against(got, exact, nullptr, s.heads, s.v_dim);
-  std::vector<float> cpu_out(out_count);
-  cpu::gqa_attention(q.data(), s.tokens, s.heads, s.qk_dim, k.data(), v.data(), s.kv_heads, s.position, s.scale,
-                     cpu_out.data());
-  return check_against(got, exact, &cpu_out, s.heads, s.v_dim);
+// Every shape through `path`, scales drawn where 0; the largest error ratio.
+double check_gqa_shapes(cuda::DeviceContext& context, std::vector<GqaShape> shapes, std::mt19937& random,
+                        GqaPath path) {
+  double worst = 0;
+  for (GqaShape& s : shapes) {
+    if (s.scale == 0) s.scale = draw_scale(s.qk_dim, random);
+    worst = std::max(worst, check_gqa(context, s, random, path));
+  }
+  return worst;
 }
 
 // ---- MLA -------------------------------------------------------------------------------------------
@@ -289,12 +292,8 @@ TEST_CASE("cuda attention: gqa_attention matches the CPU kernel and the exact re
     s.max_context = s.position + s.tokens + (round % 5 == 0 ? 0 : draw(0, 5000, random));
     shapes.push_back(s);
   }
-  double worst = 0;
-  for (GqaShape& s : shapes) {
-    if (s.scale == 0) s.scale = draw_scale(s.qk_dim, random);
-    worst = std::max(worst, check_gqa(context, s, random));
-  }
-  MESSAGE("gqa_attention: largest error / magnitude " << worst);
+  MESSAGE("gqa_attention: largest error / magnitude "
+          << check_gqa_shapes(context, std::move(shapes), random, GqaPath::kernels));
 }
 
 TEST_CASE("cuda attention: prefill_attention matches the CPU kernel and the exact result, in chunks too") {
@@ -339,12 +338,8 @@ TEST_CASE("cuda attention: prefill_attention matches the CPU kernel and the exac
     s.max_context = s.position + s.tokens + draw(0, 50, random);
     shapes.push_back(s);
   }
-  double worst = 0;
-  for (GqaShape& s : shapes) {
-    if (s.scale == 0) s.scale = draw_scale(s.qk_dim, random);
-    worst = std::max(worst, check_prefill(context, s, random));
-  }
-  MESSAGE("prefill_attention: largest error / magnitude " << worst);
+  MESSAGE("prefill_attention: largest error / magnitude "
+          << check_gqa_shapes(context, std::move(shapes), random, GqaPath::prefill));
 }
 
 TEST_CASE("cuda attention: mla_attention matches the CPU kernel and the exact result on random shapes") {
