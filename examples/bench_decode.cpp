@@ -14,6 +14,7 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "operators/causal_lm.h"
+#include "operators/cpu/sampling.h"
 #include "placement/memory_estimate.h"
 #include "placement/report.h"
 #if SWITCHYARD_HAVE_CUDA
@@ -115,14 +116,12 @@ int DecodeBenchOptions::run() const {
   logits = lm.forward(prompt, 0);
   const double prefill_again_seconds = seconds_since(start);
 
-  auto greedy = [&](const std::vector<float>& l) {
-    return static_cast<std::int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-  };
+  // Greedy decode as `run` does it: the choice is made where the head runs (forward_greedy).
   std::int64_t position = prompt_tokens;
-  std::int32_t next = greedy(logits);
-  for (int i = 0; i < 2; ++i) next = greedy(lm.forward(std::span(&next, 1), position++));  // capture, warm-up
+  std::int32_t next = cpu::argmax(logits.data(), lm.vocab_size());
+  for (int i = 0; i < 2; ++i) next = lm.forward_greedy(std::span(&next, 1), position++);  // capture, warm-up
   start = Clock::now();
-  for (int i = 0; i < decode_tokens; ++i) next = greedy(lm.forward(std::span(&next, 1), position++));
+  for (int i = 0; i < decode_tokens; ++i) next = lm.forward_greedy(std::span(&next, 1), position++);
   const double decode_seconds = seconds_since(start) / decode_tokens;
 
   const ExpertTraffic traffic = expert_traffic(check, weights);
@@ -160,9 +159,9 @@ int DecodeBenchOptions::run() const {
                 static_cast<int>(layers));
   } else if (traffic.cpu_bytes > 0) {
     lm.skip_cpu_expert_work(true);
-    for (int i = 0; i < 2; ++i) lm.forward(std::span(&next, 1), position++);
+    for (int i = 0; i < 2; ++i) lm.forward_greedy(std::span(&next, 1), position++);
     start = Clock::now();
-    for (int i = 0; i < decode_tokens; ++i) lm.forward(std::span(&next, 1), position++);
+    for (int i = 0; i < decode_tokens; ++i) lm.forward_greedy(std::span(&next, 1), position++);
     const double gpu_side = seconds_since(start) / decode_tokens;
     lm.skip_cpu_expert_work(false);
     std::printf("GPU side alone (CPU experts' work skipped, hand-offs kept): %.3f ms/token, %.1f us per layer "
@@ -178,7 +177,7 @@ int DecodeBenchOptions::run() const {
     for (int i = 0; i < profile_tokens; ++i) {
       tracer.begin_step(i + 1);
       const Tracer::Scope scope(&tracer, Region::decode_step);
-      next = greedy(lm.forward(std::span(&next, 1), position++));
+      next = lm.forward_greedy(std::span(&next, 1), position++);
     }
     std::printf("\n%s", tracer.profile_table().c_str());
   }

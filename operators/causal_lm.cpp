@@ -11,8 +11,10 @@
 #include "core/units.h"
 #include "operators/activations.h"
 #include "operators/cpu/half.h"
+#include "operators/cpu/sampling.h"
 #include "operators/device_tensor.h"
 #if SWITCHYARD_HAVE_CUDA
+#include "operators/cuda/argmax.h"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/embedding.h"
 #include "operators/gpu_runtime.h"
@@ -26,6 +28,7 @@ struct CausalLM::DecodeGraph {
   std::vector<CpuExpertsHandOff::Job> jobs;  // the host's side of the captured hand-offs
   GpuTimer::Step marks;                      // profile events inside the graph
   bool profiled = false;                     // captured with --profile's events
+  bool greedy = false;                       // captured with the head's argmax instead of its logits
   ~DecodeGraph() {
     if (exec != nullptr && cudaGraphExecDestroy(exec) != cudaSuccess) cudaGetLastError();
   }
@@ -35,6 +38,7 @@ struct CausalLM::GpuLogits {
   GpuRuntime* gpu;
   cuda::DeviceBuffer row;        // [vocab]: the last token's logits (fixed, for the graph)
   cuda::PinnedBuffer host_row;   // [vocab]
+  cuda::PinnedBuffer host_id;    // one int32: the argmax, written by the GPU through its device view
   cuda::DeviceBuffer all;        // [tokens, vocab] when every token's logits are asked for
 };
 #else
@@ -151,6 +155,7 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     gpu_logits_->gpu = gpu;
     gpu_logits_->row = gpu->context().allocate(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
     gpu_logits_->host_row = cuda::PinnedBuffer(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
+    gpu_logits_->host_id = cuda::PinnedBuffer(sizeof(std::int32_t), "the greedy token");
   }
   // One graph per decode step when the decoder stack and the head share one GPU (the embedding
   // may be on the CPU: its row is the graph's input).
@@ -230,6 +235,26 @@ std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int
   return logits;
 }
 
+std::int32_t CausalLM::forward_greedy(std::span<const std::int32_t> ids, std::int64_t position) {
+#if SWITCHYARD_HAVE_CUDA
+  if (gpu_logits_ != nullptr) {  // the head is on a GPU
+    greedy_ = true;
+    try {
+      forward(ids, position);
+    } catch (...) {
+      greedy_ = false;
+      throw;
+    }
+    greedy_ = false;
+    std::int32_t id = 0;
+    std::memcpy(&id, gpu_logits_->host_id.data(), sizeof(id));
+    return id;
+  }
+#endif
+  const std::vector<float> logits = forward(ids, position);
+  return cpu::argmax(logits.data(), vocab_);
+}
+
 void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position) {
   const auto tokens = static_cast<std::int64_t>(ids.size());
 #if SWITCHYARD_HAVE_CUDA
@@ -300,7 +325,8 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   GpuLogits& out = *gpu_logits_;
   if (rows == 1) {
     lm_head_.forward(normed, 1, out.row.as<float>());
-    gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
+    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id.device_view_as<std::int32_t>(), gpu->stream());
+    else gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
   } else {
     if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))
       out.all = gpu->context().allocate(static_cast<std::size_t>(rows * vocab_) * sizeof(float), "every token's logits");
@@ -327,6 +353,7 @@ std::vector<float> CausalLM::run_chunk(std::span<const std::int32_t> ids, std::i
       gpu->timer().recycle(step);
     }
   if (runtimes_->find(final_device_) != nullptr) {
+    if (greedy_ && rows == 1) return {};  // forward_greedy reads the id
     std::vector<float> logits(static_cast<std::size_t>(rows * vocab_));
     if (rows == 1) std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
     else SWITCHYARD_CUDA_CHECK(cudaMemcpy(logits.data(), gpu_logits_->all.data(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -345,7 +372,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
   const std::span<const std::int32_t> ids(&id, 1);
   prepare(ids, position);
   const bool profiling = tracer_ != nullptr && tracer_->profiling();
-  if (!graph_ || graph_->profiled != profiling) {
+  if (!graph_ || graph_->profiled != profiling || graph_->greedy != greedy_) {
     graph_.reset();
     // Capture once (again when profiling is switched): the same kernels, copies, hand-offs and profile events as an eager step,
     // reading the step's position and token from device memory and its inputs from pinned memory.
@@ -377,6 +404,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
     SWITCHYARD_CUDA_CHECK(instantiated);
     if (profiling) graph->marks = gpu.timer().take_step();
     graph->profiled = profiling;
+    graph->greedy = greedy_;
     graph_ = std::move(graph);
   }
   // The jobs go to the worker first: a launch that waits for queue space must not wait for them.
@@ -388,6 +416,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
   SWITCHYARD_CUDA_CHECK(launched);
   runtimes_->synchronize();
   if (profiling) gpu.timer().report(graph_->marks, *tracer_, start_ns);
+  if (greedy_) return {};  // forward_greedy reads the id
   std::vector<float> logits(static_cast<std::size_t>(vocab_));
   std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
   return logits;

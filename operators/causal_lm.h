@@ -59,6 +59,9 @@ class CausalLM {
   // Runs `ids` at positions [position, position + ids.size()) and returns the logits of the last
   // token ([vocab]) or, with all_logits, of every token ([tokens, vocab]).
   std::vector<float> forward(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits = false);
+  // As forward for the last token, but returns its greedy choice, cpu::argmax of its logits. With
+  // the head on a GPU the choice is made there and only the id comes back, not [vocab] logits.
+  std::int32_t forward_greedy(std::span<const std::int32_t> ids, std::int64_t position);
   std::int64_t vocab_size() const { return vocab_; }
   std::int64_t max_context() const { return max_context_; }
   std::size_t kv_cache_bytes() const;
@@ -94,6 +97,7 @@ class CausalLM {
   std::int64_t vocab_, hidden_, max_context_;
   std::vector<float> logits_;            // the CPU head's output
   std::unique_ptr<GpuLogits> gpu_logits_;  // the GPU head's output buffers
+  bool greedy_ = false;  // within forward_greedy: a GPU head writes the argmax, not the logits
   GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph
   std::unique_ptr<DecodeGraph> graph_;
 };

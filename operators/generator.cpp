@@ -22,14 +22,21 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   };
   if (options.max_new_tokens <= 0) return result;
 
+  // Greedy choices are made where the head runs (on a GPU only the id comes back); sampling takes
+  // the logits.
+  const bool greedy = cpu::is_greedy(options.sampling);
+  auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
+    if (greedy) return model.forward_greedy(ids, position);
+    const std::vector<float> logits = model.forward(ids, position);
+    return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
+  };
   auto start = Clock::now();
-  std::vector<float> logits;
+  std::int32_t next = 0;
   {
     if (options.tracer) options.tracer->begin_step(0);
     const Tracer::Scope scope(options.tracer, Region::prefill);
-    logits = model.forward(prompt, 0);
+    next = step(prompt, 0);
   }
-  std::int32_t next = sampler.sample(logits.data(), model.vocab_size(), options.sampling);
   result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   result.stats.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.tokens.push_back(next);
@@ -41,9 +48,8 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     if (options.tracer) options.tracer->begin_step(static_cast<int>(result.tokens.size()));
     {
       const Tracer::Scope scope(options.tracer, Region::decode_step);
-      logits = model.forward(std::span(&next, 1), position++);
+      next = step(std::span(&next, 1), position++);
     }
-    next = sampler.sample(logits.data(), model.vocab_size(), options.sampling);
     result.tokens.push_back(next);
     ++result.stats.generated_tokens;
     if (on_token) on_token(next);

@@ -11,6 +11,7 @@
 #include "core/model_description.h"
 #include "core/safetensors.h"
 #include "operators/causal_lm.h"
+#include "operators/cpu/sampling.h"
 #include "placement/validate.h"
 #include "tests/test_support.h"
 
@@ -105,6 +106,23 @@ inline FidelityRun run_greedy(CausalLM& model, const Reference& ref) {
     run.generated.push_back(next);
   }
   return run;
+}
+
+// forward_greedy chooses what cpu::argmax chooses from forward's logits: the prompt, then `steps`
+// decode steps, each run twice at its position (once for the logits, once for the choice; the
+// cache row is written with the same values both times).
+inline void check_greedy_choices(CausalLM& model, const Reference& ref, int steps) {
+  const std::vector<float> prompt_logits = model.forward(ref.prompt, 0);
+  std::int32_t next = model.forward_greedy(ref.prompt, 0);
+  REQUIRE(next == cpu::argmax(prompt_logits.data(), model.vocab_size()));
+  auto position = static_cast<std::int64_t>(ref.prompt.size());
+  for (int i = 0; i < steps; ++i, ++position) {
+    const std::vector<float> logits = model.forward(std::span(&next, 1), position);
+    const std::int32_t chosen = model.forward_greedy(std::span(&next, 1), position);
+    INFO("step " << i);
+    REQUIRE(chosen == cpu::argmax(logits.data(), model.vocab_size()));
+    next = chosen;
+  }
 }
 
 }  // namespace switchyard::testing

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -41,6 +42,8 @@
 #include "operators/cpu/reference.h"
 #include "tests/gate_test_support.h"
 #include "operators/cpu/rope.h"
+#include "operators/cpu/sampling.h"
+#include "operators/cuda/argmax.h"
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/elementwise.h"
 #include "operators/cuda/embedding.h"
@@ -562,6 +565,38 @@ TEST_CASE("cuda kernels: add_rms_norm refuses a host addend without its flag, fo
   CHECK_THROWS_AS(call(1, 16, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(call(2, 16, &flag), std::invalid_argument);
   CHECK_THROWS_AS(call(1, cuda::kMaxHostDim + 1, &flag), std::invalid_argument);
+}
+
+TEST_CASE("cuda kernels: argmax chooses as cpu::argmax, ties, NaN and infinities included") {
+  int dummy = 0;
+  CHECK_THROWS_AS(cuda::argmax(nullptr, 0, &dummy, nullptr), std::invalid_argument);
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  cuda::DeviceBuffer out = context.allocate(sizeof(std::int32_t), "the chosen index");
+  for (int round = 0; round < 24; ++round) {
+    const std::int64_t n = round == 0 ? 1 : round < 12 ? draw(2, 3000, random) : draw(100000, 160000, random);
+    std::vector<float> x = uniform(static_cast<std::size_t>(n), -30, 30, random);
+    // Rounds 4+: the largest value repeated (the first one wins); 6+: NaN scattered; then NaN
+    // first, all NaN, all -inf, +inf twice.
+    if (round >= 4 && n > 3) {
+      const float top = *std::max_element(x.begin(), x.end());
+      for (int i = 0; i < 3; ++i) x[static_cast<std::size_t>(draw(0, n - 1, random))] = top;
+    }
+    if (round >= 6)
+      for (int i = 0; i < 5; ++i) x[static_cast<std::size_t>(draw(0, n - 1, random))] = nan;
+    if (round == 8) x[0] = nan;
+    if (round == 9) std::fill(x.begin(), x.end(), nan);
+    if (round == 10) std::fill(x.begin(), x.end(), -inf);
+    if (round == 11 && n > 3) x[n / 2] = x[n - 1] = inf;
+    INFO("round " << round << ", n " << n);
+    cuda::DeviceBuffer x_device = to_device(context, x);
+    cuda::argmax(x_device.as<float>(), n, out.as<std::int32_t>(), context.stream());
+    CHECK(to_host<std::int32_t>(context, out.data(), 1)[0] == cpu::argmax(x.data(), n));
+  }
 }
 
 TEST_CASE("cuda kernels: linear with bf16 and f32 weights matches the reference") {

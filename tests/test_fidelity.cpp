@@ -25,3 +25,9 @@ TEST_CASE("fidelity: logits and greedy continuations match transformers") {
     CHECK(run.generated == ref.generated);
   }
 }
+
+TEST_CASE("fidelity: forward_greedy chooses the argmax of forward's logits on the CPU") {
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml");
+  check_greedy_choices(*l.model, ref, 8);
+}

@@ -113,6 +113,20 @@ TEST_CASE("gpu model: a graph replays at new positions exactly as eager steps do
   }
 }
 
+TEST_CASE("gpu model: forward_greedy's choice on the GPU is the argmax of forward's logits") {
+  if (no_gpu()) return;
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  for (const bool all_gpu : {false, true})
+    for (const bool graph : {false, true}) {
+      INFO((all_gpu ? "all-GPU" : "hybrid") << (graph ? ", CUDA graph" : ", eager"));
+      CausalLMOptions options;
+      options.use_cuda_graph = graph;
+      Loaded l = load("deepseek_v3", all_gpu ? "<all-GPU profile>" : "DeepSeek-V3-Chat.yaml",
+                      all_gpu ? kAllGpuProfile : "", options);
+      check_greedy_choices(*l.model, ref, 8);
+    }
+}
+
 TEST_CASE("gpu model: --profile times GPU work on the GPU lane, eagerly and inside the decode graph") {
   if (no_gpu()) return;
   const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));

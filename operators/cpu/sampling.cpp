@@ -10,8 +10,6 @@ namespace {
 // falls short: a 129k vocabulary is not sorted for a nucleus of a few hundred.
 constexpr std::size_t kFirstRanked = 1024;
 
-bool is_greedy(const SamplingParams& params) { return params.temperature <= 0.0f || params.top_k == 1; }
-
 // A uniform double in [0, 1) from the top 53 bits of one draw.
 double uniform(std::mt19937_64& random) { return static_cast<double>(random() >> 11) * 0x1.0p-53; }
 
@@ -58,6 +56,8 @@ double keep_nucleus(std::vector<TokenProbability>& tokens, double top_p, double 
 }
 
 }  // namespace
+
+bool is_greedy(const SamplingParams& params) { return params.temperature <= 0.0f || params.top_k == 1; }
 
 std::int32_t argmax(const float* logits, std::int64_t vocab) {
   std::int64_t best = 0;

@@ -16,6 +16,9 @@ struct SamplingParams {
   float top_p = 1.0f;        // keep the smallest most-likely set with mass >= top_p; >= 1: all
 };
 
+// Whether these parameters choose greedily (temperature <= 0 or top_k == 1): the argmax below.
+bool is_greedy(const SamplingParams& params);
+
 // The index of the largest logit; the lowest index among equals (as torch.argmax).
 std::int32_t argmax(const float* logits, std::int64_t vocab);
 

@@ -1,0 +1,58 @@
+#include "operators/cuda/argmax.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "operators/cuda/launch.cuh"
+
+namespace switchyard::cuda {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarp = 32;
+
+// (value, index) pairs: b replaces a when larger, or equal with a lower index. NaN is never larger
+// nor equal, so it never replaces; the index `n` marks "none yet".
+struct Best {
+  float value;
+  int index;
+};
+__device__ inline Best better(Best a, Best b) {
+  return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
+}
+
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int n, std::int32_t* out) {
+  begin_after_previous_grid();
+  __shared__ Best warps[kThreads / kWarp];
+  Best best{-INFINITY, n};
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) best = better(best, Best{x[i], i});
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const Best other{__shfl_xor_sync(0xffffffffu, best.value, offset), __shfl_xor_sync(0xffffffffu, best.index, offset)};
+    best = better(best, other);
+  }
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+  if (lane == 0) warps[warp] = best;
+  __syncthreads();
+  if (warp != 0) return;
+  best = lane < kThreads / kWarp ? warps[lane] : Best{-INFINITY, n};
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const Best other{__shfl_xor_sync(0xffffffffu, best.value, offset), __shfl_xor_sync(0xffffffffu, best.index, offset)};
+    best = better(best, other);
+  }
+  // The CPU's scan starts from element 0 and only a larger value replaces it: a NaN there stays,
+  // and so does 0 when every value is NaN.
+  if (lane == 0) *out = isnan(x[0]) || best.index >= n ? 0 : best.index;
+}
+
+}  // namespace
+
+void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream) {
+  if (n < 1 || n > std::numeric_limits<int>::max() - 1 || x == nullptr || out == nullptr)
+    throw std::invalid_argument("cuda::argmax: " + std::to_string(n) +
+                                " values (1 to 2^31 - 2) and non-null pointers are needed");
+  launch_kernel(argmax_kernel, 1, kThreads, 0, stream, x, static_cast<int>(n), out);
+}
+
+}  // namespace switchyard::cuda
