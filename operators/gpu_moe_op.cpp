@@ -162,9 +162,12 @@ PendingDelta GpuMoeOp::forward_deferred(const float* x, std::int64_t tokens, flo
     return PendingDelta{out};
   }
   {
-    // The grouped (prefill) path reads its group sizes on the host: CPU experts queued by earlier
-    // layers must be served first, or the stream would wait for them forever.
-    if (!cuda::routed_experts_uses_decode_path(tokens, top_k)) gpu_->runtimes().serve();
+    // The per-expert prefill path (f32 or unaligned experts) reads its group sizes on the host:
+    // CPU experts queued by earlier layers must be served first, or the stream would wait for
+    // them forever. The decode and grouped paths never wait for the host.
+    if (!cuda::routed_experts_uses_decode_path(tokens, top_k) &&
+        !cuda::routed_experts_prefill_is_grouped(gpu_experts_->stack))
+      gpu_->runtimes().serve();
     const GpuScope scope(*gpu_, tracer_, Region::routed_experts, layer_);
     const std::size_t bytes = cuda::routed_experts_workspace_bytes(gpu_experts_->stack, tokens, top_k);
     cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the routed experts' workspace");

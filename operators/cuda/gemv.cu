@@ -8,6 +8,7 @@
 #include <string>
 
 #include "operators/cuda/async_copy.cuh"
+#include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/gemv_rows.cuh"
 #include "operators/cuda/launch.cuh"
@@ -96,9 +97,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 4)
     widen(mine[p], w);
     accumulate(w, xg, 0, std::int64_t{p} * 8, acc);
   }
-  float v = acc[0];
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const float v = warp_sum(acc[0]);
   if (lane == 0) y[r] = v;
 }
 

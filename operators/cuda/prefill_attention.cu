@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/launch.cuh"
 
@@ -31,14 +32,14 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   const std::int64_t visible = min(first_visible + row % chunk, width);
   float top = -INFINITY;
   for (std::int64_t c = lane; c < visible; c += kWarp) top = fmaxf(top, s[c]);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+  top = warp_max(top);
   float sum = 0.0f;
   for (std::int64_t c = lane; c < visible; c += kWarp) {
     const float e = expf(s[c] - top);
     s[c] = e;
     sum += e;
   }
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  sum = warp_sum(sum);
   const float inverse = 1.0f / sum;
   for (std::int64_t c = lane; c < width; c += kWarp) s[c] = c < visible ? s[c] * inverse : 0.0f;
 }
