@@ -23,24 +23,25 @@ __device__ inline Best better(Best a, Best b) {
   return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
 }
 
+__device__ inline Best warp_best(Best best) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    best = better(best, Best{__shfl_xor_sync(0xffffffffu, best.value, offset),
+                             __shfl_xor_sync(0xffffffffu, best.index, offset)});
+  return best;
+}
+
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int n, std::int32_t* out) {
   begin_after_previous_grid();
   __shared__ Best warps[kThreads / kWarp];
   Best best{-INFINITY, n};
   for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) best = better(best, Best{x[i], i});
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const Best other{__shfl_xor_sync(0xffffffffu, best.value, offset), __shfl_xor_sync(0xffffffffu, best.index, offset)};
-    best = better(best, other);
-  }
+  best = warp_best(best);
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
   if (lane == 0) warps[warp] = best;
   __syncthreads();
   if (warp != 0) return;
   best = lane < kThreads / kWarp ? warps[lane] : Best{-INFINITY, n};
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const Best other{__shfl_xor_sync(0xffffffffu, best.value, offset), __shfl_xor_sync(0xffffffffu, best.index, offset)};
-    best = better(best, other);
-  }
+  best = warp_best(best);
   // The CPU's scan starts from element 0 and only a larger value replaces it: a NaN there stays,
   // and so does 0 when every value is NaN.
   if (lane == 0) *out = isnan(x[0]) || best.index >= n ? 0 : best.index;

@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 4)
   const std::int64_t g = r / s.rows_per_group, j = r % s.rows_per_group;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if (r < s.rows) {
-    const auto* row = reinterpret_cast<const uint4*>(weight + g * s.weight_group_stride + s.weight_row_offset + j * s.in);
+    const auto* row =
+        reinterpret_cast<const uint4*>(weight + g * s.weight_group_stride + s.weight_row_offset + j * s.in);
     for (int p = lane; p < pieces; p += 32) copy_16_async(mine + p, row + p);
   }
   commit_copies();

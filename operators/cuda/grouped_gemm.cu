@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "operators/cuda/async_copy.cuh"
+#include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/launch.cuh"
 
@@ -11,7 +12,8 @@ namespace switchyard::cuda {
 namespace {
 
 // A block: 8 warps over a tile of 64 rows x 128 weight rows, kDepth deep a step, kStages - 1
-// steps in flight (cp.async; the sizes are chosen at the end of this namespace). Warps are 2 x 4, each 32 x 32: two m16 by four n8 accumulators.
+// steps in flight (cp.async; the sizes are chosen at the end of this namespace). Warps are 2 x 4,
+// each 32 x 32: two m16 by four n8 accumulators.
 constexpr int kThreads = 256;
 constexpr int kTileRows = kGroupedTileRows;
 constexpr int kTileCols = 128;
@@ -52,8 +54,7 @@ __device__ inline int expert_of_tile(const std::int32_t* tile_first, int experts
   const int lane = threadIdx.x % 32;
 #pragma unroll 4
   for (int e = lane; e < experts; e += 32) below += tile_first[e] <= tile;
-  for (int offset = 16; offset > 0; offset /= 2) below += __shfl_xor_sync(0xffffffffu, below, offset);
-  return below - 1;
+  return warp_sum(below) - 1;
 }
 
 // kSwiGlu: weight rows 0-63 of a tile are gate's rows col0.., 64-127 up's same rows, and each warp
@@ -123,7 +124,8 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = t % 32, warp = t / 32;
   const int warp_m = warp / 4, warp_n = warp % 4;
   // The shared rows of this warp's two pairs of n8 tiles.
-  const int pair_row[2] = {kSwiGlu ? warp_n * 16 : warp_n * 32, kSwiGlu ? kColsPerTile + warp_n * 16 : warp_n * 32 + 16};
+  const int pair_row[2] = {kSwiGlu ? warp_n * 16 : warp_n * 32,
+                           kSwiGlu ? kColsPerTile + warp_n * 16 : warp_n * 32 + 16};
   float acc[2][4][4] = {};
 
   for (int s = 0; s < kStages - 1; ++s) {
