@@ -2,40 +2,16 @@
 
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/elementwise.h"
 #include "operators/cuda/gemv.h"
-#include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-// Round to nearest even, as the CPU's f32_to_bf16 and torch's .to(bfloat16). kQuads: four values a
-// step (x 16-byte and out 8-byte aligned), the last count % 4 one by one.
-template <bool kQuads>
-__global__ void round_to_bf16(const float* x, std::int64_t count, __nv_bfloat16* out) {
-  begin_after_previous_grid();
-  const std::int64_t first = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
-  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
-  std::int64_t done = 0;
-  if constexpr (kQuads) {
-    const std::int64_t quads = count / 4;
-    for (std::int64_t i = first; i < quads; i += stride) {
-      const float4 v = reinterpret_cast<const float4*>(x)[i];
-      auto* pair = reinterpret_cast<__nv_bfloat162*>(out + 4 * i);
-      pair[0] = __floats2bfloat162_rn(v.x, v.y);
-      pair[1] = __floats2bfloat162_rn(v.z, v.w);
-    }
-    done = quads * 4;
-  }
-  for (std::int64_t i = done + first; i < count; i += stride) out[i] = __float2bfloat16_rn(x[i]);
-}
 
 void check_size(std::int64_t value, const char* name) {
   if (value > std::numeric_limits<int>::max())
@@ -82,11 +58,7 @@ void linear(DeviceContext& context, const float* x, std::int64_t tokens, std::in
   const std::int64_t count = tokens * in;
   DeviceBuffer x_bf16 = context.allocate(static_cast<std::size_t>(count) * sizeof(__nv_bfloat16),
                                          "the bf16 copy of a linear layer's input");
-  const bool quads = aligned_16(x) && aligned_16(x_bf16.data());
-  const std::int64_t steps = quads ? (count + 3) / 4 : count;
-  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((steps + kThreads - 1) / kThreads, 1, 65536));
-  launch_kernel(quads ? round_to_bf16<true> : round_to_bf16<false>, blocks, kThreads, 0, context.stream(), x, count,
-                x_bf16.as<__nv_bfloat16>());
+  round_to_bf16(x, count, x_bf16.as<std::uint16_t>(), context.stream());  // as the CPU's f32_to_bf16
   SWITCHYARD_CUBLAS_CHECK(cublasGemmEx(context.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, weight,
                                        CUDA_R_16BF, k, x_bf16.data(), CUDA_R_16BF, k, &beta, y, CUDA_R_32F, m,
                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

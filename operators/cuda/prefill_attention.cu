@@ -19,17 +19,18 @@ constexpr int kWarp = 32;
 constexpr int kSoftmaxThreads = 256;
 constexpr int kRowsPerBlock = kSoftmaxThreads / kWarp;
 
-// One warp per score row (head h, chunk query r): p = softmax over the row's first `visible`
-// scores, visible = first_visible + r; the rest of the row becomes 0. scores: [rows, width].
+// One warp per score row (head h, chunk query r; rows_per_head of them a head): p = softmax over
+// the row's first `visible` scores, visible = first_visible + r; the rest of the row becomes 0.
+// scores: [rows, width].
 __global__ void __launch_bounds__(kSoftmaxThreads)
-    causal_softmax_rows(float* scores, std::int64_t rows, std::int64_t chunk, std::int64_t width,
+    causal_softmax_rows(float* scores, std::int64_t rows, std::int64_t rows_per_head, std::int64_t width,
                         std::int64_t first_visible) {
   begin_after_previous_grid();
   const std::int64_t row = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / kWarp;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   float* s = scores + row * width;
-  const std::int64_t visible = min(first_visible + row % chunk, width);
+  const std::int64_t visible = min(first_visible + row % rows_per_head, width);
   float top = -INFINITY;
   for (std::int64_t c = lane; c < visible; c += kWarp) top = fmaxf(top, s[c]);
   top = warp_max(top);

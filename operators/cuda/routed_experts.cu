@@ -12,6 +12,7 @@
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/elementwise.h"
 #include "operators/cuda/grouped_gemm.h"
 #include "operators/cuda/silu_and_mul.h"
 #include "operators/cuda/launch.cuh"
@@ -324,13 +325,6 @@ __global__ void gather_rows(const float* x, std::int64_t hidden, int top_k, cons
   }
 }
 
-__global__ void round_to_bf16(const float* values, std::int64_t count, __nv_bfloat16* out) {
-  begin_after_previous_grid();
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::int64_t{gridDim.x} * blockDim.x)
-    out[i] = __float2bfloat16_rn(values[i]);
-}
-
 // out[t, c] = sum over k, in slot order, of weights[t, k] * expert_rows[row_of_slot[t, k], c],
 // skipping slots of invalid ids (row -1). expert_rows: [rows, hidden]; out: [tokens, hidden]. A
 // thread an element (a block a token, threads along its row, measured 40% slower: session 7).
@@ -503,11 +497,11 @@ struct PrefillBuffers {
   float* rows_out;  // down's outputs, in the same bytes once x is used
 };
 
-// Steps 2-4 with one cuBLAS GEMM per expert and projection, for what the grouped kernels do not
+// Steps 3-4 with one cuBLAS GEMM per expert and projection, for what the grouped kernels do not
 // take (f32 weights, rows that are not whole 16-byte pieces). Synchronises once, to read the
 // groups' sizes to the host.
-void per_expert_projections(DeviceContext& context, const ExpertStack& stack, const float* x, int top_k,
-                            std::int64_t slots, const PrefillBuffers& b) {
+void per_expert_projections(DeviceContext& context, const ExpertStack& stack, std::int64_t slots,
+                            const PrefillBuffers& b) {
   const cudaStream_t stream = context.stream();
   const std::int64_t experts = stack.experts, hidden = stack.hidden, inter = stack.inter;
   std::vector<std::int32_t> first_row(static_cast<std::size_t>(experts + 1));
@@ -520,17 +514,9 @@ void per_expert_projections(DeviceContext& context, const ExpertStack& stack, co
   if (row_count > slots) throw std::runtime_error("cuda::routed_experts: inconsistent expert offsets on the device");
   if (row_count == 0) return;
 
-  // 2. Gather x's rows (rounded to bf16 for bf16 weights, as cuda::linear does).
   const bool bf16 = stack.dtype == DType::bf16;
   const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const std::size_t element = element_bytes(stack.dtype);
-  const unsigned gather_blocks = row_blocks(row_count);
-  if (bf16)
-    launch_kernel(gather_rows<__nv_bfloat16>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k,
-                  b.slot_of_row, b.offsets + experts, row_count, static_cast<__nv_bfloat16*>(b.rows_in));
-  else
-    launch_kernel(gather_rows<float>, gather_blocks, kElementwiseThreads, 0, stream, x, hidden, top_k, b.slot_of_row,
-                  b.offsets + experts, row_count, static_cast<float*>(b.rows_in));
 
   // 3. gate and up per expert, then h = silu(gate) * up over all rows.
   const auto* gate = static_cast<const char*>(stack.gate);
@@ -548,8 +534,7 @@ void per_expert_projections(DeviceContext& context, const ExpertStack& stack, co
   const void* h = b.gate_out;
   if (bf16) {  // h rounded to bf16 into the up half, which is used up
     auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(b.up_out);
-    launch_kernel(round_to_bf16, elementwise_blocks(row_count * inter), kElementwiseThreads, 0, stream, b.gate_out,
-                  row_count * inter, h_bf16);
+    round_to_bf16(b.gate_out, row_count * inter, reinterpret_cast<std::uint16_t*>(h_bf16), stream);
     h = h_bf16;
   }
 
@@ -585,23 +570,28 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
   launch_kernel(place_slots, static_cast<unsigned>(experts), kPlaceThreads, 0, stream, ids, slots, b.offsets,
                 b.row_of_slot, b.slot_of_row);
 
-  // 2-4. The bf16 experts of real models (hidden and inter multiples of 8): x's rows gathered in
-  // bf16, then one grouped launch for gate, up and SwiGLU, one for down; no synchronisation.
-  auto* rows_bf16 = static_cast<__nv_bfloat16*>(b.rows_in);
-  auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(b.up_out);
-  const auto* gate = static_cast<const __nv_bfloat16*>(stack.gate);
-  const auto* up = static_cast<const __nv_bfloat16*>(stack.up);
-  const auto* down = static_cast<const __nv_bfloat16*>(stack.down);
-  // Their rows start 16-byte aligned: the workspace's parts are 256-byte aligned and rows are
-  // multiples of 8 bf16 here.
+  // 2. Gather x's rows (rounded to bf16 for bf16 weights, as cuda::linear does); the row count is
+  // read on the device.
+  if (stack.dtype == DType::bf16)
+    launch_kernel(gather_rows<__nv_bfloat16>, row_blocks(slots), kElementwiseThreads, 0, stream, x, hidden, top_k,
+                  b.slot_of_row, b.offsets + experts, slots, static_cast<__nv_bfloat16*>(b.rows_in));
+  else
+    launch_kernel(gather_rows<float>, row_blocks(slots), kElementwiseThreads, 0, stream, x, hidden, top_k,
+                  b.slot_of_row, b.offsets + experts, slots, static_cast<float*>(b.rows_in));
+
+  // 3-4. The bf16 experts of real models (hidden and inter multiples of 8): one grouped launch for
+  // gate, up and SwiGLU, one for down; no synchronisation. Their rows start 16-byte aligned: the
+  // workspace's parts are 256-byte aligned and rows are multiples of 8 bf16 here.
   if (routed_experts_prefill_is_grouped(stack)) {
-    launch_kernel(gather_rows<__nv_bfloat16>, row_blocks(slots), kElementwiseThreads, 0, stream, x,
-                  hidden, top_k, b.slot_of_row, b.offsets + experts, slots, rows_bf16);
+    const auto* rows_bf16 = static_cast<const __nv_bfloat16*>(b.rows_in);
+    auto* h_bf16 = reinterpret_cast<__nv_bfloat16*>(b.up_out);
     const RowGroups groups{b.offsets, b.tile_first, experts, slots};
-    grouped_swiglu(stream, groups, rows_bf16, hidden, gate, up, inter, h_bf16);
-    grouped_linear(stream, groups, h_bf16, inter, down, hidden, b.rows_out);
+    grouped_swiglu(stream, groups, rows_bf16, hidden, static_cast<const __nv_bfloat16*>(stack.gate),
+                   static_cast<const __nv_bfloat16*>(stack.up), inter, h_bf16);
+    grouped_linear(stream, groups, h_bf16, inter, static_cast<const __nv_bfloat16*>(stack.down), hidden,
+                   b.rows_out);
   } else {
-    per_expert_projections(context, stack, x, top_k, slots, b);
+    per_expert_projections(context, stack, slots, b);
   }
 
   // 5. Each token's slots, weighted, in slot order.
