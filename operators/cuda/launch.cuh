@@ -7,7 +7,9 @@
 //
 // The contract, for every kernel launched with cuda::launch_kernel:
 //   - it calls wait_for_previous_grid() before it reads or writes any global memory that an
-//     earlier kernel of the stream may read or write (in practice: as its first statement);
+//     earlier kernel of the stream may read or write (in practice: as its first statement; the
+//     one exception, the norm that takes the CPU experts' row, reads host memory that only the
+//     host writes, and says why that is safe in rms_norm.cu);
 //   - it may call allow_next_grid() when it no longer needs to hold the next kernel back (we call
 //     it right after the wait: the next kernel's own wait still orders its memory accesses).
 // The wait returns once the previous kernel has completed and its writes are visible, so the chain

@@ -22,7 +22,11 @@ __device__ inline float weight_at(const unsigned short* weight, std::int64_t i) 
 // With `host` (one row, one block): the delta has a second part in mapped host memory, which the
 // CPU writes before it sets *host_flag: x += host + delta. Thread 0 waits for the flag (and clears
 // it); the block then reads the host's values into shared memory, 16 bytes a request where
-// `host_quads` (aligned, dim a multiple of 4), all in one round.
+// `host_quads` (aligned, dim a multiple of 4), all in one round. Both happen before the wait for
+// the previous kernel: only the CPU writes the flag and the row (and only this launch clears the
+// flag), so the two PCIe round trips overlap the kernels before (the shared experts' down
+// projection) instead of following them. The CPU cannot overwrite the row before this launch
+// ends: its next write needs the next layer's router, which runs after it.
 constexpr int kStaged = 8;
 
 __device__ inline void stage_host_row(const float* host, std::int64_t dim, bool quads, float* shared) {
@@ -38,7 +42,6 @@ __device__ inline void stage_host_row(const float* host, std::int64_t dim, bool 
 template <typename W>
 __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out,
                               const float* host, std::uint32_t* host_flag, bool host_quads) {
-  begin_after_previous_grid();
   extern __shared__ float4 host_staged[];
   const float* host_row = nullptr;
   if (host != nullptr) {
@@ -46,6 +49,7 @@ __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, co
     stage_host_row(host, dim, host_quads, reinterpret_cast<float*>(host_staged));
     host_row = reinterpret_cast<const float*>(host_staged);
   }
+  begin_after_previous_grid();
   // The value added to element i: the host's part (first, as add_from_host sums) and the device's.
   auto addend = [&](std::int64_t i) {
     if (host_row == nullptr) return delta[blockIdx.x * dim + i];
