@@ -158,9 +158,9 @@ constexpr int kStagedRouterLoads = 4;
 constexpr int kSideThreads = kGemvWarps * 32;
 constexpr int kSideBlocksPerSm = 3;
 
-// One token, block e < n_experts for expert e: the block's share of x to the host when handing
-// off, and the router's logit e (its f32 row times x); the last expert block to count in routes the
-// token and finishes the hand-off, and leaves the counter at zero. Blocks from n_experts on are
+// One token, block e < n_experts for expert e: the router's logit e (its f32 row times x); the last
+// expert block to count in hands x to the host when handing off, routes the token, finishes the
+// hand-off and leaves the counter at zero. Blocks from n_experts on are
 // the side SwiGLU's (W: its weights; none without one).
 template <typename W, bool kSide>
 __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide ? kSideBlocksPerSm : 1)
@@ -183,13 +183,7 @@ __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide 
     if (i < quads) staged[u] = __ldg(row + i);
   }
   begin_after_previous_grid();
-  // Handing off: the block's share of x goes to the host first, so that those writes cross PCIe
-  // while the block computes its logit, and the fence before the count-in finds them done.
   const bool handing_off = hand_off.ready != nullptr;
-  if (handing_off) {
-    const std::int64_t share = (hidden + c.n_experts - 1) / c.n_experts;
-    copy_to_host(hand_off, blockIdx.x * share, min(hidden, (blockIdx.x + 1) * share));
-  }
   const auto* x4 = reinterpret_cast<const float4*>(x);
   float sum = 0.0f;
   auto add = [&](const float4& w, std::int64_t i) {
@@ -205,8 +199,7 @@ __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide 
     add(__ldg(row + i), i);
   sum = block_sum(sum);
   if (threadIdx.x == 0) logits[blockIdx.x] = sum;
-  if (handing_off) __threadfence_system();  // this block's x on the host before it counts in
-  else __threadfence();
+  __threadfence();
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) last = atomicAdd(counter, 1) == c.n_experts - 1;
@@ -216,6 +209,10 @@ __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide 
   __threadfence();
   __shared__ std::int32_t chosen_ids[kMaxGateExperts];
   __shared__ float chosen_weights[kMaxGateExperts];
+  // Handing off: all of x goes to the host before the routing, so that its writes cross PCIe while
+  // the block routes, and publish's one system fence finds them done (a share per expert block,
+  // each fenced before its count-in, put a second system fence on this path: docs/perf-notes.md S8-4).
+  if (handing_off) copy_to_host(hand_off, 0, hidden);
   route(c, logits, expert_ids, weights, chosen_ids, chosen_weights);
   if (handing_off) publish(hand_off, c.top_k, chosen_ids, chosen_weights);
 }
