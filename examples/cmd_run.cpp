@@ -142,6 +142,7 @@ struct RunCommand {
     generation.sampling.top_k = top_k;
     generation.sampling.top_p = top_p;
     generation.tracer = &tracer;
+    check_generation(lm, ids, generation);  // a bad request is an error before any output
     std::printf("prompt ids: %s\ngenerated ids:", prompt_ids.c_str());
     std::fflush(stdout);
     const GenerationResult result = generate(lm, ids, generation, [](std::int32_t id) {

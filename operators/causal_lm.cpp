@@ -217,10 +217,14 @@ std::string CausalLM::placement_summary() const {
          list(feed_forward) + "; head " + final_device_.str();
 }
 
-std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits) {
+void CausalLM::check_token_ids(std::span<const std::int32_t> ids) const {
   for (const std::int32_t id : ids)
     if (id < 0 || id >= vocab_)
       throw InputError("token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+}
+
+std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits) {
+  check_token_ids(ids);
   if (ids.empty()) throw std::logic_error("CausalLM::forward: no tokens");
   check_context(position, static_cast<std::int64_t>(ids.size()), max_context_);
   std::vector<float> logits;

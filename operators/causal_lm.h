@@ -63,6 +63,8 @@ class CausalLM {
   // the head on a GPU the choice is made there and only the id comes back, not [vocab] logits.
   std::int32_t forward_greedy(std::span<const std::int32_t> ids, std::int64_t position);
   std::int64_t vocab_size() const { return vocab_; }
+  // Throws InputError for an id outside [0, vocab_size()) (forward checks its ids with it).
+  void check_token_ids(std::span<const std::int32_t> ids) const;
   std::int64_t max_context() const { return max_context_; }
   std::size_t kv_cache_bytes() const;
   // The GPU whose decode steps are CUDA graphs, if any.

@@ -7,14 +7,19 @@
 
 namespace switchyard {
 
-GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
-                          const std::function<void(std::int32_t)>& on_token) {
-  using Clock = std::chrono::steady_clock;
+void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options) {
   if (prompt.empty()) throw InputError("the prompt is empty; give at least one token id");
+  model.check_token_ids(prompt);
   if (static_cast<std::int64_t>(prompt.size()) + options.max_new_tokens > model.max_context())
     throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus --max_new_tokens " +
                      std::to_string(options.max_new_tokens) + " exceeds --max_context " +
                      std::to_string(model.max_context()));
+}
+
+GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                          const std::function<void(std::int32_t)>& on_token) {
+  using Clock = std::chrono::steady_clock;
+  check_generation(model, prompt, options);
   GenerationResult result;
   cpu::Sampler sampler(options.seed);
   auto is_stop = [&](std::int32_t id) {

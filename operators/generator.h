@@ -32,7 +32,12 @@ struct GenerationResult {
   GenerationStats stats;
 };
 
-// `on_token` sees each generated id as soon as it is chosen.
+// Throws InputError when generate would refuse the request (an empty prompt, an id outside the
+// vocabulary, prompt + max_new_tokens past the model's context), before any work: callers that
+// print a header before the tokens check first.
+void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options);
+
+// check_generation, then the run. `on_token` sees each generated id as soon as it is chosen.
 GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
                           const std::function<void(std::int32_t)>& on_token = {});
 

@@ -90,9 +90,15 @@ TEST_CASE("run command: errors a user can cause") {
   const TempModel model("tiny-mixtral", 5);
   const std::string base = "run --model_path " + model.dir.string();
   CHECK(run_switchyard(base + " --prompt_ids 1,x").exit_code == 2);
-  CHECK(run_switchyard(base + " --prompt_ids 1,99999").exit_code == 2);  // outside the vocabulary
+  // Outside the vocabulary, or past the context: refused before the tokens' header is printed.
+  for (const char* request : {" --prompt_ids 1,99999", " --max_context 4 --max_new_tokens 8"}) {
+    const auto refused = run_switchyard_with_env("", base + request, /*with_stderr=*/true);
+    INFO(request << ": " << refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.output.find("generated ids") == std::string::npos);
+    CHECK(refused.output.find("error:") != std::string::npos);
+  }
   CHECK(run_switchyard(base + " --prompt 'hello'").exit_code == 2);      // no tokenizer yet
-  CHECK(run_switchyard(base + " --max_context 4 --max_new_tokens 8").exit_code == 2);
   CHECK(run_switchyard(base + " --max_context 0").exit_code == 2);
   CHECK(run_switchyard(base + " --max_context 4000000000").exit_code == 2);  // caches larger than memory
   CHECK(run_switchyard("run --model_path /nonexistent").exit_code == 2);
