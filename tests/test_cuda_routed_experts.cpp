@@ -42,6 +42,8 @@
 #include "operators/cpu/half.h"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/device_context.h"
+#include "operators/cuda/device_facts.h"
+#include "operators/cuda/grouped_gemm.h"
 #include "operators/cuda/routed_experts.h"
 #include "tests/cuda_test_support.h"
 
@@ -291,6 +293,18 @@ TEST_CASE("cuda routed_experts: bad stacks and sizes are refused without a GPU; 
   CHECK(refused(good, 1, 0));
   CHECK(refused(good, -1, 6));
   CHECK(refused(good, std::int64_t{1} << 28, 8));  // 2^31 slots
+}
+
+TEST_CASE("cuda grouped GEMM: devices without the shared memory or the tensor cores for it take the other path") {
+  // Opt-in limits per block as the devices report them (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+  cuda::DeviceFacts hopper{0, 9, 232448, 233472};
+  cuda::DeviceFacts a100{0, 8, 166912, 167936};
+  cuda::DeviceFacts ada{0, 8, 101376, 102400};  // RTX 4090, L40 (and the RTX A6000's sm_86)
+  cuda::DeviceFacts turing{0, 7, 65536, 65536};
+  CHECK(cuda::grouped_gemm_fits(hopper));
+  CHECK(cuda::grouped_gemm_fits(a100));
+  CHECK_FALSE(cuda::grouped_gemm_fits(ada));
+  CHECK_FALSE(cuda::grouped_gemm_fits(turing));
 }
 
 TEST_CASE("cuda routed_experts: null pointers and a small or misaligned workspace are refused") {

@@ -1,16 +1,13 @@
 #include "operators/cuda/attention.h"
 
 #include <algorithm>
-#include <atomic>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/device_facts.h"
 #include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
@@ -458,30 +455,6 @@ void check_common(const char* name, std::int64_t tokens, std::int64_t heads, con
   if (position == nullptr) refuse(name, "no position (a device pointer to one int32)");
 }
 
-// Per-device facts the launch needs, queried once per device: cudaDeviceGetAttribute and
-// cudaFuncSetAttribute are host calls that would otherwise run on every decode step.
-struct DeviceLimits {
-  int block_shared_bytes = 0;  // opt-in limit of dynamic shared memory per block
-  int sm_shared_bytes = 0;     // shared memory per SM
-  std::atomic<bool> vector_opted_in{false}, scalar_opted_in{false};  // attend_split<true/false> raised
-};
-
-DeviceLimits& device_limits(int device) {
-  static std::mutex mutex;
-  static std::map<int, std::unique_ptr<DeviceLimits>> by_device;  // entries never move or go away
-  const std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<DeviceLimits>& limits = by_device[device];
-  if (!limits) {
-    auto fresh = std::make_unique<DeviceLimits>();
-    SWITCHYARD_CUDA_CHECK(
-        cudaDeviceGetAttribute(&fresh->block_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    SWITCHYARD_CUDA_CHECK(
-        cudaDeviceGetAttribute(&fresh->sm_shared_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-    limits = std::move(fresh);
-  }
-  return *limits;
-}
-
 // Fills the tile layout, picks the query rows per block by shared memory, and launches.
 void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char* name, cudaStream_t stream) {
   a.padded_a = round_up_4(a.dim_a);
@@ -499,10 +472,8 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
 
   // Query rows per block: the most (up to 16) whose tile lets two blocks share an SM, else the most
   // that fit a block at all.
-  int device = 0;
-  SWITCHYARD_CUDA_CHECK(cudaGetDevice(&device));
-  DeviceLimits& limits = device_limits(device);
-  const int block_limit = limits.block_shared_bytes, sm_limit = limits.sm_shared_bytes;
+  const DeviceFacts& facts = current_device_facts();
+  const int block_limit = facts.block_shared_optin_bytes, sm_limit = facts.sm_shared_bytes;
   const auto bytes_for = [&](int rows) { return std::size_t(shared_layout(a, rows).floats) * sizeof(float); };
   const std::size_t two_per_sm = static_cast<std::size_t>(std::max(0, sm_limit / 2 - 1024));
   int most_rows = 0;
@@ -512,7 +483,7 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
     if (bytes_for(rows) <= static_cast<std::size_t>(block_limit)) most_rows = rows;
   if (most_rows == 0)
     refuse(name, "a tile of these widths needs " + std::to_string(bytes_for(1)) + " bytes of shared memory; cuda:" +
-                     std::to_string(device) + " has " + std::to_string(block_limit) + " per block");
+                     std::to_string(facts.device) + " has " + std::to_string(block_limit) + " per block");
   const std::int64_t rows_per_kv_head = a.tokens * a.group;
   const std::int64_t tiles = ceil_div(rows_per_kv_head, std::min<std::int64_t>(most_rows, rows_per_kv_head));
   a.tile_rows = static_cast<int>(ceil_div(rows_per_kv_head, tiles));  // balanced tiles, <= most_rows
@@ -530,13 +501,11 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
                       (a.dim_b == 0 || (aligned_16(a.k_b) && a.k_b_row % 4 == 0 && a.k_b_head % 4 == 0)) &&
                       (a.values_are_k_a || (aligned_16(a.v) && a.v_row % 4 == 0 && a.v_head % 4 == 0));
   const auto kernel = vector ? attend_split<true> : attend_split<false>;
-  // Past the default 48 KiB a kernel must opt in. The device's limit, not this call's need: the
-  // same value from every call and thread, so concurrent launchers cannot undercut each other.
-  std::atomic<bool>& opted_in = vector ? limits.vector_opted_in : limits.scalar_opted_in;
-  if (shared_bytes > 48 * 1024 && !opted_in.load(std::memory_order_acquire)) {
-    SWITCHYARD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, block_limit));
-    opted_in.store(true, std::memory_order_release);
-  }
+  // Past the default 48 KiB a kernel must opt in.
+  if (shared_bytes > 48 * 1024 &&
+      shared_bytes > static_cast<std::size_t>(allow_most_dynamic_shared_memory(reinterpret_cast<const void*>(kernel))))
+    refuse(name, "a tile of " + std::to_string(shared_bytes) + " bytes of shared memory is past cuda:" +
+                     std::to_string(facts.device) + "'s limit for this kernel");
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(kv_heads), static_cast<unsigned>(a.splits));
   launch_kernel(kernel, grid, kThreads, shared_bytes, stream, a);
   if (a.splits > 1) {

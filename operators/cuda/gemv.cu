@@ -2,14 +2,13 @@
 
 #include <cuda_bf16.h>
 
-#include <array>
-#include <atomic>
 #include <stdexcept>
 #include <string>
 
 #include "operators/cuda/async_copy.cuh"
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/device_facts.h"
 #include "operators/cuda/gemv_rows.cuh"
 #include "operators/cuda/launch.cuh"
 
@@ -137,14 +136,8 @@ void launch(const Rows& s, std::int64_t tokens, const void* weight, const float*
   if constexpr (sizeof(W) == 2) {
     const std::int64_t row_bytes = s.in * 2;
     if (tokens == 1 && row_bytes <= kSharedRowBytes) {
-      // Four blocks an SM need 4 * 8 rows of shared memory: ask for the largest carveout, once a device.
-      static std::array<std::atomic<bool>, 64> asked{};
-      int device = 0;
-      SWITCHYARD_CUDA_CHECK(cudaGetDevice(&device));
-      if (device < 0 || device >= static_cast<int>(asked.size()) ||
-          !asked[static_cast<std::size_t>(device)].exchange(true))
-        SWITCHYARD_CUDA_CHECK(cudaFuncSetAttribute(gemv_shared_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                   cudaSharedmemCarveoutMaxShared));
+      // Four blocks an SM need 4 * 8 rows of shared memory: the largest carveout.
+      prefer_shared_memory_carveout(reinterpret_cast<const void*>(gemv_shared_kernel));
       launch_kernel(gemv_shared_kernel, blocks, kGemvWarps * 32, static_cast<std::size_t>(row_bytes * kGemvWarps),
                     stream, s, w, x, y);
       return;

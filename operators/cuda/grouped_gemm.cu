@@ -6,6 +6,7 @@
 #include "operators/cuda/async_copy.cuh"
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/device_facts.h"
 #include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
@@ -192,10 +193,8 @@ void launch_grouped(dim3 grid, cudaStream_t stream, const RowGroups& groups, con
                     const __nv_bfloat16* weight, const __nv_bfloat16* more_weight, int outer, void* out) {
   constexpr std::size_t bytes = kStages * sizeof(Stage<kDepth>);
   const auto kernel = grouped_gemm<kSwiGlu, kDepth, kStages>;
-  // The opt-in is per device; it costs little next to a prefill's launch, so every launch asks.
-  if constexpr (bytes > 48 * 1024)
-    SWITCHYARD_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  // Past the default 48 KiB a kernel must opt in (grouped_gemm_supported has checked the device's limit).
+  if constexpr (bytes > 48 * 1024) allow_most_dynamic_shared_memory(reinterpret_cast<const void*>(kernel));
   launch_kernel(kernel, grid, kThreads, bytes, stream, groups.offsets, groups.tile_first,
                 static_cast<int>(groups.experts), input, inner, weight, more_weight, outer, out);
 }
@@ -207,8 +206,14 @@ constexpr int kStages = 4;
 
 }  // namespace
 
+bool grouped_gemm_fits(const DeviceFacts& facts) {
+  return facts.compute_capability_major >= 8 &&
+         kStages * sizeof(Stage<kDepth>) <= static_cast<std::size_t>(facts.block_shared_optin_bytes);
+}
+
 bool grouped_gemm_supported(std::int64_t inner, const void* weights, const void* more_weights) {
-  return inner % kChunk == 0 && aligned_16(weights) && aligned_16(more_weights) && bf16_tensor_cores_supported();
+  return inner % kChunk == 0 && aligned_16(weights) && aligned_16(more_weights) &&
+         grouped_gemm_fits(current_device_facts());
 }
 
 void grouped_swiglu(cudaStream_t stream, const RowGroups& groups, const __nv_bfloat16* input, std::int64_t hidden,

@@ -27,10 +27,16 @@ struct RowGroups {
   std::int64_t max_rows = 0;  // offsets[experts] <= max_rows
 };
 
-// Whether the grouped kernels take these weights on the current device: compute capability 8.0 or
-// later, the inner dimension a multiple of 8 and the weights 16-byte aligned (rows are read in
-// 16-byte pieces; the caller's input must start 16-byte aligned too). Callers use their own path
-// otherwise.
+struct DeviceFacts;
+
+// Whether a device can run the grouped kernels: compute capability 8.0 or later (bf16 tensor
+// cores) and room for their 110.6 KiB of shared memory a block (an H100 or H200 opts in to 227 KiB,
+// an A100 to 163; an RTX 4090, L40 or A6000 to 99, too little).
+bool grouped_gemm_fits(const DeviceFacts& facts);
+
+// Whether the grouped kernels take these weights on the current device: grouped_gemm_fits, the
+// inner dimension a multiple of 8 and the weights 16-byte aligned (rows are read in 16-byte pieces;
+// the caller's input must start 16-byte aligned too). Callers use their own path otherwise.
 bool grouped_gemm_supported(std::int64_t inner, const void* weights, const void* more_weights = nullptr);
 
 // h[r, j] = silu(gate_e[j] . input[r]) * (up_e[j] . input[r]), rounded to bf16, for every row r

@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/device_facts.h"
 #include "operators/cuda/gemv_rows.cuh"
 #include "operators/cuda/launch.cuh"
 
@@ -783,58 +781,26 @@ int split_count(std::int64_t heads, std::int64_t max_context) {
 
 int group_count(int splits) { return splits > kGroupSplits ? static_cast<int>(ceil_div(splits, kGroupSplits)) : 0; }
 
-// Per-device facts the launch needs, queried once: the shared-memory limit, the compute capability,
-// and for each kernel the dynamic shared memory it has been allowed (always the most it can have, so
-// that every call agrees).
-struct DeviceFacts {
-  int block_shared_bytes = 0;
-  int compute_major = 0;
-  std::map<const void*, int> dynamic_shared_bytes;  // by kernel
-};
-
-DeviceFacts& device_facts(int device, std::unique_lock<std::mutex>& lock) {
-  static std::mutex mutex;
-  static std::map<int, std::unique_ptr<DeviceFacts>> by_device;  // entries never move or go away
-  lock = std::unique_lock<std::mutex>(mutex);
-  std::unique_ptr<DeviceFacts>& facts = by_device[device];
-  if (!facts) {
-    auto fresh = std::make_unique<DeviceFacts>();
-    SWITCHYARD_CUDA_CHECK(
-        cudaDeviceGetAttribute(&fresh->block_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&fresh->compute_major, cudaDevAttrComputeCapabilityMajor, device));
-    facts = std::move(fresh);
-  }
-  return *facts;
-}
-
 // Keys a shared-memory tile holds: kMaxTileKeys when the block's shared memory fits the device (1 KiB
 // left for static shared memory), else kSmallTileKeys (the widest rows: latent 1024 + rope 128).
 int tile_keys_for(const DeviceFacts& facts, int heads_per_block, int latent_dim, int rope_dim) {
   const auto bytes = [&](int keys) {
     return static_cast<std::int64_t>(shared_layout(heads_per_block, latent_dim, rope_dim, keys).floats) * 4;
   };
-  return bytes(kMaxTileKeys) + 1024 <= facts.block_shared_bytes ? kMaxTileKeys : kSmallTileKeys;
+  return bytes(kMaxTileKeys) + 1024 <= facts.block_shared_optin_bytes ? kMaxTileKeys : kSmallTileKeys;
 }
 
 template <int kHeads>
-void launch_for_heads(const DecodeArgs& a, int lane_chunks, dim3 grid, DeviceFacts& facts, int device,
-                      const char* name, cudaStream_t stream) {
+void launch_for_heads(const DecodeArgs& a, int lane_chunks, dim3 grid, const DeviceFacts& facts, const char* name,
+                      cudaStream_t stream) {
   const auto kernel = lane_chunks <= 5 ? mla_decode_kernel<kHeads, 5> : mla_decode_kernel<kHeads, 9>;
   const std::size_t shared_bytes =
       static_cast<std::size_t>(shared_layout(kHeads, a.latent_dim, a.rope_dim, a.tile_keys).floats) * sizeof(float);
-  const void* key = reinterpret_cast<const void*>(kernel);
-  auto allowed = facts.dynamic_shared_bytes.find(key);
-  if (allowed == facts.dynamic_shared_bytes.end()) {
-    // Past the default 48 KiB a kernel must opt in; the limit covers static shared memory too.
-    cudaFuncAttributes attributes{};
-    SWITCHYARD_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-    const int limit = facts.block_shared_bytes - static_cast<int>(attributes.sharedSizeBytes);
-    SWITCHYARD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-    allowed = facts.dynamic_shared_bytes.emplace(key, limit).first;
-  }
-  if (shared_bytes > static_cast<std::size_t>(allowed->second))
-    refuse(name, "needs " + std::to_string(shared_bytes) + " bytes of shared memory; cuda:" + std::to_string(device) +
-                     " has " + std::to_string(allowed->second) + " per block");
+  // Past the default 48 KiB a kernel must opt in; the limit covers static shared memory too.
+  const int allowed = allow_most_dynamic_shared_memory(reinterpret_cast<const void*>(kernel));
+  if (shared_bytes > static_cast<std::size_t>(allowed))
+    refuse(name, "needs " + std::to_string(shared_bytes) + " bytes of shared memory; cuda:" +
+                     std::to_string(facts.device) + " has " + std::to_string(allowed) + " per block");
   launch_kernel(kernel, grid, kThreads, shared_bytes, stream, a);
 }
 
@@ -910,22 +876,20 @@ void enqueue_decode(const char* name, const float* q_latent, const float* q_rope
     a.group_stats = a.partial_stats + static_cast<std::size_t>(a.splits) * heads * 2;
     a.counters = counters;
   }
-  int device = 0;
-  SWITCHYARD_CUDA_CHECK(cudaGetDevice(&device));
-  std::unique_lock<std::mutex> lock;
-  DeviceFacts& facts = device_facts(device, lock);
-  if (facts.compute_major < 9)
-    refuse(name, "cuda:" + std::to_string(device) + " has compute capability " + std::to_string(facts.compute_major) +
+  const DeviceFacts& facts = current_device_facts();
+  if (facts.compute_capability_major < 9)
+    refuse(name, "cuda:" + std::to_string(facts.device) + " has compute capability " +
+                     std::to_string(facts.compute_capability_major) +
                      ".x; the kernel's bulk copies need 9.0 (Hopper) or later (mla_attention runs anywhere)");
   const int block_heads = heads_per_block(heads);
   a.tile_keys = tile_keys_for(facts, block_heads, a.latent_dim, a.rope_dim);
   const int lane_chunks = static_cast<int>(ceil_div((latent_dim + rope_dim) / 4, 32));
   const dim3 grid(static_cast<unsigned>(head_tiles(heads)), static_cast<unsigned>(a.splits));
   switch (block_heads) {
-    case 1: launch_for_heads<1>(a, lane_chunks, grid, facts, device, name, stream); break;
-    case 2: launch_for_heads<2>(a, lane_chunks, grid, facts, device, name, stream); break;
-    case 4: launch_for_heads<4>(a, lane_chunks, grid, facts, device, name, stream); break;
-    default: launch_for_heads<8>(a, lane_chunks, grid, facts, device, name, stream); break;
+    case 1: launch_for_heads<1>(a, lane_chunks, grid, facts, name, stream); break;
+    case 2: launch_for_heads<2>(a, lane_chunks, grid, facts, name, stream); break;
+    case 4: launch_for_heads<4>(a, lane_chunks, grid, facts, name, stream); break;
+    default: launch_for_heads<8>(a, lane_chunks, grid, facts, name, stream); break;
   }
 }
 
