@@ -160,8 +160,8 @@ constexpr int kSideBlocksPerSm = 3;
 
 // One token, block e < n_experts for expert e: the router's logit e (its f32 row times x); the last
 // expert block to count in hands x to the host when handing off, routes the token, finishes the
-// hand-off and leaves the counter at zero. Blocks from n_experts on are
-// the side SwiGLU's (W: its weights; none without one).
+// hand-off and leaves the counter at zero. Blocks from n_experts on are the side SwiGLU's (W: its
+// weights; none without one).
 template <typename W, bool kSide>
 __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide ? kSideBlocksPerSm : 1)
     route_one_token(MoeGateConfig c, const float* router, std::int64_t hidden, const float* x, float* logits,
