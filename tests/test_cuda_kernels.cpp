@@ -554,6 +554,52 @@ TEST_CASE("cuda kernels: add_rms_norm with a host addend waits for the flag and 
   }
 }
 
+// The norm takes the host's flag and row before its wait for the previous kernel (rms_norm.cu);
+// what the previous kernel writes must still be read after that wait. Here the device part comes
+// from a GEMV over 256 MiB of weights, still running while the norm's block is resident and has
+// the host's row (the flag is up from the start); the device part starts as NaN, so an early read
+// shows.
+TEST_CASE("cuda kernels: add_rms_norm with a host addend reads the previous kernel's output after it ends") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const std::int64_t dim = 2048, in = 65536;
+  cuda::DeviceBuffer slow_weight = context.allocate(static_cast<std::size_t>(dim * in) * 2, "a long GEMV's weights");
+  // Every weight bf16 0x3c3c (about 0.0115): the GEMV is here for its length, not its values.
+  REQUIRE(cudaMemsetAsync(slow_weight.data(), 0x3c, slow_weight.bytes(), context.stream()) == cudaSuccess);
+  const std::vector<float> x = uniform(dim, -3, 3, random), routed = uniform(dim, -1, 1, random),
+                           weight = uniform(dim, 0.5f, 1.5f, random), slow_x = uniform(in, -1, 1, random);
+  cuda::DeviceBuffer x_device = to_device(context, x), weight_device = to_device(context, weight);
+  cuda::DeviceBuffer slow_x_device = to_device(context, slow_x);
+  cuda::DeviceBuffer delta = context.allocate(dim * sizeof(float), "the device part");
+  REQUIRE(cudaMemsetAsync(delta.data(), 0xff, delta.bytes(), context.stream()) == cudaSuccess);  // NaN until written
+  cuda::DeviceBuffer out = context.allocate(dim * sizeof(float), "out");
+  cuda::PinnedBuffer host(dim * sizeof(float), "host values");
+  std::memcpy(host.data(), routed.data(), dim * sizeof(float));
+  cuda::HostFlags flags(1);
+  flags.host_write(0, 1);
+  context.synchronize();
+  cuda::GemvShape shape;
+  shape.in = in;
+  shape.rows = dim;
+  cuda::gemv(shape, slow_weight.data(), sy::DType::bf16, slow_x_device.as<float>(), delta.as<float>(),
+             context.stream());
+  cuda::add_rms_norm(x_device.as<float>(), delta.as<float>(), 1, dim, weight_device.data(), sy::DType::f32, 1e-6f,
+                     out.as<float>(), context.stream(),
+                     cuda::HostAddend{host.device_view_as<float>(), flags.device_flag(0)});
+  context.synchronize();
+  const std::vector<float> device_part = to_host<float>(context, delta, dim);
+  const std::vector<float> new_x = to_host<float>(context, x_device, dim);
+  for (std::int64_t i = 0; i < dim; ++i) {
+    INFO("element " << i);
+    REQUIRE(std::isfinite(device_part[i]));
+    REQUIRE(new_x[i] == x[i] + (routed[i] + device_part[i]));
+  }
+  flags.host_wait(0, 0, context.stream());  // cleared by the launch, or this throws
+}
+
 // Refused before anything reaches a device, so these run without a GPU.
 TEST_CASE("cuda kernels: add_rms_norm refuses a host addend without its flag, for more than one row, or too long") {
   std::vector<float> buffer(16);

@@ -41,9 +41,12 @@ PerDevice& current() {
   auto fresh = std::make_unique<PerDevice>();
   DeviceFacts& f = fresh->facts;
   f.device = device;
-  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&f.compute_capability_major, cudaDevAttrComputeCapabilityMajor, device));
-  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&f.block_shared_optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&f.sm_shared_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  const auto ask = [device](int* value, cudaDeviceAttr attribute) {
+    SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(value, attribute, device));
+  };
+  ask(&f.compute_capability_major, cudaDevAttrComputeCapabilityMajor);
+  ask(&f.block_shared_optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin);
+  ask(&f.sm_shared_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   owned[index] = std::move(fresh);
   known[index].store(owned[index].get(), std::memory_order_release);
   return *owned[index];
