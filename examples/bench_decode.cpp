@@ -19,12 +19,19 @@
 #include "placement/report.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/bandwidth.h"
+#include "operators/cuda/leave_out.h"
 #endif
 
 namespace switchyard::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+#if SWITCHYARD_HAVE_CUDA
+constexpr bool kWithCuda = true;
+#else
+constexpr bool kWithCuda = false;
+#endif
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -66,17 +73,26 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
   command.add_option("--cpu_infer", cpu_infer, "CPU threads for the CPU experts (default: all cores)");
   command.add_option("--use_cuda_graph", use_cuda_graph, "decode steps as CUDA graphs (true|false)")->capture_default_str();
   command.add_option("--seed", seed, "seed of the random prompt")->capture_default_str();
+  command.add_option("--leave_out", leave_out,
+                     "time the GPU side again without the kernels whose names contain these words (comma-separated; "
+                     "one group per use of the option): their cost in the chain; the results are wrong. Leaving "
+                     "out the kernel that hands tokens to the CPU experts ends the run with an error");
 }
 
 int DecodeBenchOptions::run() const {
   if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
   CheckOptions options = model.to_check_options();
   // The prompt, the timed steps twice (with and without the CPU experts' work), the profiled ones.
-  const std::int64_t needed_context = prompt_tokens + 2 * (decode_tokens + 2) + profile_tokens + 4;
+  const std::int64_t needed_context = prompt_tokens + static_cast<std::int64_t>(2 + leave_out.size()) *
+                                                          (decode_tokens + 2) + profile_tokens + 4;
   if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;
   const CheckResult check = run_check(options);
   for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
   if (check.diagnostics.has_errors()) return 1;
+  const bool on_gpu = std::any_of(check.memory.begin(), check.memory.end(),
+                                  [](const DeviceMemory& d) { return d.device.is_cuda() && d.weight_bytes > 0; });
+  if (!leave_out.empty() && (!on_gpu || !kWithCuda))
+    throw InputError("--leave_out times GPU kernels: this placement (or this build) runs nothing on a GPU");
   if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
 
   const StreamResult stream = stream_triad();
@@ -157,20 +173,50 @@ int DecodeBenchOptions::run() const {
   if (hbm <= 0) {
     std::printf("time per layer: %.1f us (the whole step / %d layers, all on the CPU)\n", decode_seconds * 1e6 / layers,
                 static_cast<int>(layers));
-  } else if (traffic.cpu_bytes > 0) {
-    lm.skip_cpu_expert_work(true);
+  }
+  // Seconds a decode step (after two untimed ones: a capture, a warm-up), with the CPU experts'
+  // work skipped in a hybrid placement (their hand-offs kept): the GPU side alone.
+  const bool hybrid = hbm > 0 && traffic.cpu_bytes > 0;
+  auto time_gpu_side = [&] {
+    lm.skip_cpu_expert_work(hybrid);
     for (int i = 0; i < 2; ++i) lm.forward_greedy(std::span(&next, 1), position++);
-    start = Clock::now();
+    const auto begin = Clock::now();
     for (int i = 0; i < decode_tokens; ++i) lm.forward_greedy(std::span(&next, 1), position++);
-    const double gpu_side = seconds_since(start) / decode_tokens;
+    const double seconds = seconds_since(begin) / decode_tokens;
     lm.skip_cpu_expert_work(false);
+    return seconds;
+  };
+  double gpu_side = decode_seconds;
+  if (hybrid) {
+    gpu_side = time_gpu_side();
     std::printf("GPU side alone (CPU experts' work skipped, hand-offs kept): %.3f ms/token, %.1f us per layer "
                 "(target <= 50)\n",
                 gpu_side * 1e3, gpu_side * 1e6 / layers);
-  } else {
+  } else if (hbm > 0) {
     std::printf("GPU time per layer: %.1f us (the whole step / %d layers)\n", decode_seconds * 1e6 / layers,
                 static_cast<int>(layers));
   }
+#if SWITCHYARD_HAVE_CUDA
+  // Each --leave_out group: the same steps with those kernels left out (captured again), against
+  // all of them. The results are wrong; the time is the measure.
+  for (const std::string& group : leave_out) {
+    std::vector<std::string> words;
+    for (std::size_t at = 0; at <= group.size();) {
+      const std::size_t comma = std::min(group.find(',', at), group.size());
+      words.push_back(group.substr(at, comma - at));
+      at = comma + 1;
+    }
+    cuda::leave_out_kernels(words);
+    lm.discard_decode_graph();
+    const double without = time_gpu_side();
+    const std::vector<std::string> names = cuda::kernels_left_out();
+    cuda::leave_out_kernels({});
+    lm.discard_decode_graph();
+    std::printf("left out %s (%zu kernels): %.3f ms/token, %+.1f us per layer against all kernels\n", group.c_str(),
+                names.size(), without * 1e3, (without - gpu_side) * 1e6 / layers);
+    for (const std::string& name : names) std::printf("  %s\n", name.c_str());
+  }
+#endif
 
   if (profile_tokens > 0) {
     tracer.set_profiling(true);

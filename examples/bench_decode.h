@@ -4,6 +4,9 @@
 // bandwidth (the CPU side), and GPU-resident bytes per token over HBM copy bandwidth.
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "examples/model_options.h"
 
 namespace switchyard::cli {
@@ -16,6 +19,9 @@ struct DecodeBenchOptions {
   int cpu_infer = 0;
   bool use_cuda_graph = true;
   unsigned seed = 1;
+  // Groups of kernel-name words (comma-separated) whose kernels the GPU side is timed without, one
+  // group after another: each kernel's cost in the chain (cuda::leave_out_kernels).
+  std::vector<std::string> leave_out;
 
   void add_to(CLI::App& command);
   int run() const;

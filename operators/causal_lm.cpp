@@ -192,6 +192,14 @@ void CausalLM::skip_cpu_expert_work(bool skip) {
 #endif
 }
 
+void CausalLM::discard_decode_graph() {
+#if SWITCHYARD_HAVE_CUDA
+  if (!graph_) return;
+  runtimes_->synchronize();  // no replay of it still running
+  graph_.reset();
+#endif
+}
+
 std::optional<Device> CausalLM::graph_device() const {
 #if SWITCHYARD_HAVE_CUDA
   if (graph_gpu_ != nullptr) return graph_gpu_->where();

@@ -147,4 +147,35 @@ TEST_CASE("bench commands: options out of range are refused before any work (exi
             .exit_code == 2);
   // In range, on a machine without a GPU: the benchmark needs one (exit 1, not a crash).
   if (gpu_count() == 0) CHECK(run_switchyard("bench gemv --weights_in l2").exit_code == 1);
+  // Leaving GPU kernels out of a placement that has none: refused before the model is built.
+  const TempModel model("tiny-mixtral", 5);
+  const auto cpu_only = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/Mixtral-cpu.yaml") + " --leave_out gemv --prompt_tokens 8",
+      /*with_stderr=*/true);
+  CHECK(cpu_only.exit_code == 2);
+  CHECK(cpu_only.output.find("--leave_out times GPU kernels") != std::string::npos);
+}
+
+TEST_CASE("bench decode --leave_out: the GPU side timed again without the named kernels (hybrid DeepSeek)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  const TempModel model("tiny-deepseek-v3", 3, 4);
+  const auto bench = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+              " --prompt_tokens 16 --decode_tokens 4 --profile_tokens 0 --leave_out rms_norm_rows --leave_out "
+              "no_kernel_has_this_name",
+      /*with_stderr=*/true);
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  // The norms are left out (one kernel or more, listed by their mangled names), the made-up word
+  // leaves out none.
+  const std::size_t norms = bench.output.find("left out rms_norm_rows (");
+  REQUIRE(norms != std::string::npos);
+  CHECK(bench.output.compare(norms + 24, 2, "0 ") != 0);
+  CHECK(bench.output.find("rms_norm_rows", bench.output.find("\n  ", norms)) != std::string::npos);
+  CHECK(bench.output.find("left out no_kernel_has_this_name (0 kernels)") != std::string::npos);
 }

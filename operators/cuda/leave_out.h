@@ -1,0 +1,19 @@
+#pragma once
+// A measuring aid for `bench decode --leave_out` (defined in launch.cu, used by launch_kernel).
+#include <string>
+#include <vector>
+
+namespace switchyard::cuda {
+
+// A measuring aid (`bench decode --leave_out`): kernels whose mangled names contain one of `words`
+// are not launched from now on (an empty list launches every kernel again). The results are then
+// wrong; the step time without them is the measure of their cost in the chain, where ncu's
+// serialised times mislead (docs/perf-notes.md, S8-2). Launches already captured in a graph keep
+// their kernels: capture again after a change.
+void leave_out_kernels(std::vector<std::string> words);
+// The names of the kernels left out since the last leave_out_kernels.
+std::vector<std::string> kernels_left_out();
+// Whether launch_kernel leaves `kernel` out: one relaxed load while nothing is left out.
+bool left_out(const void* kernel);
+
+}  // namespace switchyard::cuda
