@@ -194,9 +194,11 @@ void CausalLM::skip_cpu_expert_work(bool skip) {
 
 void CausalLM::discard_decode_graph() {
 #if SWITCHYARD_HAVE_CUDA
-  if (!graph_) return;
-  runtimes_->synchronize();  // no replay of it still running
+  if (!runtimes_) return;
+  runtimes_->synchronize();  // no step still running
   graph_.reset();
+  // Steps with launches left out may have left hand-off flags up: back to a finished step's state.
+  for (const auto& [index, gpu] : runtimes_->all()) gpu->reset_hand_off();
 #endif
 }
 

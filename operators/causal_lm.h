@@ -73,7 +73,9 @@ class CausalLM {
   // (the GPU reads back whatever the buffers hold), which times the GPU side of a hybrid step
   // alone. The logits are then meaningless.
   void skip_cpu_expert_work(bool skip);
-  // Benchmarks: the next decode step captures its graph again (after cuda::leave_out_kernels).
+  // Benchmarks: the next decode step captures its graph again (after cuda::leave_out_kernels), and
+  // the CPU experts' hand-off flags start from 0 again (a step with launches left out may have left
+  // one up).
   void discard_decode_graph();
   // "cuda:0 (attention, shared experts, ...)"-style summary of where the layers run.
   std::string placement_summary() const;

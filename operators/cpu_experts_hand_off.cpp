@@ -73,6 +73,10 @@ void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching, 
   flags_.host_write(2 * job.layer + 1, 1);
 }
 
+void CpuExpertsHandOff::reset_flags() {
+  for (int i = 0; i < flags_.count(); ++i) flags_.host_write(i, 0);
+}
+
 void CpuExpertsHandOff::release(const Job& job) {
   flags_.host_write(2 * job.layer, 0);
   flags_.host_write(2 * job.layer + 1, 1);

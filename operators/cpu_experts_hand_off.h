@@ -63,6 +63,9 @@ class CpuExpertsHandOff {
   // Lets the stream past this job without computing it (after an error elsewhere), so that no
   // stream waits forever.
   void release(const Job& job);
+  // Every flag back to 0, as a finished step leaves them; only while no step runs. A step whose
+  // launches were left out (bench decode --leave_out) can leave a done flag up.
+  void reset_flags();
 
  private:
   cuda::DeviceContext& context_;

@@ -85,6 +85,10 @@ class GpuRuntime {
 
   // The hand-off buffers for CPU experts (one set per device, sized by the first caller).
   CpuExpertsHandOff& hand_off(int layers, std::int64_t hidden, int top_k);
+  // The hand-off's flags back to 0 (CpuExpertsHandOff::reset_flags), where there is a hand-off.
+  void reset_hand_off() {
+    if (hand_off_) hand_off_->reset_flags();
+  }
 
   GpuTimer& timer() { return timer_; }
 
