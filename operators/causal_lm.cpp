@@ -39,6 +39,7 @@ struct CausalLM::GpuLogits {
   cuda::DeviceBuffer row;        // [vocab]: the last token's logits (fixed, for the graph)
   cuda::PinnedBuffer host_row;   // [vocab]
   cuda::PinnedBuffer host_id;    // one int32: the argmax, written by the GPU through its device view
+  std::int32_t* host_id_device = nullptr;  // that view, looked up once
   cuda::DeviceBuffer all;        // [tokens, vocab] when every token's logits are asked for
 };
 #else
@@ -156,6 +157,7 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     gpu_logits_->row = gpu->context().allocate(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
     gpu_logits_->host_row = cuda::PinnedBuffer(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
     gpu_logits_->host_id = cuda::PinnedBuffer(sizeof(std::int32_t), "the greedy token");
+    gpu_logits_->host_id_device = gpu_logits_->host_id.device_view_as<std::int32_t>();
   }
   // One graph per decode step when the decoder stack and the head share one GPU (the embedding
   // may be on the CPU: its row is the graph's input).
@@ -339,7 +341,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   GpuLogits& out = *gpu_logits_;
   if (rows == 1) {
     lm_head_.forward(normed, 1, out.row.as<float>());
-    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id.device_view_as<std::int32_t>(), gpu->stream());
+    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream());
     else gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
   } else {
     if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))

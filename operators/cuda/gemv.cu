@@ -170,7 +170,6 @@ Rows rows_of(const GemvShape& shape) {
               shape.y_token_stride > 0 ? shape.y_token_stride : shape.rows};
 }
 
-
 }  // namespace
 
 bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weight, const float* x) {

@@ -31,7 +31,7 @@ class HostFlags {
   ~HostFlags();
   HostFlags(const HostFlags&) = delete;
   HostFlags& operator=(const HostFlags&) = delete;
-
+  int count() const { return count_; }
 
   // Queued on `stream`: flag[i] = value once the work queued before it is done (with a fence, so
   // the host sees that work's writes to mapped or pinned memory first).
@@ -45,7 +45,6 @@ class HostFlags {
 
   // Host side. host_write publishes everything this thread wrote before it (release).
   void host_write(int i, std::uint32_t value);
-  int count() const { return count_; }
   // Spins until flag[i] == value; `stream` is the one that will write it, polled now and then so
   // that a fault or a missing write ends in runtime_error instead of a hang. While *launching is
   // true the write may not be queued yet (a graph about to be launched), so an idle stream is not

@@ -438,7 +438,6 @@ std::size_t required_bytes(const ExpertStack& stack, std::int64_t slots) {
   return slots <= kDecodeMaxSlots ? decode_layout(stack, slots).bytes : prefill_layout(stack, slots).bytes;
 }
 
-
 // Blocks for the kernels that take a row at a time.
 unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65536)); }
 
