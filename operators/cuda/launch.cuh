@@ -7,11 +7,13 @@
 //
 // The contract, for every kernel launched with cuda::launch_kernel:
 //   - it calls wait_for_previous_grid() before it reads or writes any global memory that an
-//     earlier kernel of the stream may read or write (in practice: as its first statement; the
-//     one exception, the norm that takes the CPU experts' row, reads host memory that only the
-//     host writes, and says why that is safe in rms_norm.cu);
+//     earlier kernel of the stream may read or write (in practice: as its first statement, after
+//     loads of constant weights; the one exception, the norm that takes the CPU experts' row,
+//     reads host memory that only the host writes and a residual row that the kernel before it
+//     cannot write, and says why that is safe in rms_norm.cu);
 //   - it may call allow_next_grid() when it no longer needs to hold the next kernel back (we call
-//     it right after the wait: the next kernel's own wait still orders its memory accesses).
+//     it right after the wait, or before it where the next kernel gains from starting early: the
+//     next kernel's own wait still orders its memory accesses).
 // The wait returns once the previous kernel has completed and its writes are visible, so the chain
 // keeps stream order: kernel C after B after A sees A's writes because B could not finish before
 // A did. Work that is not a PDL kernel (copies, stream memory operations, events, cuBLAS) keeps

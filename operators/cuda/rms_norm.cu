@@ -27,6 +27,15 @@ __device__ inline float weight_at(const unsigned short* weight, std::int64_t i) 
 // flag), so the two PCIe round trips overlap the kernels before (the shared experts' down
 // projection) instead of following them. The CPU cannot overwrite the row before this launch
 // ends: its next write needs the next layer's router, which runs after it.
+//
+// Loads before the wait, where the row fits the registers (kStaged a thread): the weights always
+// (constant); with `host`, x too. The launch after a hybrid MoE block is the only one with a host
+// addend, and the kernel before it (the shared experts' down projection, or the router) writes
+// only its own output, never the residual x: x's last writer is an earlier norm, which completed
+// before the kernel before this one passed its own wait, and so before this launch began (L2
+// loads: no stale L1 line). Timestamps on an H200 (docs/perf-notes.md, session 9) had this norm
+// load x and the weights 4.6 us after its wait, behind the next GEMV's weight stream; loaded
+// before it, the GPU side of a hybrid V2-Lite layer fell from 57.8 to 54.0 us.
 constexpr int kStaged = 8;
 
 __device__ inline void stage_host_row(const float* host, std::int64_t dim, bool quads, float* shared) {
@@ -43,6 +52,22 @@ template <typename W>
 __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, const W* weight, float eps, float* out,
                               const float* host, std::uint32_t* host_flag, bool host_quads) {
   extern __shared__ float4 host_staged[];
+  float* in = x + blockIdx.x * dim;
+  float* o = out + blockIdx.x * dim;
+  const std::int64_t stride = blockDim.x;
+  const bool staged = dim <= kStaged * stride;
+  float v[kStaged], w[kStaged];
+  // With a host addend the next launch (a GEMV, whose weights load before its own wait) may start
+  // now: its wait still orders it after this launch.
+  if (host != nullptr) allow_next_grid();
+  if (staged) {
+#pragma unroll
+    for (int k = 0; k < kStaged; ++k) {
+      const std::int64_t i = threadIdx.x + k * stride;
+      w[k] = i < dim ? weight_at(weight, i) : 0.0f;
+      if (host != nullptr) v[k] = i < dim ? __ldcg(in + i) : 0.0f;
+    }
+  }
   const float* host_row = nullptr;
   if (host != nullptr) {
     take_host_flag(host_flag);
@@ -56,16 +81,11 @@ __global__ void rms_norm_rows(float* x, const float* delta, std::int64_t dim, co
     return delta != nullptr ? host_row[i] + delta[i] : host_row[i];
   };
   const bool adds = delta != nullptr || host_row != nullptr;
-  float* in = x + blockIdx.x * dim;
-  float* o = out + blockIdx.x * dim;
-  const std::int64_t stride = blockDim.x;
-  if (dim <= kStaged * stride) {
-    float v[kStaged], w[kStaged];
+  if (staged) {
 #pragma unroll
     for (int k = 0; k < kStaged; ++k) {
       const std::int64_t i = threadIdx.x + k * stride;
-      v[k] = i < dim ? in[i] : 0.0f;
-      w[k] = i < dim ? weight_at(weight, i) : 0.0f;
+      if (host == nullptr) v[k] = i < dim ? in[i] : 0.0f;
       if (adds && i < dim) v[k] += addend(i);
     }
     float sum_squares = 0;
