@@ -7,6 +7,10 @@
 #                                   alternating, twice: an A/B inside one call
 #                                   (the machines behind the device tool differ more than most
 #                                   changes do; docs/perf-notes.md, session 5)
+#   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
+#                                   every test on each, then both decode benches of every build in
+#                                   turn, ROUNDS times (default 3: one process's GPU side alone
+#                                   moves by up to ~5 us, docs/perf-notes.md S9-7)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
 set -uo pipefail
 what=${1:-all}
@@ -14,9 +18,41 @@ out=${OUT:-/tmp/switchyard-out}
 mkdir -p "$out"
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
 export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90)
+bench_line() {  # the lines of a bench decode log that an A/B compares, on one line
+  grep -E 'STREAM triad|again|^decode:|-> decode|GPU side' "$1" | sed -E 's/ with [0-9]+ threads//; s/^prefill: .*again/prefill again/' |
+    tr '\n' ' ' | tr -s ' ' | cut -c1-400
+}
+if [[ $what == ab-builds ]]; then
+  shift
+  names=()
+  for variant in "$@"; do
+    name=${variant%%=*}; names+=("$name")
+    { cmake -S . -B "build-$name" "${configure[@]}" "-DCMAKE_CUDA_FLAGS=${variant#*=}" &&
+        cmake --build "build-$name" -j16; } > "$out/build-$name.log" 2>&1 || { tail -30 "$out/build-$name.log"; exit 1; }
+  done
+  echo "built: $(date +%T)"
+  models=/tmp/switchyard-models
+  [[ -f $models/v2-lite/config.json ]] ||
+    "./build-${names[0]}/switchyard" make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  for name in "${names[@]}"; do
+    timeout 400 "./build-$name/tests/switchyard_tests" > "$out/tests-$name.log" 2>&1
+    echo "tests $name exit $?: $(grep -E 'test cases' "$out/tests-$name.log")"; grep -E "ERROR" "$out/tests-$name.log" | head -5
+  done
+  for round in $(seq "${ROUNDS:-3}"); do
+    for name in "${names[@]}"; do
+      for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
+        timeout 100 "./build-$name/switchyard" bench decode --model_path $models/v2-lite \
+          --optimize_config_path optimize_rules/$profile.yaml --cpu_infer 16 --profile_tokens 0 > "$out/ab.log" 2>&1
+        echo "$name $profile: $(bench_line "$out/ab.log")"
+      done
+    done
+  done
+  rm -f "$out/ab.log"
+  exit 0
+fi
 {
-  cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr \
-    -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-dev -j16
+  cmake -S . -B build-dev "${configure[@]}" && cmake --build build-dev -j16
 } > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "built: $(date +%T)"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
