@@ -14,12 +14,14 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "operators/causal_lm.h"
+#include "operators/kernel_timeline.h"
 #include "operators/cpu/sampling.h"
 #include "placement/memory_estimate.h"
 #include "placement/report.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/bandwidth.h"
 #include "operators/cuda/leave_out.h"
+#include "operators/cuda/timeline.h"
 #endif
 
 namespace switchyard::cli {
@@ -77,22 +79,27 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
                      "time the GPU side again without the kernels whose names contain these words (comma-separated; "
                      "one group per use of the option): their cost in the chain; the results are wrong. Leaving "
                      "out the kernel that hands tokens to the CPU experts ends the run with an error");
+  command.add_flag("--timeline", timeline,
+                   "time the GPU side again with every kernel's wait end stamped on the device: each kernel's "
+                   "share of a decode step's chain, by kernel and along one layer");
 }
 
 int DecodeBenchOptions::run() const {
   if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
   CheckOptions options = model.to_check_options();
   // The prompt, the timed steps twice (with and without the CPU experts' work), the profiled ones.
-  const std::int64_t needed_context = prompt_tokens + static_cast<std::int64_t>(2 + leave_out.size()) *
-                                                          (decode_tokens + 2) + profile_tokens + 4;
+  const std::int64_t needed_context =
+      prompt_tokens + static_cast<std::int64_t>(3 + leave_out.size() + (timeline ? 1 : 0)) * (decode_tokens + 3) +
+      profile_tokens + 4;
   if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;
   const CheckResult check = run_check(options);
   for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
   if (check.diagnostics.has_errors()) return 1;
   const bool on_gpu = std::any_of(check.memory.begin(), check.memory.end(),
                                   [](const DeviceMemory& d) { return d.device.is_cuda() && d.weight_bytes > 0; });
-  if (!leave_out.empty() && (!on_gpu || !kWithCuda))
-    throw InputError("--leave_out times GPU kernels: this placement (or this build) runs nothing on a GPU");
+  if ((!leave_out.empty() || timeline) && (!on_gpu || !kWithCuda))
+    throw InputError(std::string(timeline ? "--timeline" : "--leave_out") +
+                     " times GPU kernels: this placement (or this build) runs nothing on a GPU");
   if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
 
   const StreamResult stream = stream_triad();
@@ -200,7 +207,7 @@ int DecodeBenchOptions::run() const {
   // Each --leave_out group: the same steps with those kernels left out (captured again), against
   // all of them (all-GPU: timed again here, at the same context lengths). The results are wrong;
   // the time is the measure.
-  if (!hybrid && !leave_out.empty()) gpu_side = time_gpu_side();
+  if (!hybrid && (!leave_out.empty() || timeline)) gpu_side = time_gpu_side();
   for (const std::string& group : leave_out) {
     std::vector<std::string> words;
     for (std::size_t at = 0; at <= group.size();) {
@@ -217,6 +224,30 @@ int DecodeBenchOptions::run() const {
     std::printf("left out %s (%zu kernels): %.3f ms/token, %+.1f us per layer against all kernels\n", group.c_str(),
                 names.size(), without * 1e3, (without - gpu_side) * 1e6 / layers);
     for (const std::string& name : names) std::printf("  %s\n", name.c_str());
+  }
+  // --timeline: one step queued with its launches recorded (a capture, where graphs are used), then
+  // the GPU side timed again with the stamps on.
+  if (timeline) {
+    lm.skip_cpu_expert_work(hybrid);
+    cuda::record_launches();
+    lm.discard_decode_graph();
+    lm.forward_greedy(std::span(&next, 1), position++);
+    const std::vector<std::string> launches = cuda::recorded_launches();
+    std::vector<std::uint64_t> stamps;
+    std::uint64_t taken = 0;
+    double with_stamps = 0;
+    {
+      const cuda::Timeline stamping(launches.size() * static_cast<std::size_t>(decode_tokens + 2));
+      with_stamps = time_gpu_side();
+      stamps = stamping.stamps(&taken);
+    }
+    std::printf("\nthe GPU side with stamps: %.3f ms/token (without: %.3f); %llu stamps\n", with_stamps * 1e3,
+                gpu_side * 1e3, static_cast<unsigned long long>(taken));
+    try {
+      std::printf("%s", format_kernel_timeline(analyse_kernel_timeline(launches, stamps)).c_str());
+    } catch (const InputError& e) {
+      std::printf("no timeline: %s\n", e.what());
+    }
   }
 #endif
 

@@ -22,6 +22,8 @@ struct DecodeBenchOptions {
   // Groups of kernel-name words (comma-separated) whose kernels the GPU side is timed without, one
   // group after another: each kernel's cost in the chain (cuda::leave_out_kernels).
   std::vector<std::string> leave_out;
+  // The GPU side timed again with every kernel's wait end stamped (cuda/timeline.h).
+  bool timeline = false;
 
   void add_to(CLI::App& command);
   int run() const;

@@ -155,6 +155,12 @@ TEST_CASE("bench commands: options out of range are refused before any work (exi
       /*with_stderr=*/true);
   CHECK(cpu_only.exit_code == 2);
   CHECK(cpu_only.output.find("--leave_out times GPU kernels") != std::string::npos);
+  const auto no_timeline = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/Mixtral-cpu.yaml") + " --timeline --prompt_tokens 8",
+      /*with_stderr=*/true);
+  CHECK(no_timeline.exit_code == 2);
+  CHECK(no_timeline.output.find("--timeline times GPU kernels") != std::string::npos);
 }
 
 TEST_CASE("bench decode --leave_out: the GPU side timed again without the named kernels (hybrid DeepSeek)") {
@@ -178,4 +184,26 @@ TEST_CASE("bench decode --leave_out: the GPU side timed again without the named 
   CHECK(bench.output.compare(norms + 24, 2, "0 ") != 0);
   CHECK(bench.output.find("rms_norm_rows", bench.output.find("\n  ", norms)) != std::string::npos);
   CHECK(bench.output.find("left out no_kernel_has_this_name (0 kernels)") != std::string::npos);
+}
+
+TEST_CASE("bench decode --timeline: every kernel of the step stamped, by kernel and along a layer (hybrid DeepSeek)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  const TempModel model("tiny-deepseek-v3", 3, 6);
+  const auto bench = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+              " --prompt_tokens 16 --decode_tokens 6 --profile_tokens 0 --timeline",
+      /*with_stderr=*/true);
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  // The stamps paired with the recorded launches: 8 steps (2 warm-up + 6), a table by kernel with
+  // the norms and the router in it, and the layers' repeating pattern.
+  CHECK(bench.output.find("no timeline") == std::string::npos);
+  CHECK(bench.output.find("timeline: 8 steps of ") != std::string::npos);
+  CHECK(bench.output.find("rms_norm_rows") != std::string::npos);
+  CHECK(bench.output.find("route_one_token") != std::string::npos);
+  CHECK(bench.output.find("the launches' repeating pattern (a layer)") != std::string::npos);
 }

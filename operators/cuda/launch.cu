@@ -1,11 +1,12 @@
 #include "operators/cuda/launch.cuh"
 
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "operators/cuda/device_facts.h"
+#include "operators/cuda/leave_out.h"
+#include "operators/cuda/timeline.h"
 
 namespace switchyard::cuda {
 
@@ -15,53 +16,101 @@ bool bf16_tensor_cores_supported() { return current_device_facts().compute_capab
 
 namespace {
 
-struct LeftOut {
-  std::atomic<bool> any{false};
-  std::mutex mutex;  // guards the rest
+// The measuring aids' state (leave_out.h, timeline.h).
+struct Aids {
+  std::atomic<bool> on{false};  // words to leave out, or launches to record
+  std::mutex mutex;             // guards the rest
   std::vector<std::string> words;
   std::map<const void*, bool> decided;  // by kernel
   std::vector<std::string> names;       // of the kernels left out
+  bool recording = false;
+  std::vector<std::string> launches;    // recorded, by name
+  std::map<const void*, std::string> kernel_names;
+
+  void update() { on.store(!words.empty() || recording, std::memory_order_relaxed); }
+  const std::string& name_of(const void* kernel) {
+    auto known = kernel_names.find(kernel);
+    if (known != kernel_names.end()) return known->second;
+    const char* name = nullptr;
+    std::string found = "?";
+    if (cudaFuncGetName(&name, kernel) == cudaSuccess && name != nullptr) found = name;
+    else cudaGetLastError();
+    return kernel_names.emplace(kernel, std::move(found)).first->second;
+  }
 };
 
-LeftOut& left_out_state() {
-  static LeftOut state;
+Aids& aids() {
+  static Aids state;
   return state;
+}
+
+std::vector<TimelineTarget>& timeline_targets() {
+  static std::vector<TimelineTarget> targets;
+  return targets;
 }
 
 }  // namespace
 
 void leave_out_kernels(std::vector<std::string> words) {
-  LeftOut& state = left_out_state();
+  Aids& state = aids();
   const std::lock_guard lock(state.mutex);
   std::erase(words, std::string());
   state.words = std::move(words);
   state.decided.clear();
   state.names.clear();
-  state.any.store(!state.words.empty(), std::memory_order_relaxed);
+  state.update();
 }
 
 std::vector<std::string> kernels_left_out() {
-  LeftOut& state = left_out_state();
+  Aids& state = aids();
   const std::lock_guard lock(state.mutex);
   return state.names;
 }
 
-bool left_out(const void* kernel) {
-  LeftOut& state = left_out_state();
-  if (!state.any.load(std::memory_order_relaxed)) return false;
+bool measuring_aids_on() { return aids().on.load(std::memory_order_relaxed); }
+
+bool measure_launch(const void* kernel) {
+  Aids& state = aids();
   const std::lock_guard lock(state.mutex);
-  const auto known = state.decided.find(kernel);
-  if (known != state.decided.end()) return known->second;
-  const char* name = nullptr;
   bool leave = false;
-  if (cudaFuncGetName(&name, kernel) == cudaSuccess && name != nullptr) {
-    for (const std::string& word : state.words) leave = leave || std::strstr(name, word.c_str()) != nullptr;
-    if (leave) state.names.emplace_back(name);
-  } else {
-    cudaGetLastError();
+  if (!state.words.empty()) {
+    const auto known = state.decided.find(kernel);
+    if (known != state.decided.end()) {
+      leave = known->second;
+    } else {
+      const std::string& name = state.name_of(kernel);
+      for (const std::string& word : state.words) leave = leave || name.find(word) != std::string::npos;
+      if (leave) state.names.push_back(name);
+      state.decided.emplace(kernel, leave);
+    }
   }
-  state.decided.emplace(kernel, leave);
+  if (state.recording && !leave) state.launches.push_back(state.name_of(kernel));
   return leave;
+}
+
+void record_launches() {
+  Aids& state = aids();
+  const std::lock_guard lock(state.mutex);
+  state.launches.clear();
+  state.recording = true;
+  state.update();
+}
+
+std::vector<std::string> recorded_launches() {
+  Aids& state = aids();
+  const std::lock_guard lock(state.mutex);
+  state.recording = false;
+  state.update();
+  return std::move(state.launches);
+}
+
+bool register_timeline_target(TimelineTarget target) {
+  timeline_targets().push_back(target);
+  return true;
+}
+
+void point_timelines(unsigned long long* stamps, unsigned long long room) {
+  for (const TimelineTarget target : timeline_targets()) check_cuda(target(stamps, room), "cudaMemcpyToSymbol (timeline)", __FILE__, __LINE__);
 }
 
 }  // namespace switchyard::cuda

@@ -24,9 +24,24 @@
 #include <utility>
 
 #include "operators/cuda/cuda_check.h"
-#include "operators/cuda/leave_out.h"
+#include "operators/cuda/measuring_aids.h"
 
 namespace switchyard::cuda {
+
+// A measuring aid (timeline.h): where the kernels of this translation unit stamp the end of their
+// PDL wait, null while no timeline runs. One copy per .cu file (no relocatable device code), each
+// registered for Timeline to point at its buffer; constant memory, read before the wait.
+namespace timeline_detail {
+namespace {
+__constant__ unsigned long long* stamps;  // [0]: the count; [1, 1 + room): the times, in ns
+__constant__ unsigned long long room;
+cudaError_t point_here(unsigned long long* to, unsigned long long size) {
+  const cudaError_t status = cudaMemcpyToSymbol(stamps, &to, sizeof to);
+  return status != cudaSuccess ? status : cudaMemcpyToSymbol(room, &size, sizeof size);
+}
+[[maybe_unused]] const bool registered = register_timeline_target(&point_here);
+}  // namespace
+}  // namespace timeline_detail
 
 __device__ inline void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -40,10 +55,24 @@ __device__ inline void allow_next_grid() {
 #endif
 }
 
+// With a timeline running: the time the previous grid's wait ended, from the grid's first thread
+// (its clock read before the atomic, whose return waits on L2). The stamps come in chain order:
+// a grid's wait ends after the previous grid ends, and a grid ends after its first thread stamps.
+__device__ inline void stamp_wait_end(unsigned long long* to) {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  const unsigned long long slot = atomicAdd(to, 1ull);
+  if (slot < timeline_detail::room) to[1 + slot] = now;
+}
+
 // The first statement of every kernel launched with cuda::launch_kernel.
 __device__ inline void begin_after_previous_grid() {
+  // The timeline's address loads before the wait (no kernel writes it), so its latency hides there.
+  const bool first = (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+  unsigned long long* timeline = first ? timeline_detail::stamps : nullptr;
   wait_for_previous_grid();
   allow_next_grid();
+  if (timeline != nullptr) stamp_wait_end(timeline);
 }
 
 // Whether `p` is 16-byte aligned (null counts as aligned): the condition of every 16-byte load path.
@@ -58,11 +87,12 @@ bool programmatic_launch_supported();
 bool bf16_tensor_cores_supported();
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), with PDL where the device supports it;
-// then the launch check. Nothing, for a kernel leave_out_kernels (leave_out.h) named.
+// then the launch check. Nothing, for a kernel leave_out_kernels (leave_out.h) named; a timeline
+// that records launches (timeline.h) records it.
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
             Args&&... args) {
-  if (left_out(reinterpret_cast<const void*>(kernel))) return;
+  if (measuring_aids_on() && measure_launch(reinterpret_cast<const void*>(kernel))) return;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

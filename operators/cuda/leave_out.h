@@ -1,5 +1,6 @@
 #pragma once
-// A measuring aid for `bench decode --leave_out` (defined in launch.cu, used by launch_kernel).
+// A measuring aid for `bench decode --leave_out` (defined in launch.cu; its hook in launch_kernel is
+// measuring_aids.h's).
 #include <string>
 #include <vector>
 
@@ -13,7 +14,5 @@ namespace switchyard::cuda {
 void leave_out_kernels(std::vector<std::string> words);
 // The names of the kernels left out since the last leave_out_kernels.
 std::vector<std::string> kernels_left_out();
-// Whether launch_kernel leaves `kernel` out: one relaxed load while nothing is left out.
-bool left_out(const void* kernel);
 
 }  // namespace switchyard::cuda

@@ -1,0 +1,42 @@
+#pragma once
+// The report of a decode step's kernel timeline (cuda/timeline.h, `bench decode --timeline`): the
+// stamps at the end of each kernel's PDL wait, paired with the launches in order. Plain C++: the
+// pairing and the statistics are tested without a GPU.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace switchyard {
+
+struct KernelTimelineRow {
+  std::string kernel;       // short_kernel_name
+  std::int64_t launches = 0;  // a step (cycle: how many repeats the median covers, in all steps)
+  double median_us = 0;     // of the gaps after one of its launches
+  double step_us = 0;       // its gaps summed over a step, median over the steps (by_kernel only)
+};
+
+struct KernelTimeline {
+  std::int64_t steps = 0, launches_per_step = 0;
+  double step_us = 0;      // median, first stamp of a step to the next step's first
+  double between_us = 0;   // median gap from a step's last stamp to the next step's first
+  std::vector<KernelTimelineRow> by_kernel;  // most time a step first
+  // One period of the launches' repeating pattern (a layer), in launch order from cycle_start:
+  // each position's median gap over its repeats and the steps. Empty when nothing repeats.
+  std::vector<KernelTimelineRow> cycle;
+  std::int64_t cycle_start = 0;
+};
+
+// launches: one step's kernels in launch order; stamps: the wait ends (ns) of whole steps in a row,
+// launches.size() a step. Throws InputError when they do not pair (a kernel whose first thread
+// returned before its wait, or launches outside the recorded step).
+KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
+                                       const std::vector<std::uint64_t>& stamps);
+
+// A kernel's name for a table: demangled when mangled, without its namespaces, return type and
+// parameters (template arguments kept): "gemv_shared_kernel", "route_one_token<float, true>".
+std::string short_kernel_name(const std::string& name);
+
+// The bench's tables.
+std::string format_kernel_timeline(const KernelTimeline& timeline);
+
+}  // namespace switchyard
