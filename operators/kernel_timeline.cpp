@@ -73,8 +73,8 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
   if (per_step == 0) throw InputError("kernel timeline: no launches were recorded for the step");
   if (stamps.size() % launches.size() != 0 || stamps.size() < 2 * launches.size())
     throw InputError("kernel timeline: " + std::to_string(stamps.size()) + " stamps do not make whole steps of " +
-                     std::to_string(per_step) + " launches (at least two): a kernel returned before its wait, or " +
-                     "work outside the recorded step launched kernels");
+                     std::to_string(per_step) + " launches (at least two): a kernel returned before its wait, kernels ran on " +
+                     "another GPU (only the current one stamps), or work outside the recorded step launched kernels");
   for (std::size_t i = 1; i < stamps.size(); ++i)
     if (stamps[i] < stamps[i - 1]) throw InputError("kernel timeline: the stamps are out of order at " + std::to_string(i));
 

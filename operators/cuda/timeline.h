@@ -20,7 +20,8 @@ std::vector<std::string> recorded_launches();
 
 class Timeline {
  public:
-  // Points every kernel's stamps at a buffer of `room` times on the current device.
+  // Points every kernel's stamps at a buffer of `room` times on the current device (kernels on
+  // other devices stamp nothing).
   explicit Timeline(std::size_t room);
   ~Timeline();  // the kernels stamp nothing again
   Timeline(const Timeline&) = delete;
