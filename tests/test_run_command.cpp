@@ -163,18 +163,26 @@ TEST_CASE("bench commands: options out of range are refused before any work (exi
   CHECK(no_timeline.output.find("--timeline times GPU kernels") != std::string::npos);
 }
 
+namespace {
+
+// `bench decode` of a hybrid tiny DeepSeek (`layers` layers) with `options`, on a GPU.
+CommandResult hybrid_deepseek_bench(int layers, const std::string& options) {
+  const TempModel model("tiny-deepseek-v3", 3, layers);
+  return run_switchyard_with_env("", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+                                         source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+                                         " --prompt_tokens 16 --profile_tokens 0 " + options,
+                                 /*with_stderr=*/true);
+}
+
+}  // namespace
+
 TEST_CASE("bench decode --leave_out: the GPU side timed again without the named kernels (hybrid DeepSeek)") {
   if (gpu_count() == 0) {
     MESSAGE("skipped: no CUDA device");
     return;
   }
-  const TempModel model("tiny-deepseek-v3", 3, 4);
-  const auto bench = run_switchyard_with_env(
-      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
-              source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
-              " --prompt_tokens 16 --decode_tokens 4 --profile_tokens 0 --leave_out rms_norm_rows --leave_out "
-              "no_kernel_has_this_name",
-      /*with_stderr=*/true);
+  const auto bench =
+      hybrid_deepseek_bench(4, "--decode_tokens 4 --leave_out rms_norm_rows --leave_out no_kernel_has_this_name");
   INFO(bench.output);
   CHECK(bench.exit_code == 0);
   // The norms are left out (one kernel or more, listed by their mangled names), the made-up word
@@ -191,12 +199,7 @@ TEST_CASE("bench decode --timeline: every kernel of the step stamped, by kernel 
     MESSAGE("skipped: no CUDA device");
     return;
   }
-  const TempModel model("tiny-deepseek-v3", 3, 6);
-  const auto bench = run_switchyard_with_env(
-      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
-              source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
-              " --prompt_tokens 16 --decode_tokens 6 --profile_tokens 0 --timeline",
-      /*with_stderr=*/true);
+  const auto bench = hybrid_deepseek_bench(6, "--decode_tokens 6 --timeline");
   INFO(bench.output);
   CHECK(bench.exit_code == 0);
   // The stamps paired with the recorded launches: 8 steps (2 warm-up + 6), a table by kernel with
