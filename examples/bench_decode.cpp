@@ -87,7 +87,8 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
 int DecodeBenchOptions::run() const {
   if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
   CheckOptions options = model.to_check_options();
-  // The prompt, the timed steps twice (with and without the CPU experts' work), the profiled ones.
+  // The prompt, the timed steps (with and without the CPU experts' work, again for the leave-out
+  // groups and the timeline), the profiled ones.
   const std::int64_t needed_context =
       prompt_tokens + static_cast<std::int64_t>(3 + leave_out.size() + (timeline ? 1 : 0)) * (decode_tokens + 3) +
       profile_tokens + 4;

@@ -73,10 +73,12 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
   if (per_step == 0) throw InputError("kernel timeline: no launches were recorded for the step");
   if (stamps.size() % launches.size() != 0 || stamps.size() < 2 * launches.size())
     throw InputError("kernel timeline: " + std::to_string(stamps.size()) + " stamps do not make whole steps of " +
-                     std::to_string(per_step) + " launches (at least two): a kernel returned before its wait, kernels ran on " +
-                     "another GPU (only the current one stamps), or work outside the recorded step launched kernels");
+                     std::to_string(per_step) + " launches (at least two): a kernel returned before its wait, " +
+                     "kernels ran on another GPU (only the current one stamps), or work outside the recorded step " +
+                     "launched kernels");
   for (std::size_t i = 1; i < stamps.size(); ++i)
-    if (stamps[i] < stamps[i - 1]) throw InputError("kernel timeline: the stamps are out of order at " + std::to_string(i));
+    if (stamps[i] < stamps[i - 1])
+      throw InputError("kernel timeline: the stamps are out of order at " + std::to_string(i));
 
   KernelTimeline timeline;
   timeline.launches_per_step = per_step;
@@ -120,18 +122,18 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
   const std::int64_t period = middle_period(names);
   if (period > 0) {
     const std::int64_t start = per_step / 2;
+    auto name = [&](std::int64_t i) -> const std::string& { return names[static_cast<std::size_t>(i)]; };
     std::int64_t first = start, last = start;  // the pattern's stretch around the middle
-    while (first - period >= 0 && names[static_cast<std::size_t>(first - period)] == names[static_cast<std::size_t>(first)]) first -= period;
-    while (last + period < per_step && names[static_cast<std::size_t>(last + period)] == names[static_cast<std::size_t>(last)]) last += period;
+    while (first - period >= 0 && name(first - period) == name(first)) first -= period;
+    while (last + period < per_step && name(last + period) == name(last)) last += period;
     timeline.cycle_start = start;
     for (std::int64_t j = 0; j < period; ++j) {
       std::vector<double> position;
       for (std::int64_t i = first + j; i < last + period && i + 1 < per_step; i += period) {
-        if (names[static_cast<std::size_t>(i)] != names[static_cast<std::size_t>(start + j)]) break;
+        if (name(i) != name(start + j)) break;
         for (std::int64_t s = 0; s < timeline.steps; ++s) position.push_back(gap(s, i));
       }
-      timeline.cycle.push_back({names[static_cast<std::size_t>(start + j)], static_cast<std::int64_t>(position.size()),
-                                median(position), 0});
+      timeline.cycle.push_back({name(start + j), static_cast<std::int64_t>(position.size()), median(position), 0});
     }
   }
   return timeline;

@@ -110,7 +110,8 @@ bool register_timeline_target(TimelineTarget target) {
 }
 
 void point_timelines(unsigned long long* stamps, unsigned long long room) {
-  for (const TimelineTarget target : timeline_targets()) check_cuda(target(stamps, room), "cudaMemcpyToSymbol (timeline)", __FILE__, __LINE__);
+  for (const TimelineTarget target : timeline_targets())
+    check_cuda(target(stamps, room), "cudaMemcpyToSymbol (the timeline's stamps)", __FILE__, __LINE__);
 }
 
 }  // namespace switchyard::cuda

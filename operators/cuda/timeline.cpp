@@ -45,7 +45,8 @@ std::vector<std::uint64_t> Timeline::stamps(std::uint64_t* taken) const {
   const std::size_t kept = std::min<std::size_t>(count, room_);
   std::vector<std::uint64_t> times(kept);
   if (kept > 0)
-    SWITCHYARD_CUDA_CHECK(cudaMemcpy(times.data(), buffer_ + 1, kept * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    SWITCHYARD_CUDA_CHECK(
+        cudaMemcpy(times.data(), buffer_ + 1, kept * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
   return times;
 }
 
