@@ -67,22 +67,16 @@ HostFlags::HostFunctionFlag* HostFlags::fallback_slot(int i, std::uint32_t value
   return &fallback_[static_cast<std::size_t>(2 * i + static_cast<int>(value))];
 }
 
-HostFlags::HostFlags(int count) : count_(count) {
-  const std::size_t bytes = sizeof(std::uint32_t) * static_cast<std::size_t>(count > 0 ? count : 1);
-  check_allocation(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes, cudaHostAllocMapped | cudaHostAllocPortable),
-                   -1, bytes, "hand-off flags between the GPU and the CPU experts", __FILE__, __LINE__);
-  void* device = nullptr;
-  SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_, 0));
-  device_ = static_cast<std::uint32_t*>(device);
+HostFlags::HostFlags(int count)
+    : memory_(sizeof(std::uint32_t) * static_cast<std::size_t>(count > 0 ? count : 1),
+              "hand-off flags between the GPU and the CPU experts"),
+      host_(memory_.as<std::uint32_t>()),
+      device_(memory_.device_view_as<std::uint32_t>()),
+      count_(count) {
   for (int i = 0; i < count_; ++i) flag_ref(host_ + i).store(0, std::memory_order_relaxed);
   fallback_.resize(static_cast<std::size_t>(2 * count_));
   for (int i = 0; i < 2 * count_; ++i) fallback_[static_cast<std::size_t>(i)] = {host_ + i / 2, static_cast<std::uint32_t>(i % 2)};
 }
-
-HostFlags::~HostFlags() {
-  if (host_ != nullptr && cudaFreeHost(host_) != cudaSuccess) cudaGetLastError();
-}
-
 
 std::uint32_t* HostFlags::flag(int i) const {
   if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));

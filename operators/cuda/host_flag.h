@@ -28,7 +28,6 @@ class HostFlags {
  public:
   // `count` flags, all 0, usable from every device.
   explicit HostFlags(int count);
-  ~HostFlags();
   HostFlags(const HostFlags&) = delete;
   HostFlags& operator=(const HostFlags&) = delete;
   int count() const { return count_; }
@@ -61,8 +60,9 @@ class HostFlags {
   std::uint32_t* flag(int i) const;  // std::out_of_range for a flag that does not exist
   void stream_operation(cudaStream_t stream, int i, std::uint32_t value, bool wait);
 
-  std::uint32_t* host_ = nullptr;  // mapped pinned memory
-  std::uint32_t* device_ = nullptr;  // its device mapping
+  PinnedBuffer memory_;              // page-locked, mapped into every device (unified addressing)
+  std::uint32_t* host_ = nullptr;    // memory_'s flags
+  std::uint32_t* device_ = nullptr;  // their device mapping
   int count_ = 0;
   std::vector<HostFunctionFlag> fallback_;
 };
