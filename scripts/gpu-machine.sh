@@ -4,7 +4,7 @@
 #   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-prefill|ncu-detail|build]   (default all)
 #   scripts/gpu-machine.sh ab VAR   tests, then both decode benches with the environment variable VAR
 #                                   (or VAR1,VAR2,...: all of them together) unset and set to 1,
-#                                   alternating, twice: an A/B inside one call
+#                                   alternating, ROUNDS times (default 3): an A/B inside one call
 #                                   (the machines behind the device tool differ more than most
 #                                   changes do; docs/perf-notes.md, session 5)
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
@@ -83,7 +83,7 @@ if [[ $what == ab ]]; then
   echo "tests exit $?"; grep -E "test cases|ERROR" "$out/tests.log" | head -20
   models=/tmp/switchyard-models
   [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
-  for round in 1 2; do
+  for round in $(seq "${ROUNDS:-3}"); do
     for variant in unset set; do
       for v in ${variable//,/ }; do if [[ $variant == set ]]; then export "$v=1"; else unset "$v"; fi; done
       for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
