@@ -76,6 +76,11 @@ if [[ $what == bench || $what == all ]]; then
   timeout 60 $bin run --model_path $models/v3-61 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
     --nvtx_layers 3,22,50 --profile --max_new_tokens 16 --trace_out "$out/trace.json" > "$out/run-v3.log" 2>&1
   echo "run v3 exit $?"
+  for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do  # where the GPU side's time goes
+    timeout 120 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
+      --cpu_infer 16 --profile_tokens 0 --timeline > "$out/timeline-$profile.log" 2>&1
+    echo "timeline $profile exit $?"; sed -n '/GPU side with stamps/,$p' "$out/timeline-$profile.log" | head -60
+  done
 fi
 if [[ $what == ab ]]; then
   variable=${2:?"ab needs the name of the environment variable that switches the variant"}
