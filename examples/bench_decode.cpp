@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -36,6 +37,17 @@ constexpr bool kWithCuda = false;
 #endif
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// "a,b,,c" -> {"a", "b", "c"}
+[[maybe_unused]] std::vector<std::string> comma_separated(const std::string& text) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    if (comma > at) parts.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return parts;
+}
 
 // Bytes of routed-expert weights one token reads, per device that runs them in decode.
 struct ExpertTraffic {
@@ -79,6 +91,14 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
                      "time the GPU side again without the kernels whose names contain these words (comma-separated; "
                      "one group per use of the option): their cost in the chain; the results are wrong. Leaving "
                      "out the kernel that hands tokens to the CPU experts ends the run with an error");
+  command.add_option("--ab_env", ab_env,
+                     "an A/B inside this process, for a variant that host code reads from this environment "
+                     "variable (or these, comma-separated) when it queues work: the GPU side timed with it unset "
+                     "and set to 1, alternating, graphs captured again at every switch (no spread between "
+                     "processes)");
+  command.add_option("--ab_rounds", ab_rounds, "timings of each side of --ab_env")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   command.add_flag("--timeline", timeline,
                    "time the GPU side again with every kernel's wait end stamped on the device: each kernel's "
                    "share of a decode step's chain, by kernel and along one layer");
@@ -90,7 +110,9 @@ int DecodeBenchOptions::run() const {
   // The prompt, the timed steps (with and without the CPU experts' work, again for the leave-out
   // groups and the timeline), the profiled ones.
   const std::int64_t needed_context =
-      prompt_tokens + static_cast<std::int64_t>(3 + leave_out.size() + (timeline ? 1 : 0)) * (decode_tokens + 3) +
+      prompt_tokens +
+      static_cast<std::int64_t>(3 + leave_out.size() + (timeline ? 1 : 0) + (ab_env.empty() ? 0 : 2 * ab_rounds)) *
+          (decode_tokens + 3) +
       profile_tokens + 4;
   if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;
   const CheckResult check = run_check(options);
@@ -98,8 +120,8 @@ int DecodeBenchOptions::run() const {
   if (check.diagnostics.has_errors()) return 1;
   const bool on_gpu = std::any_of(check.memory.begin(), check.memory.end(),
                                   [](const DeviceMemory& d) { return d.device.is_cuda() && d.weight_bytes > 0; });
-  if ((!leave_out.empty() || timeline) && (!on_gpu || !kWithCuda))
-    throw InputError(std::string(timeline ? "--timeline" : "--leave_out") +
+  if ((!leave_out.empty() || timeline || !ab_env.empty()) && (!on_gpu || !kWithCuda))
+    throw InputError(std::string(timeline ? "--timeline" : !ab_env.empty() ? "--ab_env" : "--leave_out") +
                      " times GPU kernels: this placement (or this build) runs nothing on a GPU");
   if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
 
@@ -210,13 +232,7 @@ int DecodeBenchOptions::run() const {
   // the time is the measure.
   if (!hybrid && (!leave_out.empty() || timeline)) gpu_side = time_gpu_side();
   for (const std::string& group : leave_out) {
-    std::vector<std::string> words;
-    for (std::size_t at = 0; at <= group.size();) {
-      const std::size_t comma = std::min(group.find(',', at), group.size());
-      words.push_back(group.substr(at, comma - at));
-      at = comma + 1;
-    }
-    cuda::leave_out_kernels(words);
+    cuda::leave_out_kernels(comma_separated(group));
     lm.discard_decode_graph();
     const double without = time_gpu_side();
     const std::vector<std::string> names = cuda::kernels_left_out();
@@ -225,6 +241,31 @@ int DecodeBenchOptions::run() const {
     std::printf("left out %s (%zu kernels): %.3f ms/token, %+.1f us per layer against all kernels\n", group.c_str(),
                 names.size(), without * 1e3, (without - gpu_side) * 1e6 / layers);
     for (const std::string& name : names) std::printf("  %s\n", name.c_str());
+  }
+  // --ab_env: both variants in this process, A B B A ..., each timed with its own graphs.
+  if (!ab_env.empty()) {
+    const std::vector<std::string> variables = comma_separated(ab_env);
+    auto switch_to = [&](bool variant) {
+      for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
+      lm.discard_decode_graph();
+    };
+    std::vector<double> unset, set;
+    for (int i = 0; i < 2 * ab_rounds; ++i) {
+      const bool variant = (i % 4 == 1) || (i % 4 == 2);
+      switch_to(variant);
+      (variant ? set : unset).push_back(time_gpu_side() * 1e6 / layers);
+    }
+    switch_to(false);
+    auto list = [](std::vector<double> values) {
+      std::string text;
+      for (const double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
+      std::sort(values.begin(), values.end());
+      return std::make_pair(values[values.size() / 2], text);
+    };
+    const auto [a, a_runs] = list(unset);
+    const auto [b, b_runs] = list(set);
+    std::printf("A/B %s, GPU side us per layer: unset median %.1f (%s); set median %.1f (%s); set - unset %+.1f\n",
+                ab_env.c_str(), a, a_runs.c_str(), b, b_runs.c_str(), b - a);
   }
   // --timeline: one step queued with its launches recorded (a capture, where graphs are used), then
   // the GPU side timed again with the stamps on.

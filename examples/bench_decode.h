@@ -24,6 +24,10 @@ struct DecodeBenchOptions {
   std::vector<std::string> leave_out;
   // The GPU side timed again with every kernel's wait end stamped (cuda/timeline.h).
   bool timeline = false;
+  // An A/B inside the process: the GPU side timed with this environment variable unset and set to
+  // 1, alternating (A B B A ...), ab_rounds times each, graphs captured again at every switch.
+  std::string ab_env;
+  int ab_rounds = 4;
 
   void add_to(CLI::App& command);
   int run() const;

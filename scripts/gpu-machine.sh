@@ -4,9 +4,10 @@
 #   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-prefill|ncu-detail|build]   (default all)
 #   scripts/gpu-machine.sh ab VAR   tests, then both decode benches with the environment variable VAR
 #                                   (or VAR1,VAR2,...: all of them together) unset and set to 1,
-#                                   alternating, ROUNDS times (default 3): an A/B inside one call
-#                                   (the machines behind the device tool differ more than most
-#                                   changes do; docs/perf-notes.md, session 5)
+#                                   alternating inside one process, ROUNDS timings a side (default
+#                                   6; `bench decode --ab_env`): the machines differ more than most
+#                                   changes do (docs/perf-notes.md, session 5), and so do processes
+#                                   on one machine (S9-7)
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
@@ -88,18 +89,11 @@ if [[ $what == ab ]]; then
   echo "tests exit $?"; grep -E "test cases|ERROR" "$out/tests.log" | head -20
   models=/tmp/switchyard-models
   [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
-  for round in $(seq "${ROUNDS:-3}"); do
-    for variant in unset set; do
-      for v in ${variable//,/ }; do if [[ $variant == set ]]; then export "$v=1"; else unset "$v"; fi; done
-      for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
-        log="$out/ab-$profile-$variant-$round.log"
-        timeout 100 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
-          --cpu_infer 16 > "$log" 2>&1
-        echo "$variable $variant, $profile: $(grep -E '^prefill:|^decode:|GPU side' "$log" | tr '\n' ' ' | cut -c1-300)"
-      done
-    done
+  for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do  # both sides in one process (bench decode --ab_env)
+    timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
+      --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-$profile.log" 2>&1
+    echo "$profile exit $?: $(grep -E '^A/B ' "$out/ab-$profile.log")"
   done
-  for v in ${variable//,/ }; do unset "$v"; done
 fi
 if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)
   models=/tmp/switchyard-models

@@ -1,5 +1,6 @@
 // `switchyard run` end to end: the embedded default, make-model checkpoints of every family with
 // the shipped CPU profiles, sampling, and the errors a user can cause.
+#include <algorithm>
 #include <fstream>
 #include <random>
 
@@ -161,6 +162,12 @@ TEST_CASE("bench commands: options out of range are refused before any work (exi
       /*with_stderr=*/true);
   CHECK(no_timeline.exit_code == 2);
   CHECK(no_timeline.output.find("--timeline times GPU kernels") != std::string::npos);
+  const auto no_ab = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/Mixtral-cpu.yaml") + " --ab_env SOME_VARIANT --prompt_tokens 8",
+      /*with_stderr=*/true);
+  CHECK(no_ab.exit_code == 2);
+  CHECK(no_ab.output.find("--ab_env times GPU kernels") != std::string::npos);
 }
 
 namespace {
@@ -209,4 +216,25 @@ TEST_CASE("bench decode --timeline: every kernel of the step stamped, by kernel 
   CHECK(bench.output.find("rms_norm_rows") != std::string::npos);
   CHECK(bench.output.find("route_one_token") != std::string::npos);
   CHECK(bench.output.find("the launches' repeating pattern (a layer)") != std::string::npos);
+}
+
+TEST_CASE("bench decode --ab_env: both sides of a switch timed in one process, alternating (hybrid DeepSeek)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  // A variable nothing reads: both sides run the same work; the line reports three timings each.
+  const auto bench = hybrid_deepseek_bench(4, "--decode_tokens 4 --ab_env SWITCHYARD_TEST_NOTHING_READS_THIS "
+                                              "--ab_rounds 3");
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  const std::size_t line = bench.output.find("A/B SWITCHYARD_TEST_NOTHING_READS_THIS, GPU side us per layer: unset");
+  REQUIRE(line != std::string::npos);
+  const std::string text = bench.output.substr(line, bench.output.find('\n', line) - line);
+  CHECK(std::count(text.begin(), text.end(), '(') == 2);
+  CHECK(text.find("set - unset") != std::string::npos);
+  // Three timings a side: two spaces inside each parenthesis.
+  const std::size_t open = text.find('('), close = text.find(')');
+  CHECK(std::count(text.begin() + static_cast<std::ptrdiff_t>(open), text.begin() + static_cast<std::ptrdiff_t>(close),
+                   ' ') == 2);
 }
