@@ -245,6 +245,7 @@ int DecodeBenchOptions::run() const {
   // --ab_env: both variants in this process, A B B A ..., each timed with its own graphs.
   if (!ab_env.empty()) {
     const std::vector<std::string> variables = comma_separated(ab_env);
+    // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
     auto switch_to = [&](bool variant) {
       for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
       lm.discard_decode_graph();
