@@ -130,7 +130,7 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
     for (std::int64_t j = 0; j < period; ++j) {
       std::vector<double> position;
       for (std::int64_t i = first + j; i < last + period && i + 1 < per_step; i += period) {
-        if (name(i) != name(start + j)) break;
+        if (name(i) != name(start + j)) continue;  // a repeat that differs here (a dense layer)
         for (std::int64_t s = 0; s < timeline.steps; ++s) position.push_back(gap(s, i));
       }
       timeline.cycle.push_back({name(start + j), static_cast<std::int64_t>(position.size()), median(position), 0});
