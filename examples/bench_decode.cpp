@@ -22,6 +22,7 @@
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/bandwidth.h"
 #include "operators/cuda/leave_out.h"
+#include "operators/cuda/sm_clock.h"
 #include "operators/cuda/timeline.h"
 #endif
 
@@ -139,9 +140,11 @@ int DecodeBenchOptions::run() const {
   CausalLM& lm = *built;
   std::printf("built in %.1f s; placement: %s\n", seconds_since(start), lm.placement_summary().c_str());
   double hbm = 0;
+  [[maybe_unused]] int gpu_index = -1;  // the first GPU with weights: the one whose ceilings and clock are printed
 #if SWITCHYARD_HAVE_CUDA
   for (const DeviceMemory& d : check.memory)
     if (d.device.is_cuda() && d.weight_bytes > 0) {
+      gpu_index = d.device.index;
       hbm = cuda::measure_copy_bandwidth(d.device.index).bytes_per_second;
       std::printf("GPU: %s device-to-device copy %.0f GB/s (read + write)\n", d.device.str().c_str(), hbm / 1e9);
       break;
@@ -227,6 +230,9 @@ int DecodeBenchOptions::run() const {
                 static_cast<int>(layers));
   }
 #if SWITCHYARD_HAVE_CUDA
+  // The latency-bound chain scales with the SM clock, which is not locked: printed beside it.
+  auto sm_clock = [&] { return gpu_index >= 0 ? cuda::measure_sm_clock_mhz(gpu_index) : 0.0; };
+  if (gpu_index >= 0) std::printf("SM clock after those steps: %.0f MHz\n", sm_clock());
   // Each --leave_out group: the same steps with those kernels left out (captured again), against
   // all of them (all-GPU: timed again here, at the same context lengths). The results are wrong;
   // the time is the measure.
@@ -250,11 +256,12 @@ int DecodeBenchOptions::run() const {
       for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
       lm.discard_decode_graph();
     };
-    std::vector<double> unset, set;
+    std::vector<double> unset, set, clocks;
     for (int i = 0; i < 2 * ab_rounds; ++i) {
       const bool variant = (i % 4 == 1) || (i % 4 == 2);
       switch_to(variant);
       (variant ? set : unset).push_back(time_gpu_side() * 1e6 / layers);
+      clocks.push_back(sm_clock());
     }
     switch_to(false);
     auto list = [](std::vector<double> values) {
@@ -267,6 +274,8 @@ int DecodeBenchOptions::run() const {
     const auto [b, b_runs] = list(set);
     std::printf("A/B %s, GPU side us per layer: unset median %.1f (%s); set median %.1f (%s); set - unset %+.1f\n",
                 ab_env.c_str(), a, a_runs.c_str(), b, b_runs.c_str(), b - a);
+    std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
+                *std::max_element(clocks.begin(), clocks.end()));
   }
   // --timeline: one step queued with its launches recorded (a capture, where graphs are used), then
   // the GPU side timed again with the stamps on.

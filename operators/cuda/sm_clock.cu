@@ -1,0 +1,50 @@
+#include "operators/cuda/sm_clock.h"
+
+#include <cstdint>
+
+#include "operators/cuda/cuda_check.h"
+#include "operators/cuda/launch.cuh"
+
+namespace switchyard::cuda {
+namespace {
+
+// One thread: cycles and nanoseconds over a spin of at least `window_ns`.
+__global__ void count_cycles(std::uint64_t window_ns, unsigned long long* out) {
+  begin_after_previous_grid();
+  if (threadIdx.x != 0) return;
+  std::uint64_t start_ns, now_ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start_ns));
+  const long long start_cycles = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now_ns));
+  } while (now_ns - start_ns < window_ns);
+  out[0] = static_cast<unsigned long long>(clock64() - start_cycles);
+  out[1] = now_ns - start_ns;
+}
+
+}  // namespace
+
+double measure_sm_clock_mhz(int device, double window_us) {
+  int previous = 0;
+  SWITCHYARD_CUDA_CHECK(cudaGetDevice(&previous));
+  SWITCHYARD_CUDA_CHECK(cudaSetDevice(device));
+  unsigned long long* counts = nullptr;
+  check_allocation(cudaMalloc(reinterpret_cast<void**>(&counts), 2 * sizeof(unsigned long long)), device,
+                   2 * sizeof(unsigned long long), "the SM clock's counts", __FILE__, __LINE__);
+  unsigned long long host[2] = {0, 0};
+  cudaError_t status = cudaSuccess;
+  try {
+    launch_kernel(count_cycles, 1, 32, 0, cudaStream_t{}, static_cast<std::uint64_t>(window_us * 1e3), counts);
+    status = cudaMemcpy(host, counts, sizeof host, cudaMemcpyDeviceToHost);
+  } catch (...) {
+    cudaFree(counts);
+    cudaSetDevice(previous);
+    throw;
+  }
+  if (cudaFree(counts) != cudaSuccess) cudaGetLastError();
+  SWITCHYARD_CUDA_CHECK(status);
+  SWITCHYARD_CUDA_CHECK(cudaSetDevice(previous));
+  return host[1] > 0 ? static_cast<double>(host[0]) * 1e3 / static_cast<double>(host[1]) : 0.0;
+}
+
+}  // namespace switchyard::cuda
