@@ -20,6 +20,11 @@ mkdir -p "$out"
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
 export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
 configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90)
+models=/tmp/switchyard-models
+v2_lite() {  # the deepseek-v2-lite checkpoint that the benches read, made once per machine ($1: the binary)
+  mkdir -p $models
+  [[ -f $models/v2-lite/config.json ]] || "$1" make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+}
 bench_line() {  # the lines of a bench decode log that an A/B compares, on one line
   grep -E 'STREAM triad|again|^decode:|-> decode|GPU side' "$1" | sed -E 's/ with [0-9]+ threads//; s/^prefill: .*again/prefill again/' |
     tr '\n' ' ' | tr -s ' ' | cut -c1-400
@@ -33,9 +38,7 @@ if [[ $what == ab-builds ]]; then
         cmake --build "build-$name" -j16; } > "$out/build-$name.log" 2>&1 || { tail -30 "$out/build-$name.log"; exit 1; }
   done
   echo "built: $(date +%T)"
-  models=/tmp/switchyard-models
-  [[ -f $models/v2-lite/config.json ]] ||
-    "./build-${names[0]}/switchyard" make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite "./build-${names[0]}/switchyard"
   for name in "${names[@]}"; do
     timeout 400 "./build-$name/tests/switchyard_tests" > "$out/tests-$name.log" 2>&1
     echo "tests $name exit $?: $(grep -E 'test cases' "$out/tests-$name.log")"; grep -E "ERROR" "$out/tests-$name.log" | head -5
@@ -64,9 +67,7 @@ if [[ $what == tests || $what == all ]]; then
   grep -E "prefill, [0-9]+ tokens|grouped prefill" "$out/tests.log" | head -4
 fi
 if [[ $what == bench || $what == all ]]; then
-  models=/tmp/switchyard-models
-  mkdir -p $models
-  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite $bin
   [[ -f $models/v3-61/config.json ]] || $bin make-model --preset tiny-deepseek-v3 --layers 61 --out $models/v3-61 >> "$out/make-model.log" 2>&1
   echo "models: $(date +%T)"
   timeout 60 $bin bench gemv > "$out/bench-gemv.log" 2>&1; echo "bench gemv exit $?"
@@ -87,8 +88,7 @@ if [[ $what == ab ]]; then
   variable=${2:?"ab needs the name of the environment variable that switches the variant"}
   timeout 400 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
   echo "tests exit $?"; grep -E "test cases|ERROR" "$out/tests.log" | head -20
-  models=/tmp/switchyard-models
-  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite $bin
   for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do  # both sides in one process (bench decode --ab_env)
     timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
       --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-$profile.log" 2>&1
@@ -96,16 +96,14 @@ if [[ $what == ab ]]; then
   done
 fi
 if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)
-  models=/tmp/switchyard-models
-  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite $bin
   timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
     $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
     --prompt_ids 1,2 --max_new_tokens 3 --use_cuda_graph false > "$out/ncu.log" 2>&1
   echo "ncu exit $?"
 fi
 if [[ $what == ncu-prefill ]]; then  # per-kernel GPU times of a 512-token all-GPU prefill, its first ~600 launches
-  models=/tmp/switchyard-models
-  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite $bin
   prompt=$(seq -s, 1 512)
   timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 --csv --print-units base \
     $bin run --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml \
@@ -114,8 +112,7 @@ if [[ $what == ncu-prefill ]]; then  # per-kernel GPU times of a 512-token all-G
   python3 scripts/ncu-digest.py "$out/ncu-prefill.csv"
 fi
 if [[ $what == ncu-detail ]]; then  # full ncu sections of one decode instance of each hot kernel, context 500
-  models=/tmp/switchyard-models
-  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite $bin
   prompt=$(seq -s, 1 500)
   for kernel in attend_split mla_decode rms_norm_rows write_mla gemv_kernel route_tokens; do
     timeout 120 ncu --clock-control none --set full --nvtx --nvtx-include "decode_step/" -k regex:$kernel \
@@ -126,8 +123,7 @@ if [[ $what == ncu-detail ]]; then  # full ncu sections of one decode instance o
   done
 fi
 if [[ $what == ncu-step ]]; then  # every kernel of the hybrid decode steps, in order, with grid and time (context ~500)
-  models=/tmp/switchyard-models
-  [[ -f $models/v2-lite/config.json ]] || $bin make-model --preset deepseek-v2-lite --out $models/v2-lite > "$out/make-model.log" 2>&1
+  v2_lite $bin
   prompt=$(seq -s, 1 500)
   timeout 300 ncu --clock-control none --nvtx --nvtx-include "decode_step/" --csv --print-units base \
     --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum \

@@ -70,20 +70,21 @@ HostFlags::HostFunctionFlag* HostFlags::fallback_slot(int i, std::uint32_t value
 HostFlags::HostFlags(int count)
     : memory_(sizeof(std::uint32_t) * static_cast<std::size_t>(count > 0 ? count : 1),
               "hand-off flags between the GPU and the CPU experts"),
-      host_(memory_.as<std::uint32_t>()),
       device_(memory_.device_view_as<std::uint32_t>()),
       count_(count) {
-  for (int i = 0; i < count_; ++i) flag_ref(host_ + i).store(0, std::memory_order_relaxed);
+  std::uint32_t* flags = memory_.as<std::uint32_t>();
+  for (int i = 0; i < count_; ++i) flag_ref(flags + i).store(0, std::memory_order_relaxed);
   fallback_.resize(static_cast<std::size_t>(2 * count_));
-  for (int i = 0; i < 2 * count_; ++i) fallback_[static_cast<std::size_t>(i)] = {host_ + i / 2, static_cast<std::uint32_t>(i % 2)};
+  for (int i = 0; i < 2 * count_; ++i)
+    fallback_[static_cast<std::size_t>(i)] = {flags + i / 2, static_cast<std::uint32_t>(i % 2)};
 }
 
 std::uint32_t* HostFlags::flag(int i) const {
   if (i < 0 || i >= count_) throw std::out_of_range("HostFlags: flag " + std::to_string(i));
-  return host_ + i;
+  return memory_.as<std::uint32_t>() + i;
 }
 
-std::uint32_t* HostFlags::device_flag(int i) const { return device_ + (flag(i) - host_); }
+std::uint32_t* HostFlags::device_flag(int i) const { return device_ + (flag(i) - memory_.as<std::uint32_t>()); }
 
 void HostFlags::stream_write(cudaStream_t stream, int i, std::uint32_t value) {
   stream_operation(stream, i, value, /*wait=*/false);

@@ -60,9 +60,8 @@ class HostFlags {
   std::uint32_t* flag(int i) const;  // std::out_of_range for a flag that does not exist
   void stream_operation(cudaStream_t stream, int i, std::uint32_t value, bool wait);
 
-  PinnedBuffer memory_;              // page-locked, mapped into every device (unified addressing)
-  std::uint32_t* host_ = nullptr;    // memory_'s flags
-  std::uint32_t* device_ = nullptr;  // their device mapping
+  PinnedBuffer memory_;              // the flags: page-locked, mapped into every device (unified addressing)
+  std::uint32_t* device_ = nullptr;  // their device mapping, looked up once
   int count_ = 0;
   std::vector<HostFunctionFlag> fallback_;
 };
