@@ -165,12 +165,20 @@ int DecodeBenchOptions::run() const {
   logits = lm.forward(prompt, 0);
   const double prefill_again_seconds = seconds_since(start);
 
-  // Greedy decode as `run` does it: the choice is made where the head runs (forward_greedy).
+  // Greedy decode as `run` does it: the choice is made where the head runs, and where decode steps
+  // are graphs they follow each other on the device (CausalLM::decode_greedy).
   std::int64_t position = prompt_tokens;
   std::int32_t next = cpu::argmax(logits.data(), lm.vocab_size());
-  for (int i = 0; i < 2; ++i) next = lm.forward_greedy(std::span(&next, 1), position++);  // capture, warm-up
+  auto decode = [&](int steps) {
+    lm.decode_greedy(next, position, steps, [&](std::int32_t id) {
+      next = id;
+      return true;
+    });
+    position += steps;
+  };
+  decode(2);  // capture, warm-up
   start = Clock::now();
-  for (int i = 0; i < decode_tokens; ++i) next = lm.forward_greedy(std::span(&next, 1), position++);
+  decode(decode_tokens);
   const double decode_seconds = seconds_since(start) / decode_tokens;
 
   const ExpertTraffic traffic = expert_traffic(check, weights);
@@ -212,9 +220,9 @@ int DecodeBenchOptions::run() const {
   const bool hybrid = hbm > 0 && traffic.cpu_bytes > 0;
   auto time_gpu_side = [&] {
     lm.skip_cpu_expert_work(hybrid);
-    for (int i = 0; i < 2; ++i) lm.forward_greedy(std::span(&next, 1), position++);
+    decode(2);
     const auto begin = Clock::now();
-    for (int i = 0; i < decode_tokens; ++i) lm.forward_greedy(std::span(&next, 1), position++);
+    decode(decode_tokens);
     const double seconds = seconds_since(begin) / decode_tokens;
     lm.skip_cpu_expert_work(false);
     return seconds;

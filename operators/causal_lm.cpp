@@ -1,8 +1,13 @@
 #include "operators/causal_lm.h"
 
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -42,9 +47,19 @@ struct CausalLM::GpuLogits {
   std::int32_t* host_id_device = nullptr;  // that view, looked up once
   cuda::DeviceBuffer all;        // [tokens, vocab] when every token's logits are asked for
 };
+
+// What a decode graph reads and writes besides the layers' buffers, so that steps can follow each
+// other on the device (decode_greedy).
+struct CausalLM::DecodeChain {
+  cuda::PinnedBuffer tokens;                // [2] (position << 32 | id): the steps' choices (cuda::NextStep)
+  std::uint64_t* tokens_device = nullptr;   // their device view
+  cuda::PinnedBuffer embedding;             // with the embedding on the CPU: its table, mapped for the GPU
+  const void* embedding_device = nullptr;   // that table's device view
+};
 #else
 struct CausalLM::DecodeGraph {};
 struct CausalLM::GpuLogits {};
+struct CausalLM::DecodeChain {};
 class DeviceRuntimes {};  // no GPUs in this build
 #endif
 
@@ -169,6 +184,18 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   if (options_.use_cuda_graph && devices.size() == 1 && final_device_.is_cuda() &&
       (embed_device_.is_cpu() || embed_device_ == final_device_))
     graph_gpu_ = &runtimes_->get(final_device_);
+  if (graph_gpu_ != nullptr) {
+    chain_ = std::make_unique<DecodeChain>();
+    chain_->tokens = cuda::PinnedBuffer(2 * sizeof(std::uint64_t), "the decode steps' tokens");
+    chain_->tokens_device = chain_->tokens.device_view_as<std::uint64_t>();
+    // The graph gathers the step's row itself (no host work between steps): from a page-locked copy
+    // of the table, host memory as the placement says, read over the bus.
+    if (embed_device_.is_cpu()) {
+      chain_->embedding = cuda::PinnedBuffer(embedding_.bytes(), "the token embedding table (mapped for decode graphs)");
+      std::memcpy(chain_->embedding.data(), embedding_.data(), embedding_.bytes());
+      chain_->embedding_device = chain_->embedding.device_view();
+    }
+  }
 #endif
   stream_ = std::make_unique<ResidualStream>(runtimes_.get(), options_.prefill_chunk, hidden_);
 }
@@ -271,14 +298,14 @@ std::int32_t CausalLM::forward_greedy(std::span<const std::int32_t> ids, std::in
   return cpu::argmax(logits.data(), vocab_);
 }
 
-void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position) {
+void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position, bool embed_on_host) {
   const auto tokens = static_cast<std::int64_t>(ids.size());
 #if SWITCHYARD_HAVE_CUDA
   for (const auto& [index, gpu] : runtimes_->all()) gpu->write_step(position, ids);
 #else
   (void)position;
 #endif
-  if (!embed_device_.is_cpu()) return;
+  if (!embed_device_.is_cpu() || !embed_on_host) return;
   float* hidden = stream_->start(Device::cpu(), tokens);
   for (std::int64_t t = 0; t < tokens; ++t) {
     const Tensor row = embedding_.rows(ids[static_cast<std::size_t>(t)], 1);
@@ -304,7 +331,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     }
   } step_marks;
   for (const auto& [index, gpu] : runtimes_->all()) {
-    gpu->upload_step();
+    if (!capturing_decode_) gpu->upload_step();  // a decode graph's record is uploaded before it, or left by the step before
     if (tracer_ == nullptr || !tracer_->profiling()) continue;
     gpu->timer().start_step(gpu->stream());
     step_marks.marks.emplace_back(gpu.get(), gpu->timer().begin(gpu->stream(), tokens == 1 ? Region::decode_step : Region::prefill, -1));
@@ -314,6 +341,11 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     float* hidden = stream_->start(embed_device_, tokens);
     cuda::embedding(gpu->ids(), tokens, device_embedding_->buffer.data(), device_embedding_->dtype, vocab_, hidden_,
                     hidden, gpu->stream());
+  } else if (capturing_decode_) {  // the embedding on the CPU: its mapped table (DecodeChain)
+    const CurrentDevice current(graph_gpu_);
+    float* hidden = stream_->start(graph_gpu_->where(), tokens);
+    cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding_device, embedding_.dtype(), vocab_, hidden_, hidden,
+                    graph_gpu_->stream());
   }
 #endif
   for (auto& layer : layers_) layer->forward(*stream_, tokens, position);
@@ -341,7 +373,10 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   GpuLogits& out = *gpu_logits_;
   if (rows == 1) {
     lm_head_.forward(normed, 1, out.row.as<float>());
-    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream());
+    // A decode graph's argmax also hands the next step its token and position (decode_greedy).
+    const cuda::NextStep next = capturing_decode_ ? cuda::NextStep{gpu->step_record(), chain_->tokens_device}
+                                                  : cuda::NextStep{};
+    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream(), next);
     else gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
   } else {
     if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))
@@ -383,62 +418,150 @@ std::vector<float> CausalLM::run_chunk(std::span<const std::int32_t> ids, std::i
 }
 
 #if SWITCHYARD_HAVE_CUDA
-std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t position) {
+void CausalLM::ensure_decode_graph(std::int32_t id, std::int64_t position) {
+  const bool profiling = tracer_ != nullptr && tracer_->profiling();
+  if (graph_ && graph_->profiled == profiling && graph_->greedy == greedy_) return;
+  graph_.reset();
+  // Capture once (again when profiling or greedy is switched): the same kernels, hand-offs and
+  // profile events as an eager step, reading the step's position and token from device memory (the
+  // record uploaded before each launch, or left by the step before), the embedding row from the
+  // table and the CPU experts' inputs from pinned memory.
   GpuRuntime& gpu = *graph_gpu_;
   const std::span<const std::int32_t> ids(&id, 1);
-  prepare(ids, position);
-  const bool profiling = tracer_ != nullptr && tracer_->profiling();
-  if (!graph_ || graph_->profiled != profiling || graph_->greedy != greedy_) {
-    graph_.reset();
-    // Capture once (again when profiling is switched): the same kernels, copies, hand-offs and profile events as an eager step,
-    // reading the step's position and token from device memory and its inputs from pinned memory.
-    runtimes_->synchronize();
-    auto graph = std::make_unique<DecodeGraph>();
-    cudaGraph_t captured = nullptr;
-    gpu.context().pool().begin_capture();
-    gpu.timer().set_capturing(true);
-    runtimes_->begin_capture();
-    SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
-    try {
-      enqueue(ids, position, false);
-    } catch (...) {
-      cudaStreamEndCapture(gpu.stream(), &captured);
-      if (captured != nullptr) cudaGraphDestroy(captured);
-      cudaGetLastError();
-      gpu.context().pool().end_capture();
-      gpu.timer().set_capturing(false);
-      runtimes_->end_capture();
-      throw;
-    }
-    const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
+  runtimes_->synchronize();
+  auto graph = std::make_unique<DecodeGraph>();
+  cudaGraph_t captured = nullptr;
+  gpu.context().pool().begin_capture();
+  gpu.timer().set_capturing(true);
+  runtimes_->begin_capture();
+  capturing_decode_ = true;
+  SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
+  try {
+    enqueue(ids, position, false);
+  } catch (...) {
+    capturing_decode_ = false;
+    cudaStreamEndCapture(gpu.stream(), &captured);
+    if (captured != nullptr) cudaGraphDestroy(captured);
+    cudaGetLastError();
     gpu.context().pool().end_capture();
     gpu.timer().set_capturing(false);
-    graph->jobs = runtimes_->end_capture();
-    SWITCHYARD_CUDA_CHECK(ended);
-    const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);
-    cudaGraphDestroy(captured);
-    SWITCHYARD_CUDA_CHECK(instantiated);
-    if (profiling) graph->marks = gpu.timer().take_step();
-    graph->profiled = profiling;
-    graph->greedy = greedy_;
-    graph_ = std::move(graph);
+    runtimes_->end_capture();
+    throw;
   }
+  capturing_decode_ = false;
+  const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
+  gpu.context().pool().end_capture();
+  gpu.timer().set_capturing(false);
+  graph->jobs = runtimes_->end_capture();
+  SWITCHYARD_CUDA_CHECK(ended);
+  const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);
+  cudaGraphDestroy(captured);
+  SWITCHYARD_CUDA_CHECK(instantiated);
+  if (profiling) graph->marks = gpu.timer().take_step();
+  graph->profiled = profiling;
+  graph->greedy = greedy_;
+  graph_ = std::move(graph);
+}
+
+void CausalLM::launch_decode_graph() {
   // The jobs go to the worker first: a launch that waits for queue space must not wait for them.
   runtimes_->set_launching(true);
   for (const CpuExpertsHandOff::Job& job : graph_->jobs) runtimes_->enqueue(job);
-  const std::int64_t start_ns = Tracer::now_ns();
-  const cudaError_t launched = cudaGraphLaunch(graph_->exec, gpu.stream());
+  const cudaError_t launched = cudaGraphLaunch(graph_->exec, graph_gpu_->stream());
   runtimes_->set_launching(false);
   SWITCHYARD_CUDA_CHECK(launched);
+}
+
+std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t position) {
+  GpuRuntime& gpu = *graph_gpu_;
+  prepare(std::span(&id, 1), position, /*embed_on_host=*/false);
+  ensure_decode_graph(id, position);
+  gpu.upload_step();
+  const std::int64_t start_ns = Tracer::now_ns();
+  launch_decode_graph();
   runtimes_->synchronize();
-  if (profiling) gpu.timer().report(graph_->marks, *tracer_, start_ns);
+  if (graph_->profiled) gpu.timer().report(graph_->marks, *tracer_, start_ns);
   if (greedy_) return {};  // forward_greedy reads the id
   std::vector<float> logits(static_cast<std::size_t>(vocab_));
   std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
   return logits;
 }
+
+bool CausalLM::chains_decode_steps() const {
+  if (graph_gpu_ == nullptr || gpu_logits_ == nullptr) return false;
+  if (tracer_ != nullptr && (tracer_->profiling() || tracer_->any_nvtx())) return false;
+  return std::getenv("SWITCHYARD_AB_NO_CHAIN") == nullptr;  // AB-TEMP (session 10): one step at a time
+}
+
+std::int32_t CausalLM::wait_for_token(std::int64_t position) {
+  std::atomic_ref<std::uint64_t> slot(chain_->tokens.as<std::uint64_t>()[position % 2]);
+  for (std::uint64_t spin = 1;; ++spin) {
+    std::uint64_t value = slot.load(std::memory_order_acquire);
+    if (static_cast<std::int64_t>(value >> 32) == position) return static_cast<std::int32_t>(value & 0xffffffffu);
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    if (spin % 4096 != 0) continue;
+    // Now and then: has the stream failed, or drained without this step's token?
+    const cudaError_t status = cudaStreamQuery(graph_gpu_->stream());
+    if (status == cudaErrorNotReady) continue;
+    value = slot.load(std::memory_order_acquire);
+    if (static_cast<std::int64_t>(value >> 32) == position) return static_cast<std::int32_t>(value & 0xffffffffu);
+    if (status == cudaSuccess)
+      throw std::runtime_error("the GPU finished the decode step before position " + std::to_string(position) +
+                               " without handing over its token");
+    SWITCHYARD_CUDA_CHECK(status);
+  }
+}
+
+int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
+                             const std::function<bool(std::int32_t)>& on_token) {
+  check_token_ids(std::span(&id, 1));
+  check_context(position, count, max_context_);
+  GpuRuntime& gpu = *graph_gpu_;
+  runtimes_->synchronize();  // nothing in flight: the token slots can be cleared
+  for (int i = 0; i < 2; ++i) chain_->tokens.as<std::uint64_t>()[i] = ~std::uint64_t{0};
+  greedy_ = true;
+  int given = 0;
+  try {
+    prepare(std::span(&id, 1), position, /*embed_on_host=*/false);
+    ensure_decode_graph(id, position);
+    gpu.upload_step();
+    launch_decode_graph();
+    for (int k = 0; k < count; ++k) {
+      if (k + 1 < count) launch_decode_graph();  // its token and position come from step k, on the device
+      const std::int32_t next = wait_for_token(position + k + 1);
+      runtimes_->throw_if_failed();
+      ++given;
+      if (!on_token(next)) break;
+    }
+    runtimes_->synchronize();
+  } catch (...) {
+    greedy_ = false;
+    try {
+      runtimes_->synchronize();
+    } catch (...) {
+      // the first error is the one to report
+    }
+    throw;
+  }
+  greedy_ = false;
+  return given;
+}
 #else
 std::vector<float> CausalLM::decode_with_graph(std::int32_t, std::int64_t) { return {}; }
 #endif
+
+int CausalLM::decode_greedy(std::int32_t id, std::int64_t position, int count,
+                            const std::function<bool(std::int32_t)>& on_token) {
+  if (count <= 0) return 0;
+#if SWITCHYARD_HAVE_CUDA
+  if (chains_decode_steps()) return decode_chained(id, position, count, on_token);
+#endif
+  for (int given = 1;; ++given) {
+    id = forward_greedy(std::span(&id, 1), position++);
+    if (!on_token(id) || given == count) return given;
+  }
+}
 
 }  // namespace switchyard

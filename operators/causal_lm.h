@@ -9,6 +9,7 @@
 // stream, and CPU experts under a GPU MoE block are served by this thread while the GPU works.
 // When the whole decoder stack and the head run on one GPU, a decode step is one CUDA graph
 // (captured at the first decode step, replayed after) including the CPU-expert hand-offs.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,18 @@ class CausalLM {
   // As forward for the last token, but returns its greedy choice, cpu::argmax of its logits. With
   // the head on a GPU the choice is made there and only the id comes back, not [vocab] logits.
   std::int32_t forward_greedy(std::span<const std::int32_t> ids, std::int64_t position);
+  // Greedy decode: up to `count` steps from token `id` at `position`, each step's choice the next
+  // one's token. on_token gets every new token in order and returns false to stop there. Returns how
+  // many tokens it gave. Where decode steps are CUDA graphs and neither the profile nor NVTX ranges
+  // are on (they delimit steps on the host), steps follow each other on the device: a step's choice
+  // and position go to the next through device memory (cuda::NextStep), the embedding row is read
+  // by the GPU (from mapped host memory when the embedding is placed on the CPU), and step k + 1 is
+  // queued before step k's token reaches the host (a step queued behind a stop runs; its token is
+  // dropped). Otherwise one forward_greedy a step. Positions up to position + count - 1 must fit.
+  int decode_greedy(std::int32_t id, std::int64_t position, int count,
+                    const std::function<bool(std::int32_t)>& on_token);
+  // Whether decode_greedy runs its steps back to back on the device.
+  bool chains_decode_steps() const;
   std::int64_t vocab_size() const { return vocab_; }
   // Throws InputError for an id outside [0, vocab_size()) (forward checks its ids with it).
   void check_token_ids(std::span<const std::int32_t> ids) const;
@@ -83,12 +96,23 @@ class CausalLM {
  private:
   struct DecodeGraph;
   struct GpuLogits;
+  struct DecodeChain;
   std::vector<float> run_chunk(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
   // Host part of a pass: step inputs and, with the embedding on the CPU, the embedded rows.
-  void prepare(std::span<const std::int32_t> ids, std::int64_t position);
+  // embed_on_host false: the pass gathers its rows on the GPU (a decode graph: enqueue).
+  void prepare(std::span<const std::int32_t> ids, std::int64_t position, bool embed_on_host = true);
   // Device part: everything queued on the devices' streams (or run, on the CPU).
   void enqueue(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
   std::vector<float> decode_with_graph(std::int32_t id, std::int64_t position);
+  // The decode graph for this step's kind (profiled or not, greedy or not), captured if it is not.
+  void ensure_decode_graph(std::int32_t id, std::int64_t position);
+  // Queues the decode graph with its CPU jobs (the step record already on the device).
+  void launch_decode_graph();
+  // decode_greedy with steps that follow each other on the device.
+  int decode_chained(std::int32_t id, std::int64_t position, int count,
+                     const std::function<bool(std::int32_t)>& on_token);
+  // The token that the step before `position` chose, once its slot says so (cuda::NextStep).
+  std::int32_t wait_for_token(std::int64_t position);
 
   Tracer* tracer_;
   CausalLMOptions options_;
@@ -105,7 +129,9 @@ class CausalLM {
   std::unique_ptr<GpuLogits> gpu_logits_;  // the GPU head's output buffers
   bool greedy_ = false;  // within forward_greedy: a GPU head writes the argmax, not the logits
   GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph
+  bool capturing_decode_ = false;      // within the decode graph's capture
   std::unique_ptr<DecodeGraph> graph_;
+  std::unique_ptr<DecodeChain> chain_;  // with graph_gpu_: what decode_greedy's steps hand on
 };
 
 }  // namespace switchyard

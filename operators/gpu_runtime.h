@@ -60,6 +60,9 @@ class GpuRuntime {
   // a captured graph, which then replays whatever the host last wrote).
   const std::int32_t* position() const { return step_device_.as<std::int32_t>(); }
   const std::int32_t* ids() const { return position() + 1; }
+  // The same record, [position, ids...], for the kernel that ends a greedy step and writes the next
+  // one's (cuda::argmax with cuda::NextStep), so that steps can follow each other on the device.
+  std::int32_t* step_record() const { return step_device_.as<std::int32_t>(); }
   void write_step(std::int64_t position, std::span<const std::int32_t> ids);
   void upload_step();
 
@@ -130,6 +133,9 @@ class DeviceRuntimes {
   void skip_expert_work(bool skip) { skip_expert_work_.store(skip, std::memory_order_relaxed); }
   // Waits until the worker has run every job queued so far; rethrows a job's error.
   void serve();
+  // Rethrows a job's error, if one failed, after the streams and the worker are done; otherwise
+  // returns at once (for a host that reads results while more work is queued).
+  void throw_if_failed();
   // Waits for every stream and for the worker.
   void synchronize();
   // Stops the worker after the jobs it has (the owner calls this before the experts go away).

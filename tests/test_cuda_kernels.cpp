@@ -24,6 +24,7 @@
 #ifdef SWITCHYARD_HAVE_CUDA
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <thread>
 #include <cmath>
@@ -233,11 +234,18 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
-  for (const sy::DType dtype : {sy::DType::f32, sy::DType::bf16, sy::DType::f16}) {
+  // Each dtype with a width of any size (element by element), one of whole 16-byte pieces, and that
+  // again from a table in host-mapped memory (the decode graph's table with the embedding on the CPU).
+  for (int round = 0; round < 9; ++round) {
+    const sy::DType dtype = std::array{sy::DType::f32, sy::DType::bf16, sy::DType::f16}[round % 3];
+    const bool whole_pieces = round >= 3, from_host = round >= 6;
     const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 3000)(random);
-    const std::int64_t hidden = std::uniform_int_distribution<std::int64_t>(1, 3000)(random);
+    std::int64_t hidden = std::uniform_int_distribution<std::int64_t>(1, 3000)(random);
+    if (whole_pieces) hidden = 8 * std::uniform_int_distribution<std::int64_t>(1, 1200)(random);
+    else if (hidden % 8 == 0) hidden += 1;
     const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(1, 40)(random);
-    INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens);
+    INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens
+                               << (from_host ? ", table in mapped host memory" : ""));
     const std::vector<float> values = uniform(vocab * hidden, -4, 4, random);
     std::vector<std::uint16_t> narrow(values.size());
     for (std::size_t i = 0; i < values.size(); ++i)
@@ -249,10 +257,13 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
     ids.back() = static_cast<std::int32_t>(vocab);  // out of range
 
     cuda::DeviceBuffer table = dtype == sy::DType::f32 ? to_device(context, values) : to_device(context, narrow);
+    const std::size_t table_bytes = values.size() * (dtype == sy::DType::f32 ? 4 : 2);
+    cuda::PinnedBuffer host_table(from_host ? table_bytes : 0, "the mapped table");
+    if (from_host) std::memcpy(host_table.data(), table_host, table_bytes);
     cuda::DeviceBuffer ids_device = to_device(context, ids);
     cuda::DeviceBuffer out = context.allocate(tokens * hidden * sizeof(float), "out");
-    cuda::embedding(ids_device.as<std::int32_t>(), tokens, table.data(), dtype, vocab, hidden, out.as<float>(),
-                    context.stream());
+    cuda::embedding(ids_device.as<std::int32_t>(), tokens, from_host ? host_table.device_view() : table.data(), dtype,
+                    vocab, hidden, out.as<float>(), context.stream());
     const std::vector<float> got = to_host<float>(context, out, tokens * hidden);
     for (std::int64_t t = 0; t + 1 < tokens; ++t)
       for (std::int64_t i = 0; i < hidden; ++i)
@@ -642,6 +653,41 @@ TEST_CASE("cuda kernels: argmax chooses as cpu::argmax, ties, NaN and infinities
     cuda::DeviceBuffer x_device = to_device(context, x);
     cuda::argmax(x_device.as<float>(), n, out.as<std::int32_t>(), context.stream());
     CHECK(to_host<std::int32_t>(context, out.data(), 1)[0] == cpu::argmax(x.data(), n));
+  }
+}
+
+TEST_CASE("cuda kernels: argmax hands the next decode step its token and position (NextStep)") {
+  int dummy = 0;
+  std::uint64_t slots[2] = {};
+  CHECK_THROWS_AS(cuda::argmax(reinterpret_cast<const float*>(&dummy), 1, &dummy, nullptr, {nullptr, slots}),
+                  std::invalid_argument);
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  cuda::PinnedBuffer chosen(sizeof(std::int32_t), "the chosen id"), tokens(2 * sizeof(std::uint64_t), "token slots");
+  std::memset(tokens.data(), 0xff, tokens.bytes());
+  const std::int32_t first_position = static_cast<std::int32_t>(draw(0, 100000, random));
+  cuda::DeviceBuffer step = to_device(context, std::vector<std::int32_t>{first_position, -1, 7});
+  // Steps back to back, as CausalLM::decode_greedy queues them: each advances the record by one
+  // position and leaves its id there and in slot (position % 2); the other slot keeps the step before.
+  std::vector<std::int32_t> expected;
+  for (int k = 0; k < 5; ++k) {
+    const std::int64_t n = draw(2, 150000, random);
+    const std::vector<float> x = uniform(static_cast<std::size_t>(n), -30, 30, random);
+    cuda::DeviceBuffer x_device = to_device(context, x);
+    cuda::argmax(x_device.as<float>(), n, chosen.device_view_as<std::int32_t>(), context.stream(),
+                 {step.as<std::int32_t>(), tokens.device_view_as<std::uint64_t>()});
+    context.synchronize();
+    expected.push_back(static_cast<std::int32_t>(cpu::argmax(x.data(), n)));
+    const std::int64_t position = first_position + k + 1;
+    INFO("step " << k);
+    CHECK(*chosen.as<std::int32_t>() == expected.back());
+    CHECK(to_host<std::int32_t>(context, step, 3) == std::vector<std::int32_t>{static_cast<std::int32_t>(position),
+                                                                                expected.back(), 7});
+    CHECK(tokens.as<std::uint64_t>()[position % 2] == cuda::token_slot_value(position, expected.back()));
+    if (k > 0) CHECK(tokens.as<std::uint64_t>()[(position + 1) % 2] == cuda::token_slot_value(position - 1, expected[k - 1]));
   }
 }
 

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/error.h"
+
 #ifdef SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
 #include "placement/split.h"
@@ -125,6 +127,47 @@ TEST_CASE("gpu model: forward_greedy's choice on the GPU is the argmax of forwar
                       all_gpu ? kAllGpuProfile : "", options);
       check_greedy_choices(*l.model, ref, 8);
     }
+}
+
+TEST_CASE("gpu model: greedy steps chained on the device choose the tokens of steps taken one at a time") {
+  if (no_gpu()) return;
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  constexpr int kSteps = 24;
+  // Hybrid (the embedding on the CPU: the graph reads its mapped table) and all-GPU.
+  for (const bool all_gpu : {false, true}) {
+    INFO((all_gpu ? "all-GPU" : "hybrid"));
+    CausalLMOptions eager_options;
+    eager_options.use_cuda_graph = false;
+    const char* profile = all_gpu ? "<all-GPU profile>" : "DeepSeek-V3-Chat.yaml";
+    Loaded eager = load("deepseek_v3", profile, all_gpu ? kAllGpuProfile : "", eager_options);
+    Loaded chained = load("deepseek_v3", profile, all_gpu ? kAllGpuProfile : "");
+    CHECK_FALSE(eager.model->chains_decode_steps());
+    REQUIRE(chained.model->chains_decode_steps());
+    const auto start = static_cast<std::int64_t>(ref.prompt.size());
+    const std::int32_t first = eager.model->forward_greedy(ref.prompt, 0);
+    REQUIRE(chained.model->forward_greedy(ref.prompt, 0) == first);
+    std::vector<std::int32_t> expected;
+    std::int32_t next = first;
+    for (int i = 0; i < kSteps; ++i) expected.push_back(next = eager.model->forward_greedy(std::span(&next, 1), start + i));
+    std::vector<std::int32_t> got;
+    auto take = [&](std::int32_t id) {
+      got.push_back(id);
+      return true;
+    };
+    CHECK(chained.model->decode_greedy(first, start, kSteps, take) == kSteps);
+    CHECK(got == expected);
+    // Stopped after 5 tokens (a sixth step was already queued), then on from there: the same tokens.
+    got.clear();
+    CHECK(chained.model->decode_greedy(first, start, kSteps, [&](std::int32_t id) {
+      got.push_back(id);
+      return got.size() < 5;
+    }) == 5);
+    CHECK(chained.model->decode_greedy(got.back(), start + 5, kSteps - 5, take) == kSteps - 5);
+    CHECK(got == expected);
+    // A token that the vocabulary does not hold is refused before anything runs.
+    CHECK_THROWS_AS(chained.model->decode_greedy(static_cast<std::int32_t>(chained.model->vocab_size()), start, 2, take),
+                    InputError);
+  }
 }
 
 TEST_CASE("gpu model: --profile times GPU work on the GPU lane, eagerly and inside the decode graph") {

@@ -30,7 +30,7 @@ __device__ inline Best warp_best(Best best) {
   return best;
 }
 
-__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int n, std::int32_t* out) {
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int n, std::int32_t* out, NextStep next) {
   begin_after_previous_grid();
   __shared__ Best warps[kThreads / kWarp];
   Best best{-INFINITY, n};
@@ -44,16 +44,29 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int n,
   best = warp_best(best);
   // The CPU's scan starts from element 0 and only a larger value replaces it: a NaN there stays,
   // and so does 0 when every value is NaN.
-  if (lane == 0) *out = isnan(x[0]) || best.index >= n ? 0 : best.index;
+  if (lane != 0) return;
+  const std::int32_t id = isnan(x[0]) || best.index >= n ? 0 : best.index;
+  *out = id;
+  if (next.step == nullptr) return;
+  // Every earlier kernel of the step has ended (each waits for the one before it), so none reads
+  // the record any more; the next step's kernels start after this one ends.
+  const std::int32_t position = next.step[0] + 1;
+  next.step[0] = position;
+  next.step[1] = id;
+  if (next.tokens == nullptr) return;
+  const std::uint64_t value = token_slot_value(position, id);
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(next.tokens + (position & 1)), "l"(value) : "memory");
 }
 
 }  // namespace
 
-void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream) {
+void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream, const NextStep& next) {
   if (n < 1 || n > std::numeric_limits<int>::max() - 1 || x == nullptr || out == nullptr)
     throw std::invalid_argument("cuda::argmax: " + std::to_string(n) +
                                 " values (1 to 2^31 - 2) and non-null pointers are needed");
-  launch_kernel(argmax_kernel, 1, kThreads, 0, stream, x, static_cast<int>(n), out);
+  if (next.tokens != nullptr && next.step == nullptr)
+    throw std::invalid_argument("cuda::argmax: token slots without a step record to advance");
+  launch_kernel(argmax_kernel, 1, kThreads, 0, stream, x, static_cast<int>(n), out, next);
 }
 
 }  // namespace switchyard::cuda

@@ -8,9 +8,25 @@
 
 namespace switchyard::cuda {
 
+// What a greedy decode step leaves for the next when steps run back to back on the device
+// (CausalLM::decode_greedy): the chosen id becomes the next step's token and the position moves on,
+// in the step record the GPU runtime keeps ([position, ids...], device memory), and the id goes to
+// the host through two slots of host-mapped memory: slot (new position % 2) gets
+// (new position << 32 | id), after every other write of the step (release, system scope), so a
+// host that sees its position there sees the whole step.
+struct NextStep {
+  std::int32_t* step = nullptr;     // device: [position, id, ...]
+  std::uint64_t* tokens = nullptr;  // host-mapped: [2]
+};
+// (new position << 32 | id), as the token slots of NextStep hold them.
+__host__ __device__ constexpr std::uint64_t token_slot_value(std::int64_t position, std::int32_t id) {
+  return static_cast<std::uint64_t>(position) << 32 | static_cast<std::uint32_t>(id);
+}
+
 // x: [n] f32, device; out: one int32, device or host-mapped (a PinnedBuffer's device view). One
-// block, queued on `stream`, with programmatic dependent launch (launch.cuh). Throws
-// std::invalid_argument for n < 1 or n >= 2^31, or a null pointer.
-void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream);
+// block, queued on `stream`, with programmatic dependent launch (launch.cuh). With next.step, also
+// advances the step record (and writes next.tokens where given). Throws std::invalid_argument for
+// n < 1 or n >= 2^31, or a null pointer.
+void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream, const NextStep& next = {});
 
 }  // namespace switchyard::cuda

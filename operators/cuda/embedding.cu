@@ -12,18 +12,39 @@
 namespace switchyard::cuda {
 namespace {
 
-__device__ inline float widen_at(const float* table, std::int64_t i) { return table[i]; }
-
 template <DType kDType>
-__device__ inline float widen_at(const unsigned short* table, std::int64_t i) {
-  if constexpr (kDType == DType::bf16) return bf16_to_float(table[i]);
-  return __half2float(__ushort_as_half(table[i]));
+__device__ inline float widen_bits(unsigned short bits) {
+  if constexpr (kDType == DType::bf16) return bf16_to_float(bits);
+  return __half2float(__ushort_as_half(bits));
 }
 
-// One block per token.
+// 16 bytes of a row (8 bf16 or f16, or 4 f32) widened to f32 at `out`.
+template <DType kDType>
+__device__ inline void widen_piece(const uint4& piece, float* out) {
+  if constexpr (kDType == DType::f32) {
+    *reinterpret_cast<uint4*>(out) = piece;
+  } else {
+    const auto* bits = reinterpret_cast<const unsigned short*>(&piece);
+    float4 lo, hi;
+    lo.x = widen_bits<kDType>(bits[0]), lo.y = widen_bits<kDType>(bits[1]);
+    lo.z = widen_bits<kDType>(bits[2]), lo.w = widen_bits<kDType>(bits[3]);
+    hi.x = widen_bits<kDType>(bits[4]), hi.y = widen_bits<kDType>(bits[5]);
+    hi.z = widen_bits<kDType>(bits[6]), hi.w = widen_bits<kDType>(bits[7]);
+    reinterpret_cast<float4*>(out)[0] = lo;
+    reinterpret_cast<float4*>(out)[1] = hi;
+  }
+}
+
+// 16-byte pieces a thread loads before it writes any: the table may be host memory read over PCIe
+// (CausalLM's decode graph with the embedding on the CPU), where loads issued one after another
+// would each wait a round trip.
+constexpr int kPiecesInFlight = 4;
+
+// One block per token. `pieces`: the row in 16-byte pieces when the table, the rows and `out` allow
+// (16-byte aligned), else 0 and element by element.
 template <DType kDType, typename T>
 __global__ void gather_rows(const std::int32_t* ids, const T* table, std::int64_t vocab, std::int64_t hidden,
-                            float* out) {
+                            std::int64_t pieces, float* out) {
   begin_after_previous_grid();
   const std::int32_t id = ids[blockIdx.x];
   float* row = out + blockIdx.x * hidden;
@@ -32,11 +53,29 @@ __global__ void gather_rows(const std::int32_t* ids, const T* table, std::int64_
     return;
   }
   const std::int64_t offset = std::int64_t{id} * hidden;
+  if (pieces > 0) {
+    constexpr int kPer = 16 / sizeof(T);  // elements a piece
+    const auto* source = reinterpret_cast<const uint4*>(table + offset);
+    for (std::int64_t first = threadIdx.x; first < pieces; first += kPiecesInFlight * blockDim.x) {
+      uint4 loaded[kPiecesInFlight];
+#pragma unroll
+      for (int u = 0; u < kPiecesInFlight; ++u) {
+        const std::int64_t p = first + u * blockDim.x;
+        if (p < pieces) loaded[u] = source[p];
+      }
+#pragma unroll
+      for (int u = 0; u < kPiecesInFlight; ++u) {
+        const std::int64_t p = first + u * blockDim.x;
+        if (p < pieces) widen_piece<kDType>(loaded[u], row + p * kPer);
+      }
+    }
+    return;
+  }
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     if constexpr (kDType == DType::f32)
-      row[i] = widen_at(table, offset + i);
+      row[i] = table[offset + i];
     else
-      row[i] = widen_at<kDType>(table, offset + i);
+      row[i] = widen_bits<kDType>(table[offset + i]);
   }
 }
 
@@ -51,18 +90,21 @@ void embedding(const std::int32_t* ids, std::int64_t tokens, const void* table, 
   if (tokens > 0x7fffffff) throw std::invalid_argument("cuda::embedding: more than 2^31 - 1 tokens");
   const auto blocks = static_cast<unsigned>(tokens);
   const int threads = hidden >= 2048 ? 512 : 128;
+  const std::int64_t element = table_dtype == DType::f32 ? 4 : 2;
+  const bool aligned = (hidden * element) % 16 == 0 && aligned_16(table) && aligned_16(out);
+  const std::int64_t pieces = aligned ? hidden * element / 16 : 0;
   switch (table_dtype) {
     case DType::f32:
       launch_kernel(gather_rows<DType::f32, float>, blocks, threads, 0, stream, ids, static_cast<const float*>(table),
-                    vocab, hidden, out);
+                    vocab, hidden, pieces, out);
       break;
     case DType::bf16:
       launch_kernel(gather_rows<DType::bf16, unsigned short>, blocks, threads, 0, stream, ids,
-                    static_cast<const unsigned short*>(table), vocab, hidden, out);
+                    static_cast<const unsigned short*>(table), vocab, hidden, pieces, out);
       break;
     default:
       launch_kernel(gather_rows<DType::f16, unsigned short>, blocks, threads, 0, stream, ids,
-                    static_cast<const unsigned short*>(table), vocab, hidden, out);
+                    static_cast<const unsigned short*>(table), vocab, hidden, pieces, out);
       break;
   }
 }
