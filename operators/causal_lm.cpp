@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -488,8 +487,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
 
 bool CausalLM::chains_decode_steps() const {
   if (graph_gpu_ == nullptr || gpu_logits_ == nullptr) return false;
-  if (tracer_ != nullptr && (tracer_->profiling() || tracer_->any_nvtx())) return false;
-  return std::getenv("SWITCHYARD_AB_NO_CHAIN") == nullptr;  // AB-TEMP (session 10): one step at a time
+  return tracer_ == nullptr || (!tracer_->profiling() && !tracer_->any_nvtx());
 }
 
 std::int32_t CausalLM::wait_for_token(std::int64_t position) {

@@ -3,8 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -199,18 +197,13 @@ void DeviceRuntimes::synchronize() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return unfinished_ == 0; });
   }
-  // AB-TEMP (session 10): the old 20 us sleeps between the polls, for bench decode --ab_env.
-  const bool sleep_between_polls = std::getenv("SWITCHYARD_AB_SLEEP_POLL") != nullptr;
   for (auto& [index, runtime] : runtimes_) {
     // Then the streams' tails. Poll rather than block in the driver: a blocking-sync wait holds a
     // lock that the worker's stream query would wait behind. Spin, do not sleep: the worker has no
     // job left to take the core from, and a sleep of 20 us lasts ~70 us (the kernel's timer slack),
     // a gap between every two decode steps.
     cudaError_t status;
-    while ((status = cudaStreamQuery(runtime->stream())) == cudaErrorNotReady) {
-      if (sleep_between_polls) std::this_thread::sleep_for(std::chrono::microseconds(20));
-      else std::this_thread::yield();
-    }
+    while ((status = cudaStreamQuery(runtime->stream())) == cudaErrorNotReady) std::this_thread::yield();
     if (status != cudaSuccess) runtime->context().synchronize();  // raises the stream's error
   }
   serve();
