@@ -490,11 +490,14 @@ bool CausalLM::chains_decode_steps() const {
   return tracer_ == nullptr || (!tracer_->profiling() && !tracer_->any_nvtx());
 }
 
-std::int32_t CausalLM::wait_for_token(std::int64_t position) {
+std::int32_t CausalLM::wait_for_token(std::int64_t position, std::size_t later_jobs) {
   std::atomic_ref<std::uint64_t> slot(chain_->tokens.as<std::uint64_t>()[position % 2]);
-  // Asleep between looks: the next step is queued already, so a late look costs no GPU time, while
-  // a spinning thread beside the CPU experts' OpenMP team (as many threads as cores) would make
-  // every barrier of theirs sleep (a hybrid step went from 28 to 314 ms on the GPU machine).
+  // Asleep: the next step is queued already, so a late look costs no GPU time, while a thread that
+  // spins or wakes often beside the CPU experts' OpenMP team (as many threads as cores) makes their
+  // barriers wait (a hybrid step went from 28 to 314 ms on the GPU machine with a spinning host).
+  // First until this step's CPU jobs are done (the next step's are queued behind them), then
+  // between looks at the slot.
+  runtimes_->wait_for_jobs(later_jobs);
   for (;;) {
     std::uint64_t value = slot.load(std::memory_order_acquire);
     if (static_cast<std::int64_t>(value >> 32) == position) return static_cast<std::int32_t>(value & 0xffffffffu);
@@ -526,8 +529,9 @@ int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
     gpu.upload_step();
     launch_decode_graph();
     for (int k = 0; k < count; ++k) {
-      if (k + 1 < count) launch_decode_graph();  // its token and position come from step k, on the device
-      const std::int32_t next = wait_for_token(position + k + 1);
+      const bool more = k + 1 < count;
+      if (more) launch_decode_graph();  // its token and position come from step k, on the device
+      const std::int32_t next = wait_for_token(position + k + 1, more ? graph_->jobs.size() : 0);
       runtimes_->throw_if_failed();
       ++given;
       if (!on_token(next)) break;

@@ -111,8 +111,9 @@ class CausalLM {
   // decode_greedy with steps that follow each other on the device.
   int decode_chained(std::int32_t id, std::int64_t position, int count,
                      const std::function<bool(std::int32_t)>& on_token);
-  // The token that the step before `position` chose, once its slot says so (cuda::NextStep).
-  std::int32_t wait_for_token(std::int64_t position);
+  // The token that the step before `position` chose, once its slot says so (cuda::NextStep);
+  // `later_jobs`: the CPU jobs queued for the steps after that one.
+  std::int32_t wait_for_token(std::int64_t position, std::size_t later_jobs);
 
   Tracer* tracer_;
   CausalLMOptions options_;

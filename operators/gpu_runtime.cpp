@@ -182,6 +182,11 @@ void DeviceRuntimes::serve() {
   }
 }
 
+void DeviceRuntimes::wait_for_jobs(std::size_t jobs) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return unfinished_ <= jobs || error_ != nullptr; });
+}
+
 void DeviceRuntimes::throw_if_failed() {
   {
     const std::lock_guard lock(mutex_);

@@ -133,6 +133,9 @@ class DeviceRuntimes {
   void skip_expert_work(bool skip) { skip_expert_work_.store(skip, std::memory_order_relaxed); }
   // Waits until the worker has run every job queued so far; rethrows a job's error.
   void serve();
+  // Asleep until at most `jobs` queued jobs are not yet done (the later steps' jobs, where steps
+  // are queued ahead): the wait that takes no core from the worker's team.
+  void wait_for_jobs(std::size_t jobs);
   // Rethrows a job's error, if one failed, after the streams and the worker are done; otherwise
   // returns at once (for a host that reads results while more work is queued).
   void throw_if_failed();
