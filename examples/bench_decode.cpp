@@ -76,6 +76,123 @@ ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights
   return traffic;
 }
 
+// The model's greedy decode as the bench takes it: from the token and position reached so far,
+// every timing at new positions.
+struct BenchSteps {
+  CausalLM& lm;
+  std::int32_t next;
+  std::int64_t position;
+  int timed;       // steps a timing
+  bool hybrid;     // CPU experts: the GPU side is timed with their work skipped
+  double layers;
+  int gpu_index;   // the first GPU with weights (its clock is printed), or -1
+
+  // As `run` decodes: the choice is made where the head runs, and where decode steps are graphs
+  // they follow each other on the device (CausalLM::decode_greedy).
+  void decode(int steps) {
+    lm.decode_greedy(next, position, steps, [&](std::int32_t id) {
+      next = id;
+      return true;
+    });
+    position += steps;
+  }
+  // Seconds a decode step after two untimed ones (a capture, a warm-up).
+  double time_steps() {
+    decode(2);
+    const auto begin = Clock::now();
+    decode(timed);
+    return seconds_since(begin) / timed;
+  }
+  // The same with the CPU experts' work skipped in a hybrid placement (their hand-offs kept): the GPU
+  // side alone.
+  double time_gpu_side() {
+    lm.skip_cpu_expert_work(hybrid);
+    const double seconds = time_steps();
+    lm.skip_cpu_expert_work(false);
+    return seconds;
+  }
+  double per_layer_us(double seconds) const { return seconds * 1e6 / layers; }
+};
+
+#if SWITCHYARD_HAVE_CUDA
+// The latency-bound chain scales with the SM clock, which is not locked: printed beside it.
+double sm_clock(const BenchSteps& steps) {
+  return steps.gpu_index >= 0 ? cuda::measure_sm_clock_mhz(steps.gpu_index) : 0.0;
+}
+
+// Each --leave_out group: the same steps with those kernels left out (captured again), against all
+// of them (`gpu_side`, timed at similar context lengths). The results are wrong; the time is the
+// measure.
+void print_leave_out(BenchSteps& steps, const std::vector<std::string>& groups, double gpu_side) {
+  for (const std::string& group : groups) {
+    cuda::leave_out_kernels(comma_separated(group));
+    steps.lm.discard_decode_graph();
+    const double without = steps.time_gpu_side();
+    const std::vector<std::string> names = cuda::kernels_left_out();
+    cuda::leave_out_kernels({});
+    steps.lm.discard_decode_graph();
+    std::printf("left out %s (%zu kernels): %.3f ms/token, %+.1f us per layer against all kernels\n", group.c_str(),
+                names.size(), without * 1e3, steps.per_layer_us(without - gpu_side));
+    for (const std::string& name : names) std::printf("  %s\n", name.c_str());
+  }
+}
+
+// --ab_env: both variants in this process, A B B A ..., each timed with its own graphs.
+void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
+  const std::vector<std::string> variables = comma_separated(ab_env);
+  // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
+  auto switch_to = [&](bool variant) {
+    for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
+    steps.lm.discard_decode_graph();
+  };
+  std::vector<double> unset, set, clocks;
+  for (int i = 0; i < 2 * rounds; ++i) {
+    const bool variant = (i % 4 == 1) || (i % 4 == 2);
+    switch_to(variant);
+    (variant ? set : unset).push_back(steps.per_layer_us(steps.time_gpu_side()));
+    clocks.push_back(sm_clock(steps));
+  }
+  switch_to(false);
+  auto list = [](std::vector<double> values) {
+    std::string text;
+    for (const double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
+    std::sort(values.begin(), values.end());
+    return std::make_pair(values[values.size() / 2], text);
+  };
+  const auto [a, a_runs] = list(unset);
+  const auto [b, b_runs] = list(set);
+  std::printf("A/B %s, GPU side us per layer: unset median %.1f (%s); set median %.1f (%s); set - unset %+.1f\n",
+              ab_env.c_str(), a, a_runs.c_str(), b, b_runs.c_str(), b - a);
+  std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
+              *std::max_element(clocks.begin(), clocks.end()));
+}
+
+// --timeline: one step queued with its launches recorded (a capture, where graphs are used), then
+// the GPU side timed again with the stamps on.
+void print_timeline(BenchSteps& steps, double gpu_side) {
+  steps.lm.skip_cpu_expert_work(steps.hybrid);
+  cuda::record_launches();
+  steps.lm.discard_decode_graph();
+  steps.next = steps.lm.forward_greedy(std::span(&steps.next, 1), steps.position++);
+  const std::vector<std::string> launches = cuda::recorded_launches();
+  std::vector<std::uint64_t> stamps;
+  std::uint64_t taken = 0;
+  double with_stamps = 0;
+  {
+    const cuda::Timeline stamping(launches.size() * static_cast<std::size_t>(steps.timed + 2));
+    with_stamps = steps.time_gpu_side();
+    stamps = stamping.stamps(&taken);
+  }
+  std::printf("\nthe GPU side with stamps: %.3f ms/token (without: %.3f); %llu stamps\n", with_stamps * 1e3,
+              gpu_side * 1e3, static_cast<unsigned long long>(taken));
+  try {
+    std::printf("%s", format_kernel_timeline(analyse_kernel_timeline(launches, stamps)).c_str());
+  } catch (const InputError& e) {
+    std::printf("no timeline: %s\n", e.what());
+  }
+}
+#endif
+
 }  // namespace
 
 void DecodeBenchOptions::add_to(CLI::App& command) {
@@ -140,7 +257,7 @@ int DecodeBenchOptions::run() const {
   CausalLM& lm = *built;
   std::printf("built in %.1f s; placement: %s\n", seconds_since(start), lm.placement_summary().c_str());
   double hbm = 0;
-  [[maybe_unused]] int gpu_index = -1;  // the first GPU with weights: the one whose ceilings and clock are printed
+  int gpu_index = -1;  // the first GPU with weights: the one whose ceilings and clock are printed
 #if SWITCHYARD_HAVE_CUDA
   for (const DeviceMemory& d : check.memory)
     if (d.device.is_cuda() && d.weight_bytes > 0) {
@@ -165,23 +282,12 @@ int DecodeBenchOptions::run() const {
   logits = lm.forward(prompt, 0);
   const double prefill_again_seconds = seconds_since(start);
 
-  // Greedy decode as `run` does it: the choice is made where the head runs, and where decode steps
-  // are graphs they follow each other on the device (CausalLM::decode_greedy).
-  std::int64_t position = prompt_tokens;
-  std::int32_t next = cpu::argmax(logits.data(), lm.vocab_size());
-  auto decode = [&](int steps) {
-    lm.decode_greedy(next, position, steps, [&](std::int32_t id) {
-      next = id;
-      return true;
-    });
-    position += steps;
-  };
-  decode(2);  // capture, warm-up
-  start = Clock::now();
-  decode(decode_tokens);
-  const double decode_seconds = seconds_since(start) / decode_tokens;
-
+  const auto layers = static_cast<double>(check.tree->num_layers());
   const ExpertTraffic traffic = expert_traffic(check, weights);
+  BenchSteps steps{lm, cpu::argmax(logits.data(), lm.vocab_size()), prompt_tokens, decode_tokens,
+                   /*hybrid=*/hbm > 0 && traffic.cpu_bytes > 0, layers, gpu_index};
+  const double decode_seconds = steps.time_steps();
+
   double gpu_weight_bytes = 0;
   for (const DeviceMemory& d : check.memory)
     if (d.device.is_cuda()) gpu_weight_bytes += static_cast<double>(d.weight_bytes);
@@ -208,107 +314,28 @@ int DecodeBenchOptions::run() const {
                 format_bytes(static_cast<std::uint64_t>(gpu_bytes)).c_str(), hbm / 1e9, gpu_roofline * 1e3,
                 cpu_roofline > 0 ? "" : (" -> decode at " + std::to_string(decode_seconds / gpu_roofline).substr(0, 5) + "x").c_str());
 
-  // The GPU side alone: the same steps with the CPU experts' work skipped (their hand-offs kept).
-  // Only where a GPU takes part (hbm was measured): a run on the CPU alone has no GPU side.
-  const auto layers = static_cast<double>(check.tree->num_layers());
-  if (hbm <= 0) {
-    std::printf("time per layer: %.1f us (the whole step / %d layers, all on the CPU)\n", decode_seconds * 1e6 / layers,
-                static_cast<int>(layers));
-  }
-  // Seconds a decode step (after two untimed ones: a capture, a warm-up), with the CPU experts'
-  // work skipped in a hybrid placement (their hand-offs kept): the GPU side alone.
-  const bool hybrid = hbm > 0 && traffic.cpu_bytes > 0;
-  auto time_gpu_side = [&] {
-    lm.skip_cpu_expert_work(hybrid);
-    decode(2);
-    const auto begin = Clock::now();
-    decode(decode_tokens);
-    const double seconds = seconds_since(begin) / decode_tokens;
-    lm.skip_cpu_expert_work(false);
-    return seconds;
-  };
+  // The GPU side alone, only where a GPU takes part (hbm was measured): a run on the CPU alone has
+  // no GPU side.
+  if (hbm <= 0)
+    std::printf("time per layer: %.1f us (the whole step / %d layers, all on the CPU)\n",
+                steps.per_layer_us(decode_seconds), static_cast<int>(layers));
   double gpu_side = decode_seconds;
-  if (hybrid) {
-    gpu_side = time_gpu_side();
+  if (steps.hybrid) {
+    gpu_side = steps.time_gpu_side();
     std::printf("GPU side alone (CPU experts' work skipped, hand-offs kept): %.3f ms/token, %.1f us per layer "
                 "(target <= 50)\n",
-                gpu_side * 1e3, gpu_side * 1e6 / layers);
+                gpu_side * 1e3, steps.per_layer_us(gpu_side));
   } else if (hbm > 0) {
-    std::printf("GPU time per layer: %.1f us (the whole step / %d layers)\n", decode_seconds * 1e6 / layers,
+    std::printf("GPU time per layer: %.1f us (the whole step / %d layers)\n", steps.per_layer_us(decode_seconds),
                 static_cast<int>(layers));
   }
 #if SWITCHYARD_HAVE_CUDA
-  // The latency-bound chain scales with the SM clock, which is not locked: printed beside it.
-  auto sm_clock = [&] { return gpu_index >= 0 ? cuda::measure_sm_clock_mhz(gpu_index) : 0.0; };
-  if (gpu_index >= 0) std::printf("SM clock after those steps: %.0f MHz\n", sm_clock());
-  // Each --leave_out group: the same steps with those kernels left out (captured again), against
-  // all of them (all-GPU: timed again here, at the same context lengths). The results are wrong;
-  // the time is the measure.
-  if (!hybrid && (!leave_out.empty() || timeline)) gpu_side = time_gpu_side();
-  for (const std::string& group : leave_out) {
-    cuda::leave_out_kernels(comma_separated(group));
-    lm.discard_decode_graph();
-    const double without = time_gpu_side();
-    const std::vector<std::string> names = cuda::kernels_left_out();
-    cuda::leave_out_kernels({});
-    lm.discard_decode_graph();
-    std::printf("left out %s (%zu kernels): %.3f ms/token, %+.1f us per layer against all kernels\n", group.c_str(),
-                names.size(), without * 1e3, (without - gpu_side) * 1e6 / layers);
-    for (const std::string& name : names) std::printf("  %s\n", name.c_str());
-  }
-  // --ab_env: both variants in this process, A B B A ..., each timed with its own graphs.
-  if (!ab_env.empty()) {
-    const std::vector<std::string> variables = comma_separated(ab_env);
-    // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
-    auto switch_to = [&](bool variant) {
-      for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
-      lm.discard_decode_graph();
-    };
-    std::vector<double> unset, set, clocks;
-    for (int i = 0; i < 2 * ab_rounds; ++i) {
-      const bool variant = (i % 4 == 1) || (i % 4 == 2);
-      switch_to(variant);
-      (variant ? set : unset).push_back(time_gpu_side() * 1e6 / layers);
-      clocks.push_back(sm_clock());
-    }
-    switch_to(false);
-    auto list = [](std::vector<double> values) {
-      std::string text;
-      for (const double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
-      std::sort(values.begin(), values.end());
-      return std::make_pair(values[values.size() / 2], text);
-    };
-    const auto [a, a_runs] = list(unset);
-    const auto [b, b_runs] = list(set);
-    std::printf("A/B %s, GPU side us per layer: unset median %.1f (%s); set median %.1f (%s); set - unset %+.1f\n",
-                ab_env.c_str(), a, a_runs.c_str(), b, b_runs.c_str(), b - a);
-    std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
-                *std::max_element(clocks.begin(), clocks.end()));
-  }
-  // --timeline: one step queued with its launches recorded (a capture, where graphs are used), then
-  // the GPU side timed again with the stamps on.
-  if (timeline) {
-    lm.skip_cpu_expert_work(hybrid);
-    cuda::record_launches();
-    lm.discard_decode_graph();
-    lm.forward_greedy(std::span(&next, 1), position++);
-    const std::vector<std::string> launches = cuda::recorded_launches();
-    std::vector<std::uint64_t> stamps;
-    std::uint64_t taken = 0;
-    double with_stamps = 0;
-    {
-      const cuda::Timeline stamping(launches.size() * static_cast<std::size_t>(decode_tokens + 2));
-      with_stamps = time_gpu_side();
-      stamps = stamping.stamps(&taken);
-    }
-    std::printf("\nthe GPU side with stamps: %.3f ms/token (without: %.3f); %llu stamps\n", with_stamps * 1e3,
-                gpu_side * 1e3, static_cast<unsigned long long>(taken));
-    try {
-      std::printf("%s", format_kernel_timeline(analyse_kernel_timeline(launches, stamps)).c_str());
-    } catch (const InputError& e) {
-      std::printf("no timeline: %s\n", e.what());
-    }
-  }
+  if (gpu_index >= 0) std::printf("SM clock after those steps: %.0f MHz\n", sm_clock(steps));
+  // All-GPU: timed again here, at context lengths near those of the leave-out groups and the timeline.
+  if (!steps.hybrid && (!leave_out.empty() || timeline)) gpu_side = steps.time_gpu_side();
+  print_leave_out(steps, leave_out, gpu_side);
+  if (!ab_env.empty()) print_ab(steps, ab_env, ab_rounds);
+  if (timeline) print_timeline(steps, gpu_side);
 #endif
 
   if (profile_tokens > 0) {
@@ -316,7 +343,7 @@ int DecodeBenchOptions::run() const {
     for (int i = 0; i < profile_tokens; ++i) {
       tracer.begin_step(i + 1);
       const Tracer::Scope scope(&tracer, Region::decode_step);
-      next = lm.forward_greedy(std::span(&next, 1), position++);
+      steps.next = lm.forward_greedy(std::span(&steps.next, 1), steps.position++);
     }
     std::printf("\n%s", tracer.profile_table().c_str());
   }
