@@ -433,25 +433,24 @@ void CausalLM::ensure_decode_graph(std::int32_t id, std::int64_t position) {
   gpu.timer().set_capturing(true);
   runtimes_->begin_capture();
   capturing_decode_ = true;
-  SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
-  try {
-    enqueue(ids, position, false);
-  } catch (...) {
+  auto end_capture = [&] {  // the stream's capture, then everyone's, in the order they began
+    const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
     capturing_decode_ = false;
-    cudaStreamEndCapture(gpu.stream(), &captured);
-    if (captured != nullptr) cudaGraphDestroy(captured);
-    cudaGetLastError();
     gpu.context().pool().end_capture();
     gpu.timer().set_capturing(false);
-    runtimes_->end_capture();
+    graph->jobs = runtimes_->end_capture();
+    return ended;
+  };
+  try {
+    SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
+    enqueue(ids, position, false);
+  } catch (...) {
+    end_capture();
+    if (captured != nullptr) cudaGraphDestroy(captured);
+    cudaGetLastError();
     throw;
   }
-  capturing_decode_ = false;
-  const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
-  gpu.context().pool().end_capture();
-  gpu.timer().set_capturing(false);
-  graph->jobs = runtimes_->end_capture();
-  SWITCHYARD_CUDA_CHECK(ended);
+  SWITCHYARD_CUDA_CHECK(end_capture());
   const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);
   cudaGraphDestroy(captured);
   SWITCHYARD_CUDA_CHECK(instantiated);

@@ -49,28 +49,28 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
 
   start = Clock::now();
   auto position = static_cast<std::int64_t>(prompt.size());
-  // Greedy decode without per-step tracing: the model may run the steps back to back on the device
-  // (CausalLM::decode_greedy), each token reaching this loop while the next step runs.
-  const bool traced = options.tracer != nullptr && (options.tracer->profiling() || options.tracer->any_nvtx());
-  if (greedy && !traced && options.max_new_tokens > 1 && !is_stop(next)) {
-    model.decode_greedy(next, position, options.max_new_tokens - 1, [&](std::int32_t id) {
-      result.tokens.push_back(id);
-      ++result.stats.generated_tokens;
-      if (on_token) on_token(id);
-      return !is_stop(id);
-    });
-    result.stats.decode_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    return result;
-  }
-  while (static_cast<int>(result.tokens.size()) < options.max_new_tokens && !is_stop(next)) {
-    if (options.tracer) options.tracer->begin_step(static_cast<int>(result.tokens.size()));
-    {
-      const Tracer::Scope scope(options.tracer, Region::decode_step);
-      next = step(std::span(&next, 1), position++);
-    }
-    result.tokens.push_back(next);
+  // Each new token: kept, shown, and whether to go on.
+  auto take = [&](std::int32_t id) {
+    result.tokens.push_back(id);
     ++result.stats.generated_tokens;
-    if (on_token) on_token(next);
+    if (on_token) on_token(id);
+    return !is_stop(id);
+  };
+  const int steps = is_stop(next) ? 0 : options.max_new_tokens - 1;
+  // Greedy decode without per-step tracing: the model may run the steps back to back on the device
+  // (CausalLM::decode_greedy), each token reaching `take` while the next step runs.
+  const bool traced = options.tracer != nullptr && (options.tracer->profiling() || options.tracer->any_nvtx());
+  if (greedy && !traced) {
+    model.decode_greedy(next, position, steps, take);
+  } else {
+    for (int i = 0; i < steps; ++i) {
+      if (options.tracer) options.tracer->begin_step(static_cast<int>(result.tokens.size()));
+      {
+        const Tracer::Scope scope(options.tracer, Region::decode_step);
+        next = step(std::span(&next, 1), position++);
+      }
+      if (!take(next)) break;
+    }
   }
   result.stats.decode_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
