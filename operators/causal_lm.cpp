@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -44,6 +45,8 @@ struct CausalLM::GpuLogits {
   cuda::PinnedBuffer host_id;    // one int32: the argmax, written by the GPU through its device view
   std::int32_t* host_id_device = nullptr;  // that view, looked up once
   cuda::DeviceBuffer all;        // [tokens, vocab] when every token's logits are asked for
+  cuda::DeviceBuffer argmax_candidates;   // the greedy choice's scratch (cuda::ArgmaxScratch)
+  cuda::ArgmaxScratch argmax_scratch;
 };
 
 // What a decode graph reads and writes besides the layers' buffers, so that steps can follow each
@@ -171,6 +174,9 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     gpu_logits_->host_row = cuda::PinnedBuffer(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
     gpu_logits_->host_id = cuda::PinnedBuffer(sizeof(std::int32_t), "the greedy token");
     gpu_logits_->host_id_device = gpu_logits_->host_id.device_view_as<std::int32_t>();
+    gpu_logits_->argmax_candidates =
+        gpu->context().allocate(cuda::kArgmaxBlocks * sizeof(float) * 2, "the greedy choice's candidates");
+    gpu_logits_->argmax_scratch = {gpu_logits_->argmax_candidates.data(), gpu->zeroed_counters(1)};
   }
   // One graph per decode step when the decoder stack and the head share one GPU (the embedding
   // may be on the CPU: its row is the graph's input).
@@ -374,7 +380,11 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     // A decode graph's argmax also hands the next step its token and position (decode_greedy).
     const cuda::NextStep next = capturing_decode_ ? cuda::NextStep{gpu->step_record(), chain_->tokens_device}
                                                   : cuda::NextStep{};
-    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream(), next);
+    // AB-TEMP (session 10): SWITCHYARD_AB_ONE_BLOCK_ARGMAX=1, the one-block argmax as before.
+    const bool one_block = std::getenv("SWITCHYARD_AB_ONE_BLOCK_ARGMAX") != nullptr;
+    if (greedy_)
+      cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream(), next,
+                   one_block ? nullptr : &out.argmax_scratch);
     else gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
   } else {
     if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))

@@ -624,7 +624,7 @@ TEST_CASE("cuda kernels: add_rms_norm refuses a host addend without its flag, fo
   CHECK_THROWS_AS(call(1, cuda::kMaxHostDim + 1, &flag), std::invalid_argument);
 }
 
-TEST_CASE("cuda kernels: argmax chooses as cpu::argmax, ties, NaN and infinities included") {
+TEST_CASE("cuda kernels: argmax chooses as cpu::argmax, ties, NaN and infinities included, in one block or many") {
   int dummy = 0;
   CHECK_THROWS_AS(cuda::argmax(nullptr, 0, &dummy, nullptr), std::invalid_argument);
   if (no_gpu()) return;
@@ -634,25 +634,33 @@ TEST_CASE("cuda kernels: argmax chooses as cpu::argmax, ties, NaN and infinities
   std::mt19937 random(seed);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   cuda::DeviceBuffer out = context.allocate(sizeof(std::int32_t), "the chosen index");
-  for (int round = 0; round < 24; ++round) {
-    const std::int64_t n = round == 0 ? 1 : round < 12 ? draw(2, 3000, random) : draw(100000, 160000, random);
+  // Every other round over many blocks (their scratch left zero by each launch, as a graph needs).
+  cuda::DeviceBuffer candidates = context.allocate(cuda::kArgmaxBlocks * 8, "candidates");
+  cuda::DeviceBuffer counter = to_device(context, std::vector<std::int32_t>{0});
+  const cuda::ArgmaxScratch scratch{candidates.data(), counter.as<std::int32_t>()};
+  for (int round = 0; round < 48; ++round) {
+    const bool many_blocks = round % 2 == 1;
+    const int kind = round / 2;  // the same kinds of input for both
+    const std::int64_t n = kind == 0 ? 1 : kind < 12 ? draw(2, 3000, random) : draw(100000, 160000, random);
     std::vector<float> x = uniform(static_cast<std::size_t>(n), -30, 30, random);
     // Rounds 4+: the largest value repeated (the first one wins); 6+: NaN scattered; then NaN
     // first, all NaN, all -inf, +inf twice.
-    if (round >= 4 && n > 3) {
+    if (kind >= 4 && n > 3) {
       const float top = *std::max_element(x.begin(), x.end());
       for (int i = 0; i < 3; ++i) x[static_cast<std::size_t>(draw(0, n - 1, random))] = top;
     }
-    if (round >= 6)
+    if (kind >= 6)
       for (int i = 0; i < 5; ++i) x[static_cast<std::size_t>(draw(0, n - 1, random))] = nan;
-    if (round == 8) x[0] = nan;
-    if (round == 9) std::fill(x.begin(), x.end(), nan);
-    if (round == 10) std::fill(x.begin(), x.end(), -inf);
-    if (round == 11 && n > 3) x[n / 2] = x[n - 1] = inf;
-    INFO("round " << round << ", n " << n);
+    if (kind == 8) x[0] = nan;
+    if (kind == 9) std::fill(x.begin(), x.end(), nan);
+    if (kind == 10) std::fill(x.begin(), x.end(), -inf);
+    if (kind == 11 && n > 3) x[n / 2] = x[n - 1] = inf;
+    INFO("round " << round << ", n " << n << (many_blocks ? ", many blocks" : ", one block"));
     cuda::DeviceBuffer x_device = to_device(context, x);
-    cuda::argmax(x_device.as<float>(), n, out.as<std::int32_t>(), context.stream());
+    cuda::argmax(x_device.as<float>(), n, out.as<std::int32_t>(), context.stream(), {},
+                 many_blocks ? &scratch : nullptr);
     CHECK(to_host<std::int32_t>(context, out.data(), 1)[0] == cpu::argmax(x.data(), n));
+    if (many_blocks) CHECK(to_host<std::int32_t>(context, counter, 1)[0] == 0);
   }
 }
 
@@ -668,6 +676,9 @@ TEST_CASE("cuda kernels: argmax hands the next decode step its token and positio
   std::mt19937 random(seed);
   cuda::PinnedBuffer chosen(sizeof(std::int32_t), "the chosen id"), tokens(2 * sizeof(std::uint64_t), "token slots");
   std::memset(tokens.data(), 0xff, tokens.bytes());
+  cuda::DeviceBuffer candidates = context.allocate(cuda::kArgmaxBlocks * 8, "candidates");
+  cuda::DeviceBuffer counter = to_device(context, std::vector<std::int32_t>{0});
+  const cuda::ArgmaxScratch scratch{candidates.data(), counter.as<std::int32_t>()};
   const std::int32_t first_position = static_cast<std::int32_t>(draw(0, 100000, random));
   cuda::DeviceBuffer step = to_device(context, std::vector<std::int32_t>{first_position, -1, 7});
   // Steps back to back, as CausalLM::decode_greedy queues them: each advances the record by one
@@ -678,7 +689,7 @@ TEST_CASE("cuda kernels: argmax hands the next decode step its token and positio
     const std::vector<float> x = uniform(static_cast<std::size_t>(n), -30, 30, random);
     cuda::DeviceBuffer x_device = to_device(context, x);
     cuda::argmax(x_device.as<float>(), n, chosen.device_view_as<std::int32_t>(), context.stream(),
-                 {step.as<std::int32_t>(), tokens.device_view_as<std::uint64_t>()});
+                 {step.as<std::int32_t>(), tokens.device_view_as<std::uint64_t>()}, k % 2 == 1 ? &scratch : nullptr);
     context.synchronize();
     expected.push_back(static_cast<std::int32_t>(cpu::argmax(x.data(), n)));
     const std::int64_t position = first_position + k + 1;

@@ -23,10 +23,21 @@ __host__ __device__ constexpr std::uint64_t token_slot_value(std::int64_t positi
   return static_cast<std::uint64_t>(position) << 32 | static_cast<std::uint32_t>(id);
 }
 
-// x: [n] f32, device; out: one int32, device or host-mapped (a PinnedBuffer's device view). One
-// block, queued on `stream`, with programmatic dependent launch (launch.cuh). With next.step, also
-// advances the step record (and writes next.tokens where given). Throws std::invalid_argument for
-// n < 1 or n >= 2^31, or a null pointer.
-void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream, const NextStep& next = {});
+// Device memory for an argmax over many blocks: kArgmaxBlocks candidates (8 bytes each) and one
+// int32 counter, zero before the first launch (a GpuRuntime::zeroed_counters counter); each launch
+// leaves it zero. Launches that share it must not overlap.
+constexpr int kArgmaxBlocks = 64;
+struct ArgmaxScratch {
+  void* candidates = nullptr;        // kArgmaxBlocks * 8 bytes
+  std::int32_t* counter = nullptr;
+};
+
+// x: [n] f32, device; out: one int32, device or host-mapped (a PinnedBuffer's device view). Queued
+// on `stream`, with programmatic dependent launch (launch.cuh): one block, or with `scratch` up to
+// kArgmaxBlocks (the head's 100k+ logits in one round of loads, not ~100 rounds). With next.step,
+// also advances the step record (and writes next.tokens where given). Throws std::invalid_argument
+// for n < 1 or n >= 2^31, or a null pointer.
+void argmax(const float* x, std::int64_t n, std::int32_t* out, cudaStream_t stream, const NextStep& next = {},
+            const ArgmaxScratch* scratch = nullptr);
 
 }  // namespace switchyard::cuda
