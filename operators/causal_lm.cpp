@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -380,11 +379,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     // A decode graph's argmax also hands the next step its token and position (decode_greedy).
     const cuda::NextStep next = capturing_decode_ ? cuda::NextStep{gpu->step_record(), chain_->tokens_device}
                                                   : cuda::NextStep{};
-    // AB-TEMP (session 10): SWITCHYARD_AB_ONE_BLOCK_ARGMAX=1, the one-block argmax as before.
-    const bool one_block = std::getenv("SWITCHYARD_AB_ONE_BLOCK_ARGMAX") != nullptr;
-    if (greedy_)
-      cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream(), next,
-                   one_block ? nullptr : &out.argmax_scratch);
+    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream(), next, &out.argmax_scratch);
     else gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
   } else {
     if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))
