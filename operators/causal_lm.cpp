@@ -20,6 +20,7 @@
 #include "operators/cuda/argmax.h"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/embedding.h"
+#include "operators/cuda/host_table.h"
 #include "operators/gpu_runtime.h"
 #endif
 
@@ -53,8 +54,7 @@ struct CausalLM::GpuLogits {
 struct CausalLM::DecodeChain {
   cuda::PinnedBuffer tokens;                // [2] (position << 32 | id): the steps' choices (cuda::NextStep)
   std::uint64_t* tokens_device = nullptr;   // their device view
-  cuda::PinnedBuffer embedding;             // with the embedding on the CPU: its table, mapped for the GPU
-  const void* embedding_device = nullptr;   // that table's device view
+  std::unique_ptr<cuda::HostTable> embedding;  // with the embedding on the CPU: its table, for the GPU to read
 };
 #else
 struct CausalLM::DecodeGraph {};
@@ -191,13 +191,11 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     chain_ = std::make_unique<DecodeChain>();
     chain_->tokens = cuda::PinnedBuffer(2 * sizeof(std::uint64_t), "the decode steps' tokens");
     chain_->tokens_device = chain_->tokens.device_view_as<std::uint64_t>();
-    // The graph gathers the step's row itself (no host work between steps): from a page-locked copy
-    // of the table, host memory as the placement says, read over the bus.
-    if (embed_device_.is_cpu()) {
-      chain_->embedding = cuda::PinnedBuffer(embedding_.bytes(), "the token embedding table (mapped for decode graphs)");
-      std::memcpy(chain_->embedding.data(), embedding_.data(), embedding_.bytes());
-      chain_->embedding_device = chain_->embedding.device_view();
-    }
+    // The graph gathers the step's row itself (no host work between steps), from host memory as the
+    // placement says, read over the bus: the checkpoint's pages, or a page-locked copy.
+    if (embed_device_.is_cpu())
+      chain_->embedding = std::make_unique<cuda::HostTable>(embedding_.data(), embedding_.bytes(),
+                                                            "the token embedding table (for decode graphs)");
   }
 #endif
   stream_ = std::make_unique<ResidualStream>(runtimes_.get(), options_.prefill_chunk, hidden_);
@@ -347,8 +345,8 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   } else if (capturing_decode_) {  // the embedding on the CPU: its mapped table (DecodeChain)
     const CurrentDevice current(graph_gpu_);
     float* hidden = stream_->start(graph_gpu_->where(), tokens);
-    cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding_device, embedding_.dtype(), vocab_, hidden_, hidden,
-                    graph_gpu_->stream());
+    cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding->device_view(), embedding_.dtype(), vocab_, hidden_,
+                    hidden, graph_gpu_->stream());
   }
 #endif
   for (auto& layer : layers_) layer->forward(*stream_, tokens, position);

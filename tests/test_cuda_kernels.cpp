@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,7 @@
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/elementwise.h"
 #include "operators/cuda/embedding.h"
+#include "operators/cuda/host_table.h"
 #include "operators/cuda/gemv.h"
 #include "operators/cuda/host_flag.h"
 #include "operators/cuda/linear.h"
@@ -245,7 +247,7 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
     else if (hidden % 8 == 0) hidden += 1;
     const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(1, 40)(random);
     INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens
-                               << (from_host ? ", table in mapped host memory" : ""));
+                               << (from_host ? ", table in host memory" : ""));
     const std::vector<float> values = uniform(vocab * hidden, -4, 4, random);
     std::vector<std::uint16_t> narrow(values.size());
     for (std::size_t i = 0; i < values.size(); ++i)
@@ -257,12 +259,17 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
     ids.back() = static_cast<std::int32_t>(vocab);  // out of range
 
     cuda::DeviceBuffer table = dtype == sy::DType::f32 ? to_device(context, values) : to_device(context, narrow);
+    // From host memory: the table's own pages registered (rounds 6-7), or a page-locked copy (8).
     const std::size_t table_bytes = values.size() * (dtype == sy::DType::f32 ? 4 : 2);
-    cuda::PinnedBuffer host_table(from_host ? table_bytes : 0, "the mapped table");
-    if (from_host) std::memcpy(host_table.data(), table_host, table_bytes);
+    std::unique_ptr<cuda::HostTable> host_table;
+    if (from_host) {
+      host_table = std::make_unique<cuda::HostTable>(table_host, table_bytes, "the table", /*copy_always=*/round == 8);
+      if (round == 8) CHECK_FALSE(host_table->registered());
+      if (round == 6) MESSAGE("a host table's pages registered in place: " << (host_table->registered() ? "yes" : "no"));
+    }
     cuda::DeviceBuffer ids_device = to_device(context, ids);
     cuda::DeviceBuffer out = context.allocate(tokens * hidden * sizeof(float), "out");
-    cuda::embedding(ids_device.as<std::int32_t>(), tokens, from_host ? host_table.device_view() : table.data(), dtype,
+    cuda::embedding(ids_device.as<std::int32_t>(), tokens, from_host ? host_table->device_view() : table.data(), dtype,
                     vocab, hidden, out.as<float>(), context.stream());
     const std::vector<float> got = to_host<float>(context, out, tokens * hidden);
     for (std::int64_t t = 0; t + 1 < tokens; ++t)
