@@ -265,7 +265,8 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
     if (from_host) {
       host_table = std::make_unique<cuda::HostTable>(table_host, table_bytes, "the table", /*copy_always=*/round == 8);
       if (round == 8) CHECK_FALSE(host_table->registered());
-      if (round == 6) MESSAGE("a host table's pages registered in place: " << (host_table->registered() ? "yes" : "no"));
+      const std::string registered = host_table->registered() ? "yes" : "no";
+      if (round == 6) MESSAGE("a host table's pages registered in place: " << registered);
     }
     cuda::DeviceBuffer ids_device = to_device(context, ids);
     cuda::DeviceBuffer out = context.allocate(tokens * hidden * sizeof(float), "out");
