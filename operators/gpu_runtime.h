@@ -2,8 +2,8 @@
 // GpuRuntime: what the GPU operators of one device share, and DeviceRuntimes: all of a model's.
 //
 // Per device: the device context (stream, cuBLAS, memory pool), the step's inputs in device memory
-// (the first position and the token ids, copied from pinned memory at the start of every forward,
-// so that a captured CUDA graph replays at any position), RoPE tables for every position, the
+// (the first position and the token ids, copied from pinned memory before every forward, so that
+// a captured CUDA graph replays at any position), RoPE tables for every position, the
 // CPU-experts hand-off and the profile timer. All of a device's work runs on its one stream.
 //
 // DeviceRuntimes runs the host's side of the CPU-expert hand-offs on its own thread (the
@@ -56,8 +56,9 @@ class GpuRuntime {
 
   // The step's inputs on the device: *position() is the first new token's position, ids() the
   // new tokens. write_step puts them in pinned memory (the stream must be idle: the previous step
-  // synchronised); upload_step queues their copy to the device, the first work of a step (and of
-  // a captured graph, which then replays whatever the host last wrote).
+  // synchronised); upload_step queues their copy to the device, the first work of an eager step and
+  // the work queued before a decode graph's launch (a graph reads the record as it finds it, so a
+  // greedy step can also leave it for the next: step_record).
   const std::int32_t* position() const { return step_device_.as<std::int32_t>(); }
   const std::int32_t* ids() const { return position() + 1; }
   // The same record, [position, ids...], for the kernel that ends a greedy step and writes the next
