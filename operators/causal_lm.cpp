@@ -553,6 +553,7 @@ int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
 }
 #else
 std::vector<float> CausalLM::decode_with_graph(std::int32_t, std::int64_t) { return {}; }
+bool CausalLM::chains_decode_steps() const { return false; }
 #endif
 
 int CausalLM::decode_greedy(std::int32_t id, std::int64_t position, int count,
