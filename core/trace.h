@@ -42,6 +42,9 @@ class Tracer {
   bool nvtx_on(int layer) const;
   bool any_nvtx() const { return any_nvtx_; }
   bool profiling() const { return profile_; }
+  // Whether this tracer marks decode steps on the host (NVTX ranges or profile steps), so they must
+  // run one at a time rather than queued ahead of each other.
+  bool marks_steps() const { return profile_ || any_nvtx_; }
   // Turns profile events on or off from now on (benchmarks time unprofiled steps, then profile).
   void set_profiling(bool on);
   void begin_step(int step) { step_ = step; }

@@ -489,7 +489,7 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
 
 bool CausalLM::chains_decode_steps() const {
   if (graph_gpu_ == nullptr || gpu_logits_ == nullptr) return false;
-  return tracer_ == nullptr || (!tracer_->profiling() && !tracer_->any_nvtx());
+  return tracer_ == nullptr || !tracer_->marks_steps();
 }
 
 std::int32_t CausalLM::wait_for_token(std::int64_t position, std::size_t later_jobs) {

@@ -59,8 +59,7 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   const int steps = is_stop(next) ? 0 : options.max_new_tokens - 1;
   // Greedy decode without per-step tracing: the model may run the steps back to back on the device
   // (CausalLM::decode_greedy), each token reaching `take` while the next step runs.
-  const bool traced = options.tracer != nullptr && (options.tracer->profiling() || options.tracer->any_nvtx());
-  if (greedy && !traced) {
+  if (greedy && (options.tracer == nullptr || !options.tracer->marks_steps())) {
     model.decode_greedy(next, position, steps, take);
   } else {
     for (int i = 0; i < steps; ++i) {

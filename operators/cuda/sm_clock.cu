@@ -1,8 +1,10 @@
 #include "operators/cuda/sm_clock.h"
 
 #include <cstdint>
+#include <memory>
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/device_context.h"
 #include "operators/cuda/launch.cuh"
 
 namespace switchyard::cuda {
@@ -25,25 +27,16 @@ __global__ void count_cycles(std::uint64_t window_ns, unsigned long long* out) {
 }  // namespace
 
 double measure_sm_clock_mhz(int device, double window_us) {
-  int previous = 0;
-  SWITCHYARD_CUDA_CHECK(cudaGetDevice(&previous));
-  SWITCHYARD_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard on(device);
   unsigned long long* counts = nullptr;
   check_allocation(cudaMalloc(reinterpret_cast<void**>(&counts), 2 * sizeof(unsigned long long)), device,
                    2 * sizeof(unsigned long long), "the SM clock's counts", __FILE__, __LINE__);
+  const std::unique_ptr<unsigned long long, void (*)(unsigned long long*)> owned(counts, [](unsigned long long* p) {
+    if (cudaFree(p) != cudaSuccess) cudaGetLastError();
+  });
   unsigned long long host[2] = {0, 0};
-  cudaError_t status = cudaSuccess;
-  try {
-    launch_kernel(count_cycles, 1, 32, 0, cudaStream_t{}, static_cast<std::uint64_t>(window_us * 1e3), counts);
-    status = cudaMemcpy(host, counts, sizeof host, cudaMemcpyDeviceToHost);
-  } catch (...) {
-    cudaFree(counts);
-    cudaSetDevice(previous);
-    throw;
-  }
-  if (cudaFree(counts) != cudaSuccess) cudaGetLastError();
-  SWITCHYARD_CUDA_CHECK(status);
-  SWITCHYARD_CUDA_CHECK(cudaSetDevice(previous));
+  launch_kernel(count_cycles, 1, 32, 0, cudaStream_t{}, static_cast<std::uint64_t>(window_us * 1e3), counts);
+  SWITCHYARD_CUDA_CHECK(cudaMemcpy(host, counts, sizeof host, cudaMemcpyDeviceToHost));
   return host[1] > 0 ? static_cast<double>(host[0]) * 1e3 / static_cast<double>(host[1]) : 0.0;
 }
 
