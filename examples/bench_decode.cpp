@@ -145,12 +145,15 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
     for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
     steps.lm.discard_decode_graph();
   };
-  std::vector<double> unset, set, clocks;
+  // Per side: the GPU side (us per layer) and, in a hybrid placement, the whole step with the CPU
+  // experts' work (ms per token): a variant of the CPU side shows only there.
+  std::vector<double> unset, set, clocks, unset_whole, set_whole;
   for (int i = 0; i < 2 * rounds; ++i) {
     const bool variant = (i % 4 == 1) || (i % 4 == 2);
     switch_to(variant);
     (variant ? set : unset).push_back(steps.per_layer_us(steps.time_gpu_side()));
     clocks.push_back(sm_clock(steps));
+    if (steps.hybrid) (variant ? set_whole : unset_whole).push_back(steps.time_steps() * 1e3);
   }
   switch_to(false);
   auto list = [](std::vector<double> values) {
@@ -163,6 +166,12 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
   const auto [b, b_runs] = list(set);
   std::printf("A/B %s, GPU side us per layer: unset median %.1f (%s); set median %.1f (%s); set - unset %+.1f\n",
               ab_env.c_str(), a, a_runs.c_str(), b, b_runs.c_str(), b - a);
+  if (steps.hybrid) {
+    const auto [wa, wa_runs] = list(unset_whole);
+    const auto [wb, wb_runs] = list(set_whole);
+    std::printf("A/B %s, hybrid decode ms/token: unset median %.2f (%s); set median %.2f (%s); set - unset %+.2f\n",
+                ab_env.c_str(), wa, wa_runs.c_str(), wb, wb_runs.c_str(), wb - wa);
+  }
   std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
               *std::max_element(clocks.begin(), clocks.end()));
 }
@@ -211,9 +220,9 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
                      "out the kernel that hands tokens to the CPU experts ends the run with an error");
   command.add_option("--ab_env", ab_env,
                      "an A/B inside this process, for a variant that host code reads from this environment "
-                     "variable (or these, comma-separated) when it queues work: the GPU side timed with it unset "
-                     "and set to 1, alternating, graphs captured again at every switch (no spread between "
-                     "processes)");
+                     "variable (or these, comma-separated) when it queues work: the GPU side (and, with CPU experts, "
+                     "the whole step) timed with it unset and set to 1, alternating, graphs captured again at every "
+                     "switch (no spread between processes)");
   command.add_option("--ab_rounds", ab_rounds, "timings of each side of --ab_env")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -229,7 +238,7 @@ int DecodeBenchOptions::run() const {
   // groups and the timeline), the profiled ones.
   const std::int64_t needed_context =
       prompt_tokens +
-      static_cast<std::int64_t>(3 + leave_out.size() + (timeline ? 1 : 0) + (ab_env.empty() ? 0 : 2 * ab_rounds)) *
+      static_cast<std::int64_t>(3 + leave_out.size() + (timeline ? 1 : 0) + (ab_env.empty() ? 0 : 4 * ab_rounds)) *
           (decode_tokens + 3) +
       profile_tokens + 4;
   if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;

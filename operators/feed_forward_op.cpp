@@ -121,6 +121,9 @@ void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std
   // expert's gate and up projections, then (after the barrier) of the down projections. A
   // projection per fork-join would cost 3 * top_k of them per token; the weights are streamed
   // once either way, and cpu::linear runs on the calling thread inside the region.
+  // Items go to threads as they ask (dynamic): each phase ends when its last item does, and with
+  // a static split one slow or preempted core held up every layer (hybrid V2-Lite decode 37.8
+  // against 31.5 ms a token, docs/perf-notes.md S11-2). 32 rows an item: 16 were slower (S11-3).
   constexpr std::int64_t kRows = 32;
   const std::int64_t slots = tokens * top_k;
   const std::int64_t inter = experts_.front().gate.out_features();
@@ -134,7 +137,7 @@ void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std
 #pragma omp parallel
   {
     float g[kRows], u[kRows];
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < slots * up_items; ++item) {
       const std::int64_t slot = item / up_items, first = item % up_items * kRows;
       const std::int64_t rows = std::min(kRows, inter - first);
@@ -144,7 +147,7 @@ void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std
       cpu::linear(xs, 1, hidden_, row(e.up.weight(), first), e.up.weight().dtype(), rows, u);
       cpu::silu_and_mul(g, u, rows, h.data() + slot * inter + first);
     }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < slots * down_items; ++item) {
       const std::int64_t slot = item / down_items, first = item % down_items * kRows;
       const std::int64_t rows = std::min(kRows, hidden_ - first);
