@@ -8,6 +8,8 @@
 #                                   6; `bench decode --ab_env`): the machines differ more than most
 #                                   changes do (docs/perf-notes.md, session 5), and so do processes
 #                                   on one machine (S9-7)
+#   scripts/gpu-machine.sh ab-cpu VAR1 VAR2 ...   one in-process A/B per variable on the hybrid profile
+#                                   alone (a CPU-side variant: bench decode --ab_env times the whole step)
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
@@ -95,6 +97,15 @@ if [[ $what == ab ]]; then
     timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
       --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-$profile.log" 2>&1
     echo "$profile exit $?: $(grep -E '^A/B ' "$out/ab-$profile.log")"
+  done
+fi
+if [[ $what == ab-cpu ]]; then  # ab-cpu VAR1 VAR2 ...: a CPU-side A/B per variable, the hybrid profile only
+  shift
+  v2_lite $bin
+  for variable in "$@"; do
+    timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
+      --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-cpu-$variable.log" 2>&1
+    echo "$variable exit $?: $(grep -E '^A/B |STREAM' "$out/ab-cpu-$variable.log" | tr '\n' ' ')"
   done
 fi
 if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)
