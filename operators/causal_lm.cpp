@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -20,6 +18,7 @@
 #include "operators/cuda/argmax.h"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/embedding.h"
+#include "operators/cuda/host_poll.h"
 #include "operators/cuda/host_table.h"
 #include "operators/gpu_runtime.h"
 #endif
@@ -494,26 +493,23 @@ bool CausalLM::chains_decode_steps() const {
 
 std::int32_t CausalLM::wait_for_token(std::int64_t position, std::size_t later_jobs) {
   std::atomic_ref<std::uint64_t> slot(chain_->tokens.as<std::uint64_t>()[position % 2]);
-  // Asleep: the next step is queued already, so a late look costs no GPU time, while a thread that
-  // spins or wakes often beside the CPU experts' OpenMP team (as many threads as cores) makes their
-  // barriers wait (a hybrid step went from 28 to 314 ms on the GPU machine with a spinning host).
+  // Asleep: the next step is queued already, so a late look costs no GPU time (cuda::PollPause).
   // First until this step's CPU jobs are done (the next step's are queued behind them), then
   // between looks at the slot.
   runtimes_->wait_for_jobs(later_jobs);
-  for (;;) {
-    std::uint64_t value = slot.load(std::memory_order_acquire);
-    if (static_cast<std::int64_t>(value >> 32) == position) return static_cast<std::int32_t>(value & 0xffffffffu);
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-    // Has the stream failed, or drained without this step's token?
-    const cudaError_t status = cudaStreamQuery(graph_gpu_->stream());
-    if (status == cudaErrorNotReady) continue;
-    value = slot.load(std::memory_order_acquire);
-    if (static_cast<std::int64_t>(value >> 32) == position) return static_cast<std::int32_t>(value & 0xffffffffu);
-    if (status == cudaSuccess)
-      throw std::runtime_error("the GPU finished the decode step before position " + std::to_string(position) +
-                               " without handing over its token");
-    SWITCHYARD_CUDA_CHECK(status);
-  }
+  std::int32_t token = 0;
+  cuda::poll_until(
+      [&] {
+        const std::uint64_t value = slot.load(std::memory_order_acquire);
+        token = static_cast<std::int32_t>(value & 0xffffffffu);
+        return static_cast<std::int64_t>(value >> 32) == position;
+      },
+      graph_gpu_->stream(), cuda::PollPause::sleep,
+      [&] {
+        return "the GPU finished the decode step before position " + std::to_string(position) +
+               " without handing over its token";
+      });
+  return token;
 }
 
 int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,

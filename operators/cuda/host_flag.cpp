@@ -3,7 +3,6 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <chrono>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -13,6 +12,7 @@
 #endif
 
 #include "operators/cuda/cuda_check.h"
+#include "operators/cuda/host_poll.h"
 
 namespace switchyard::cuda {
 namespace {
@@ -119,24 +119,12 @@ void HostFlags::host_write(int i, std::uint32_t value) {
 
 void HostFlags::host_wait(int i, std::uint32_t value, cudaStream_t stream, const std::atomic<bool>* launching) const {
   auto flag = flag_ref(this->flag(i));
-  for (std::uint64_t spin = 1;; ++spin) {
-    if (flag.load(std::memory_order_acquire) == value) return;
-    relax();
-    if (spin % 4096 != 0) continue;
-    // Now and then: has the stream failed, or drained without writing the flag? `launching` is read
-    // before the query: read after it, a launch that returned in between would leave an idle
-    // stream (queried before the launch) beside launching == false, and the worker would give up
-    // on a flag that is on its way (the likely cause of one failure of the run-command test).
-    const bool was_launching = launching != nullptr && launching->load(std::memory_order_acquire);
-    const cudaError_t status = cudaStreamQuery(stream);
-    if (status == cudaErrorNotReady) continue;
-    if (flag.load(std::memory_order_acquire) == value) return;
-    if (status == cudaSuccess && was_launching) continue;
-    if (status == cudaSuccess)
-      throw std::runtime_error("the GPU finished its work without handing the CPU experts their input (flag " +
-                               std::to_string(i) + ")");
-    check_cuda(status, "cudaStreamQuery while the CPU waited for the GPU", __FILE__, __LINE__);
-  }
+  poll_until([&] { return flag.load(std::memory_order_acquire) == value; }, stream, PollPause::spin,
+             [&] {
+               return "the GPU finished its work without handing the CPU experts their input (flag " +
+                      std::to_string(i) + ")";
+             },
+             launching);
 }
 
 }  // namespace switchyard::cuda
