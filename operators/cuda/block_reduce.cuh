@@ -35,10 +35,4 @@ __device__ T block_sum(T value) { return block_reduce<T, false>(value); }
 template <typename T>
 __device__ T block_max(T value) { return block_reduce<T, true>(value); }
 
-// bf16 and f16 bits widened exactly to f32.
-__device__ inline float widen(float value) { return value; }
-__device__ inline float bf16_to_float(unsigned short bits) {
-  return __uint_as_float(static_cast<unsigned>(bits) << 16);
-}
-
 }  // namespace switchyard::cuda

@@ -8,6 +8,7 @@
 #include "operators/cuda/block_reduce.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/launch.cuh"
+#include "operators/cuda/widen.cuh"
 
 namespace switchyard::cuda {
 namespace {
@@ -24,14 +25,16 @@ __device__ inline void widen_piece(const uint4& piece, float* out) {
   if constexpr (kDType == DType::f32) {
     *reinterpret_cast<uint4*>(out) = piece;
   } else {
-    const auto* bits = reinterpret_cast<const unsigned short*>(&piece);
-    float4 lo, hi;
-    lo.x = widen_bits<kDType>(bits[0]), lo.y = widen_bits<kDType>(bits[1]);
-    lo.z = widen_bits<kDType>(bits[2]), lo.w = widen_bits<kDType>(bits[3]);
-    hi.x = widen_bits<kDType>(bits[4]), hi.y = widen_bits<kDType>(bits[5]);
-    hi.z = widen_bits<kDType>(bits[6]), hi.w = widen_bits<kDType>(bits[7]);
-    reinterpret_cast<float4*>(out)[0] = lo;
-    reinterpret_cast<float4*>(out)[1] = hi;
+    float w[8];
+    if constexpr (kDType == DType::bf16) {
+      widen(piece, w);
+    } else {
+      const auto* bits = reinterpret_cast<const unsigned short*>(&piece);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] = __half2float(__ushort_as_half(bits[i]));
+    }
+    reinterpret_cast<float4*>(out)[0] = make_float4(w[0], w[1], w[2], w[3]);
+    reinterpret_cast<float4*>(out)[1] = make_float4(w[4], w[5], w[6], w[7]);
   }
 }
 

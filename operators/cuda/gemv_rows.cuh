@@ -6,20 +6,11 @@
 #include <cstdint>
 
 #include "operators/cuda/launch.cuh"
+#include "operators/cuda/widen.cuh"
 
 namespace switchyard::cuda {
 
 constexpr int kGemvWarps = 8;  // rows per block
-
-__device__ inline void widen(const uint4& packed, float (&w)[8]) {
-  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&packed);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    w[2 * i] = f.x;
-    w[2 * i + 1] = f.y;
-  }
-}
 
 // 8 weights of a row at element k: loaded raw into registers, widened to f32 when used.
 template <typename W>

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/widen.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/host_flag.cuh"
 #include "operators/cuda/launch.cuh"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/widen.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/elementwise.h"
 #include "operators/cuda/grouped_gemm.h"
