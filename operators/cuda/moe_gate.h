@@ -39,9 +39,9 @@ void moe_gate(const MoeGateConfig& config, const float* logits, std::int64_t tok
 
 // Decode's router and gate in one launch, for one token: logits = router x (router: [n_experts,
 // hidden] f32, x: [hidden] f32, accumulated in f32), then moe_gate on them, with the same outputs
-// (logits [n_experts] too) and hand-off. One block per expert computes its logit (and, handing
-// off, copies its share of x to the host); the last block to count in on `counter` routes and
-// leaves the counter zero. counter: one device int32, zero before the launch (a
+// (logits [n_experts] too) and hand-off. One block per expert computes its logit; the last block
+// to count in on `counter` copies x to the host when handing off, routes, and leaves the counter
+// zero. counter: one device int32, zero before the launch (a
 // GpuRuntime::zeroed_counters counter). Throws std::invalid_argument as moe_gate does, and when
 // !router_gate_supports.
 //
