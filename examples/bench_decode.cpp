@@ -53,7 +53,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // Bytes of routed-expert weights one token reads, per device that runs them in decode.
 struct ExpertTraffic {
   double cpu_bytes = 0, gpu_bytes = 0;  // per token
-  double gpu_resident_bytes = 0;        // all routed experts held by GPUs in decode
+  double gpu_resident_bytes = 0;        // all routed experts held by GPUs (for decode or prefill)
 };
 
 ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights) {
@@ -68,10 +68,11 @@ ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights
         const std::vector<std::int64_t> shape(param.shape.dims.begin(), param.shape.dims.begin() + param.shape.rank);
         expert_bytes += static_cast<double>(weights.get(name, shape, {DType::bf16, DType::f16, DType::f32}).bytes());
       }
-    const Device d = check.plan.owner_of(static_cast<int>(&m - check.tree->modules().data())).generate_device;
+    const ModulePlacement& owner = check.plan.owner_of(static_cast<int>(&m - check.tree->modules().data()));
     const double per_token = expert_bytes * c.num_experts_per_tok;
-    (d.is_cpu() ? traffic.cpu_bytes : traffic.gpu_bytes) += per_token;
-    if (d.is_cuda()) traffic.gpu_resident_bytes += expert_bytes * static_cast<double>(m.children.size());
+    (owner.generate_device.is_cpu() ? traffic.cpu_bytes : traffic.gpu_bytes) += per_token;
+    for (const Device& d : weight_devices(owner))
+      if (d.is_cuda()) traffic.gpu_resident_bytes += expert_bytes * static_cast<double>(m.children.size());
   }
   return traffic;
 }

@@ -9,6 +9,11 @@
 
 namespace switchyard {
 
+std::vector<Device> weight_devices(const ModulePlacement& owner) {
+  if (owner.prefill_device == owner.generate_device) return {owner.generate_device};
+  return {owner.generate_device, owner.prefill_device};
+}
+
 std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const MemoryBudget& budget) {
   const ModuleTree& tree = *plan.tree;
   std::map<Device, DeviceMemory> by_device;
@@ -18,10 +23,11 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
   for (std::size_t i = 0; i < tree.size(); ++i) {
     const Module& module = tree.at(static_cast<int>(i));
     if (module.params.empty()) continue;
-    const Device device = plan.owner_of(static_cast<int>(i)).generate_device;
-    DeviceMemory& memory = by_device[device];
-    memory.device = device;
-    memory.weight_bytes += module.own_bytes();
+    for (const Device device : weight_devices(plan.owner_of(static_cast<int>(i)))) {
+      DeviceMemory& memory = by_device[device];
+      memory.device = device;
+      memory.weight_bytes += module.own_bytes();
+    }
   }
   const std::uint64_t kv_per_layer =
       tree.config().kv_cache_bytes_per_token_per_layer(budget.kv_cache_element_bytes) *

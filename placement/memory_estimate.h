@@ -1,7 +1,8 @@
 #pragma once
-// Per-device memory a plan needs: the weights each device holds in decode (a module's weights
-// live where its owning operator runs) plus the KV cache of the attention layers it runs, for
-// --max_context tokens. Checked against --gpu_memory / --cpu_memory budgets.
+// Per-device memory a plan needs: the weights each device holds (a module's weights live where
+// its owning operator runs, in decode and in prefill: routed experts that run on the CPU in one
+// phase and on a GPU in the other are held by both) plus the KV cache of the attention layers it
+// runs, for --max_context tokens. Checked against --gpu_memory / --cpu_memory budgets.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -26,6 +27,11 @@ struct MemoryBudget {
   std::int64_t max_context = 4096;       // tokens of KV cache per attention layer
   int kv_cache_element_bytes = 2;        // bf16 cache
 };
+
+// The devices that hold the weights of the modules `owner` owns: its decode device, and its
+// prefill device where that differs (the model keeps a copy there: GpuMoeOp uploads every routed
+// expert of a layer whose prefill_device is its GPU).
+std::vector<Device> weight_devices(const ModulePlacement& owner);
 
 // Devices in order: cuda:0.., then cpu. Every GPU below options.gpus is listed, used or not.
 std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const MemoryBudget& budget);

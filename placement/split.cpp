@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "placement/memory_estimate.h"
 #include "placement/report.h"
 
 namespace switchyard {
@@ -252,12 +253,16 @@ SplitResult split_profile(const CheckResult& base, int gpus, const MemoryBudget&
   if (gpu_budgets.size() > 1 && static_cast<int>(gpu_budgets.size()) != gpus)
     throw InputError("--gpu_memory lists " + std::to_string(gpu_budgets.size()) + " sizes for " + std::to_string(gpus) + " GPUs");
 
-  // What each layer costs on its GPU in the base plan: weights placed on a GPU plus its KV cache.
+  // What each layer costs on its GPU in the base plan: weights a GPU holds (in decode or in
+  // prefill, as estimate_memory counts them) plus its KV cache.
   std::vector<std::uint64_t> layer_bytes(static_cast<std::size_t>(layers), 0);
   std::uint64_t first_extra = 0, last_extra = 0;
   for (std::size_t i = 0; i < tree.size(); ++i) {
     const Module& module = tree.at(static_cast<int>(i));
-    if (module.params.empty() || !plan.owner_of(static_cast<int>(i)).generate_device.is_cuda()) continue;
+    const std::vector<Device> held_by = weight_devices(plan.owner_of(static_cast<int>(i)));
+    if (module.params.empty() ||
+        std::none_of(held_by.begin(), held_by.end(), [](const Device& d) { return d.is_cuda(); }))
+      continue;
     if (module.layer >= 0) layer_bytes[static_cast<std::size_t>(module.layer)] += module.own_bytes();
     else if (module.name == "model.norm" || module.name == "lm_head") last_extra += module.own_bytes();
     else first_extra += module.own_bytes();

@@ -95,6 +95,22 @@ TEST_CASE("placement: recursive false stops the walk and the operator owns the w
   REQUIRE(expert_bytes > 0);
   for (const DeviceMemory& d : result.memory)
     if (d.device.is_cpu()) CHECK(d.weight_bytes == expert_bytes);
+  // prefill_device cuda:0: the GPU holds a copy of them as well (the model uploads them for
+  // prefill), which a profile that prefills them on the CPU does not need.
+  const auto cpu_prefill = check_yaml(R"(
+- match: {name: "^model\\.layers\\..*\\.mlp\\.experts$"}
+  replace:
+    class: ktransformers.operators.experts.KTransformersExperts
+    kwargs: {generate_device: "cpu", generate_op: "KExpertsCPU", prefill_device: "cpu", out_device: "cuda:0"}
+  recursive: False
+)");
+  auto on = [](const CheckResult& r, Device device) {
+    for (const DeviceMemory& d : r.memory)
+      if (d.device == device) return d.weight_bytes;
+    return std::uint64_t{0};
+  };
+  CHECK(on(result, Device::cuda(0)) == on(cpu_prefill, Device::cuda(0)) + expert_bytes);
+  CHECK(on(cpu_prefill, Device::cpu()) == expert_bytes);
 }
 
 TEST_CASE("placement: recursive true visits the children of a matched module") {
