@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "core/checkpoint.h"
@@ -198,6 +199,13 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
   steps.lm.discard_decode_graph();
   steps.next = steps.lm.forward_greedy(std::span(&steps.next, 1), steps.position++);
   const std::vector<std::string> launches = cuda::recorded_launches();
+  // The decoder layers: from the first layer's first launch up to the head's GEMV, the final norm
+  // included (it takes the last layer's CPU experts' row in a hybrid step).
+  std::optional<LaunchSpan> layers;
+  for (const cuda::LaunchMark& mark : cuda::recorded_marks()) {
+    if (mark.label == "layers") layers = LaunchSpan{mark.launch, mark.launch};
+    if (mark.label == "head" && layers) layers->to = mark.launch + 1;
+  }
   std::vector<std::uint64_t> stamps;
   std::uint64_t taken = 0;
   double with_stamps = 0;
@@ -209,7 +217,12 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
   std::printf("\nthe GPU side with stamps: %.3f ms/token (without: %.3f); %llu stamps\n", with_stamps * 1e3,
               gpu_side * 1e3, static_cast<unsigned long long>(taken));
   try {
-    std::printf("%s", format_kernel_timeline(analyse_kernel_timeline(launches, stamps)).c_str());
+    const KernelTimeline timeline = analyse_kernel_timeline(launches, stamps, layers);
+    std::printf("%s", format_kernel_timeline(timeline).c_str());
+    if (layers)
+      std::printf("the decoder layers alone (the first one's wait end to the head's, stamps on): %.1f us a "
+                  "step, %.1f us per layer; the rest of the step (embedding, head, choice, hand-over) %.1f us\n",
+                  timeline.span_us, timeline.span_us / steps.layers, timeline.step_us - timeline.span_us);
   } catch (const InputError& e) {
     std::printf("no timeline: %s\n", e.what());
   }

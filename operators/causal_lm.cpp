@@ -20,6 +20,7 @@
 #include "operators/cuda/embedding.h"
 #include "operators/cuda/host_poll.h"
 #include "operators/cuda/host_table.h"
+#include "operators/cuda/timeline.h"
 #include "operators/gpu_runtime.h"
 #endif
 
@@ -347,8 +348,12 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding->device_view(), embedding_.dtype(), vocab_, hidden_,
                     hidden, graph_gpu_->stream());
   }
+  cuda::mark_launches("layers");  // for bench decode --timeline: where the decoder layers begin and end
 #endif
   for (auto& layer : layers_) layer->forward(*stream_, tokens, position);
+#if SWITCHYARD_HAVE_CUDA
+  cuda::mark_launches("head");
+#endif
 
   const std::int64_t rows = all_logits ? tokens : 1;
   float* hidden = stream_->on(final_device_) + (tokens - rows) * hidden_;

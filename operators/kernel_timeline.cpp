@@ -68,7 +68,7 @@ std::string short_kernel_name(const std::string& name) {
 }
 
 KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
-                                       const std::vector<std::uint64_t>& stamps) {
+                                       const std::vector<std::uint64_t>& stamps, std::optional<LaunchSpan> span) {
   const auto per_step = static_cast<std::int64_t>(launches.size());
   if (per_step == 0) throw InputError("kernel timeline: no launches were recorded for the step");
   if (stamps.size() % launches.size() != 0 || stamps.size() < 2 * launches.size())
@@ -99,6 +99,15 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
   }
   timeline.step_us = median(steps);
   timeline.between_us = median(between);
+  if (span) {
+    if (span->from > span->to || span->to >= launches.size())
+      throw InputError("kernel timeline: launches [" + std::to_string(span->from) + ", " + std::to_string(span->to) +
+                       ") are not a span of a step of " + std::to_string(per_step) + " launches");
+    std::vector<double> spans;
+    for (std::int64_t s = 0; s < timeline.steps; ++s)
+      spans.push_back((at(s, static_cast<std::int64_t>(span->to)) - at(s, static_cast<std::int64_t>(span->from))) / 1e3);
+    timeline.span_us = median(spans);
+  }
 
   std::map<std::string, std::vector<double>> gaps, sums;  // by kernel: every gap; each step's sum
   std::map<std::string, std::int64_t> counts;

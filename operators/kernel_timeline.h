@@ -2,7 +2,9 @@
 // The report of a decode step's kernel timeline (cuda/timeline.h, `bench decode --timeline`): the
 // stamps at the end of each kernel's PDL wait, paired with the launches in order. Plain C++: the
 // pairing and the statistics are tested without a GPU.
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,24 @@ struct KernelTimeline {
   // each position's median gap over its repeats and the steps. Empty when nothing repeats.
   std::vector<KernelTimelineRow> cycle;
   std::int64_t cycle_start = 0;
+  // A span of the step (span_from <= span_to, launch indices): median over the steps of the time
+  // from launch span_from's stamp to launch span_to's; 0 without a span.
+  double span_us = 0;
+};
+
+// Launches [from, to) of a step, for analyse_kernel_timeline's span.
+struct LaunchSpan {
+  std::size_t from = 0, to = 0;
 };
 
 // launches: one step's kernels in launch order; stamps: the wait ends (ns) of whole steps in a row,
 // launches.size() a step. Throws InputError when they do not pair (a kernel whose first thread
 // returned before its wait, or launches outside the recorded step).
+// span (optional): also the median time of those launches, from the first one's stamp to the
+// stamp of the launch after them (the wait end that follows their work); InputError when it does
+// not fit in the step (to < launches.size(): the span needs the launch after it).
 KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
-                                       const std::vector<std::uint64_t>& stamps);
+                                       const std::vector<std::uint64_t>& stamps, std::optional<LaunchSpan> span = {});
 
 // A kernel's name for a table: demangled when mangled, without its namespaces, return type and
 // parameters (template arguments kept): "gemv_shared_kernel", "route_one_token<float, true>".

@@ -61,7 +61,10 @@ TEST_CASE("kernel timeline: the gaps between stamps come back per kernel, per st
       now += base * (1 + jitter(random));
     }
   }
-  const sy::KernelTimeline t = sy::analyse_kernel_timeline(launches, stamps);
+  // The layers' span: from the first layer's first launch to the head's.
+  const sy::LaunchSpan layer_span{1, launches.size() - 1};
+  const sy::KernelTimeline t = sy::analyse_kernel_timeline(launches, stamps, layer_span);
+  CHECK(t.span_us == doctest::Approx(layers * (2 + 5 + 7 + 4)).epsilon(0.03));
   CHECK(t.steps == steps);
   CHECK(t.launches_per_step == static_cast<std::int64_t>(launches.size()));
   const double step = 3 + layers * (2 + 5 + 7 + 4) + 40;
@@ -97,6 +100,10 @@ TEST_CASE("kernel timeline: stamps that do not make whole steps, or go back in t
   std::vector<std::uint64_t> stamps(3 * launches.size());
   for (std::size_t i = 0; i < stamps.size(); ++i) stamps[i] = 1000 * (i + 1);
   CHECK_NOTHROW(sy::analyse_kernel_timeline(launches, stamps));
+  CHECK(sy::analyse_kernel_timeline(launches, stamps).span_us == 0);
+  // A span needs the launch after it, inside the step, and must not run backwards.
+  CHECK_THROWS_AS(sy::analyse_kernel_timeline(launches, stamps, sy::LaunchSpan{0, launches.size()}), sy::InputError);
+  CHECK_THROWS_AS(sy::analyse_kernel_timeline(launches, stamps, sy::LaunchSpan{3, 2}), sy::InputError);
   std::vector<std::uint64_t> short_by_one(stamps.begin(), stamps.end() - 1);
   CHECK_THROWS_AS(sy::analyse_kernel_timeline(launches, short_by_one), sy::InputError);
   CHECK_THROWS_AS(sy::analyse_kernel_timeline({}, stamps), sy::InputError);

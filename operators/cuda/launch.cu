@@ -25,6 +25,7 @@ struct Aids {
   std::vector<std::string> names;       // of the kernels left out
   bool recording = false;
   std::vector<std::string> launches;    // recorded, by name
+  std::vector<LaunchMark> marks;
   std::map<const void*, std::string> kernel_names;
 
   void update() { on.store(!words.empty() || recording, std::memory_order_relaxed); }
@@ -92,6 +93,7 @@ void record_launches() {
   Aids& state = aids();
   const std::lock_guard lock(state.mutex);
   state.launches.clear();
+  state.marks.clear();
   state.recording = true;
   state.update();
 }
@@ -102,6 +104,19 @@ std::vector<std::string> recorded_launches() {
   state.recording = false;
   state.update();
   return std::move(state.launches);
+}
+
+void mark_launches(const char* label) {
+  if (!measuring_aids_on()) return;
+  Aids& state = aids();
+  const std::lock_guard lock(state.mutex);
+  if (state.recording) state.marks.push_back({label, state.launches.size()});
+}
+
+std::vector<LaunchMark> recorded_marks() {
+  Aids& state = aids();
+  const std::lock_guard lock(state.mutex);
+  return std::move(state.marks);
 }
 
 bool register_timeline_target(TimelineTarget target) {

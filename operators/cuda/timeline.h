@@ -18,6 +18,17 @@ void record_launches();
 // Stops recording; the names recorded since record_launches, in launch order.
 std::vector<std::string> recorded_launches();
 
+// While launches are recorded: marks the place of the next launch (`label`, the count recorded so
+// far), so that a report can tell the parts of a step apart (CausalLM marks where its decoder
+// layers begin and end). Costs one relaxed atomic load otherwise.
+void mark_launches(const char* label);
+struct LaunchMark {
+  std::string label;
+  std::size_t launch = 0;  // the index of the launch after the mark
+};
+// The marks since record_launches, in order (call after recorded_launches).
+std::vector<LaunchMark> recorded_marks();
+
 class Timeline {
  public:
   // Points every kernel's stamps at a buffer of `room` times on the current device (kernels on
