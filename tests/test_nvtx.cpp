@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/core_test_support.h"
 #include "tests/test_support.h"
 #ifdef SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/device_context.h"
@@ -98,37 +99,51 @@ TEST_CASE("nvtx: the hybrid GPU + CPU-experts layer names its hand-off") {
     MESSAGE("skipped: no CUDA device");
     return;
   }
-  // Experts on the GPU in prefill, on the CPU in decode (the shipped DeepSeek-V3 profile).
-  for (const bool graph : {false, true}) {
-    INFO("use_cuda_graph " << graph);
-    const auto ranges = record("run --max_new_tokens 4 --nvtx_layers 2 --optimize_config_path " +
-                               source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
-                               " --use_cuda_graph " + (graph ? "true" : "false"));
-    auto count = [&](const std::string& name) {
-      return std::count_if(ranges.begin(), ranges.end(), [&](const Range& r) { return r.name == name; });
-    };
-    for (const Range& r : ranges) {
-      INFO(r.name << " at depth " << r.depth << " in " << r.parent << " on thread " << r.thread);
-      if (r.name.find("_2") == std::string::npos) continue;
-      if (r.thread == 0) {
-        CHECK(r.depth == 2);
-        CHECK((r.parent == "prefill" || r.parent == "decode_step"));
-      } else {  // the CPU-experts worker: its own top-level ranges
-        CHECK(r.name == "routed_experts_2");
-        CHECK(r.depth == 1);
+  // The shipped DeepSeek-V3 profile (experts on the CPU in prefill and decode), and the same with
+  // the experts on the GPU in prefill.
+  const std::string shipped = source_path("optimize_rules/DeepSeek-V3-Chat.yaml");
+  std::stringstream text;
+  text << std::ifstream(shipped).rdbuf();
+  std::string gpu_prefill = text.str();
+  const std::string cpu_prefill_kwargs = "prefill_device: \"cpu\"\n      prefill_op: \"KExpertsCPU\"";
+  const std::size_t at = gpu_prefill.find(cpu_prefill_kwargs);
+  REQUIRE(at != std::string::npos);
+  gpu_prefill.replace(at, cpu_prefill_kwargs.size(), "prefill_device: \"cuda:0\"\n      prefill_op: \"KExpertsTorch\"");
+  const switchyard::core_testing::TempDir dir;
+  const std::string gpu_prefill_path = (dir / "gpu-prefill.yaml").string();
+  std::ofstream(gpu_prefill_path) << gpu_prefill;
+  for (const bool experts_prefill_on_gpu : {false, true})
+    for (const bool graph : {false, true}) {
+      INFO("use_cuda_graph " << graph << ", experts on the GPU in prefill " << experts_prefill_on_gpu);
+      const auto ranges = record("run --max_new_tokens 4 --nvtx_layers 2 --optimize_config_path " +
+                                 (experts_prefill_on_gpu ? gpu_prefill_path : shipped) + " --use_cuda_graph " +
+                                 (graph ? "true" : "false"));
+      auto count = [&](const std::string& name) {
+        return std::count_if(ranges.begin(), ranges.end(), [&](const Range& r) { return r.name == name; });
+      };
+      for (const Range& r : ranges) {
+        INFO(r.name << " at depth " << r.depth << " in " << r.parent << " on thread " << r.thread);
+        if (r.name.find("_2") == std::string::npos) continue;
+        if (r.thread == 0) {
+          CHECK(r.depth == 2);
+          CHECK((r.parent == "prefill" || r.parent == "decode_step"));
+        } else {  // the CPU-experts worker: its own top-level ranges
+          CHECK(r.name == "routed_experts_2");
+          CHECK(r.depth == 1);
+        }
       }
+      // Eager: every step emits its ranges; with graphs the three decode steps are one capture
+      // (its ranges are the graph's) and two replays, whose only per-layer host work is the
+      // CPU experts. The prefill hands its tokens to the CPU too unless its experts are on the GPU.
+      const long launched = graph ? 2 : 4;  // prefill + captured or eager decode steps
+      const long handed = experts_prefill_on_gpu ? launched - 1 : launched;
+      CHECK(count("self_attention_2") == launched);
+      CHECK(count("moe_gate_2") == launched);
+      CHECK(count("shared_experts_2") == launched);
+      CHECK(count("cpuinfer_submit_2") == handed);
+      CHECK(count("cpuinfer_sync_2") == handed);
+      CHECK(count("routed_experts_2") == 4);  // the prefill (GPU launches or CPU), then CPU every decode step
     }
-    // Eager: every step emits its ranges; with graphs the three decode steps are one capture
-    // (its ranges are the graph's) and two replays, whose only per-layer host work is the
-    // CPU experts.
-    const long launched = graph ? 2 : 4;  // prefill + captured or eager decode steps
-    CHECK(count("self_attention_2") == launched);
-    CHECK(count("moe_gate_2") == launched);
-    CHECK(count("shared_experts_2") == launched);
-    CHECK(count("cpuinfer_submit_2") == launched - 1);
-    CHECK(count("cpuinfer_sync_2") == launched - 1);
-    CHECK(count("routed_experts_2") == 4);  // GPU in prefill (its launches), then CPU every decode step
-  }
 }
 #endif
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -54,22 +55,37 @@ LinearWeight weight_type(DType dtype) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Splits y among `threads` threads: by row groups, and by tokens as well when there are too few
-// row groups to go round and enough tokens to share. Returns thread `id`'s block (maybe empty).
-LinearBlock block_of_thread(const LinearProblem& p, std::int64_t threads, std::int64_t id) {
+// Row blocks a thread's share of rows is cut into: threads take blocks as they ask, so a core that
+// runs slow (another process, an interrupt) takes fewer and the call does not wait for it alone
+// (as the CPU experts' decode items, docs/perf-notes.md S11-2; `bench experts` prefill S11-7).
+constexpr std::int64_t kBlocksPerThread = 4;
+
+// How `threads` threads share y: by row groups, and by tokens as well when there are too few row
+// groups to go round and enough tokens to share (each token part re-reads its rows' weights); each
+// thread's rows cut into up to kBlocksPerThread blocks.
+struct LinearSplit {
+  std::int64_t row_groups, row_blocks, token_parts;
+  std::int64_t blocks() const { return row_blocks * token_parts; }
+};
+
+LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread) {
   const std::int64_t row_groups = ceil_div(p.out, kRowGroup);
   std::int64_t token_parts = 1;
   if (row_groups < 2 * threads)
     token_parts = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(row_groups, 1), 1,
                                            std::max<std::int64_t>(p.tokens / kMinTokensPerThread, 1));
   const std::int64_t row_parts = std::max<std::int64_t>(threads / token_parts, 1);
-  if (id >= row_parts * token_parts) return {0, 0, 0, 0};
-  const std::int64_t row_part = id % row_parts, token_part = id / row_parts;
+  return LinearSplit{row_groups, std::min(row_groups, row_parts * blocks_per_thread), token_parts};
+}
+
+// Block `id` of the split (maybe empty).
+LinearBlock block_of(const LinearProblem& p, const LinearSplit& split, std::int64_t id) {
+  const std::int64_t row_block = id % split.row_blocks, token_part = id / split.row_blocks;
   return LinearBlock{
-      std::min(p.out, row_groups * row_part / row_parts * kRowGroup),
-      std::min(p.out, row_groups * (row_part + 1) / row_parts * kRowGroup),
-      p.tokens * token_part / token_parts,
-      p.tokens * (token_part + 1) / token_parts,
+      std::min(p.out, split.row_groups * row_block / split.row_blocks * kRowGroup),
+      std::min(p.out, split.row_groups * (row_block + 1) / split.row_blocks * kRowGroup),
+      p.tokens * token_part / split.token_parts,
+      p.tokens * (token_part + 1) / split.token_parts,
   };
 }
 
@@ -89,10 +105,15 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
     return;
   }
   const bool parallel = tokens * in * out >= kMinParallelWork;
+  std::atomic<std::int64_t> next{0};  // the next block to take
 #pragma omp parallel if (parallel)
   {
-    const LinearBlock block = block_of_thread(problem, omp_get_num_threads(), omp_get_thread_num());
-    if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+    const LinearSplit split = split_for(problem, omp_get_num_threads(), kBlocksPerThread);
+    for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();
+         id = next.fetch_add(1, std::memory_order_relaxed)) {
+      const LinearBlock block = block_of(problem, split, id);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+    }
   }
 }
 
