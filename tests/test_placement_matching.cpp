@@ -70,14 +70,24 @@ TEST_CASE("placement: lookahead excludes kv_b_proj from a Linear rule") {
   CHECK(placement(result, "model.layers.2.self_attn.kv_b_proj").op->name == "default");
 }
 
-TEST_CASE("placement: recursive false stops the walk and the operator owns the weights") {
-  const auto result = check_yaml(R"(
+namespace {
+
+// The routed experts on the CPU in decode and on `prefill_device` in prefill, not walked below.
+std::string experts_rule(const std::string& prefill_device) {
+  return R"(
 - match: {name: "^model\\.layers\\..*\\.mlp\\.experts$"}
   replace:
     class: ktransformers.operators.experts.KTransformersExperts
-    kwargs: {generate_device: "cpu", generate_op: "KExpertsCPU", prefill_device: "cuda:0", out_device: "cuda:0"}
+    kwargs: {generate_device: "cpu", generate_op: "KExpertsCPU", prefill_device: ")" +
+         prefill_device + R"(", out_device: "cuda:0"}
   recursive: False
-)");
+)";
+}
+
+}  // namespace
+
+TEST_CASE("placement: recursive false stops the walk and the operator owns the weights") {
+  const auto result = check_yaml(experts_rule("cuda:0"));
   const int experts = result.tree->find("model.layers.1.mlp.experts");
   const int expert_proj = result.tree->find("model.layers.1.mlp.experts.5.down_proj");
   REQUIRE(experts >= 0);
@@ -97,13 +107,7 @@ TEST_CASE("placement: recursive false stops the walk and the operator owns the w
     if (d.device.is_cpu()) CHECK(d.weight_bytes == expert_bytes);
   // prefill_device cuda:0: the GPU holds a copy of them as well (the model uploads them for
   // prefill), which a profile that prefills them on the CPU does not need.
-  const auto cpu_prefill = check_yaml(R"(
-- match: {name: "^model\\.layers\\..*\\.mlp\\.experts$"}
-  replace:
-    class: ktransformers.operators.experts.KTransformersExperts
-    kwargs: {generate_device: "cpu", generate_op: "KExpertsCPU", prefill_device: "cpu", out_device: "cuda:0"}
-  recursive: False
-)");
+  const auto cpu_prefill = check_yaml(experts_rule("cpu"));
   auto on = [](const CheckResult& r, Device device) {
     for (const DeviceMemory& d : r.memory)
       if (d.device == device) return d.weight_bytes;
