@@ -23,10 +23,12 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
   for (std::size_t i = 0; i < tree.size(); ++i) {
     const Module& module = tree.at(static_cast<int>(i));
     if (module.params.empty()) continue;
-    for (const Device device : weight_devices(plan.owner_of(static_cast<int>(i)))) {
+    const std::vector<Device> held_by = weight_devices(plan.owner_of(static_cast<int>(i)));
+    for (const Device device : held_by) {
       DeviceMemory& memory = by_device[device];
       memory.device = device;
       memory.weight_bytes += module.own_bytes();
+      if (held_by.size() > 1) memory.one_phase_bytes += module.own_bytes();
     }
   }
   const std::uint64_t kv_per_layer =
@@ -56,10 +58,16 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
 void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file) {
   for (const DeviceMemory& m : devices) {
     if (!m.budget_bytes || m.total_bytes() <= *m.budget_bytes) continue;
-    const std::string advice = m.device.is_cuda()
-                                   ? "spread the layers over more GPUs (switchyard split), keep the routed experts on "
-                                     "the CPU, store smaller weights (--weight_dtype) or shorten --max_context"
-                                   : "store smaller weights (--weight_dtype q4_k_m) or move some experts to a GPU";
+    std::string advice = m.device.is_cuda()
+                             ? "spread the layers over more GPUs (switchyard split), keep the routed experts on "
+                               "the CPU, store smaller weights (--weight_dtype) or shorten --max_context"
+                             : "store smaller weights (--weight_dtype q4_k_m) or move some experts to a GPU";
+    // Routed experts that run here in one phase only (prefill_device or generate_device) are a
+    // full copy of them: the first thing to move when they alone break the budget.
+    if (m.one_phase_bytes > 0 && m.total_bytes() - m.one_phase_bytes <= *m.budget_bytes)
+      advice = format_bytes(m.one_phase_bytes) +
+               " of the weights are routed experts held here for one phase only (prefill or decode): run them on "
+               "the CPU in both (prefill_device and generate_device \"cpu\")";
     diagnostics.error("over-budget",
                       m.device.str() + " needs " + format_bytes(m.total_bytes()) + " (weights " +
                           format_bytes(m.weight_bytes) + ", KV cache " + format_bytes(m.kv_cache_bytes) +

@@ -16,6 +16,7 @@ namespace switchyard {
 struct DeviceMemory {
   Device device;
   std::uint64_t weight_bytes = 0;
+  std::uint64_t one_phase_bytes = 0;  // of weight_bytes: held here for one phase only (prefill or decode)
   std::uint64_t kv_cache_bytes = 0;
   std::optional<std::uint64_t> budget_bytes;
   std::uint64_t total_bytes() const { return weight_bytes + kv_cache_bytes; }

@@ -64,6 +64,7 @@ ordered_json check_to_json(const CheckResult& result, const MemoryBudget& budget
   for (const DeviceMemory& m : result.memory)
     devices.push_back(ordered_json{{"device", m.device.str()},
                                    {"weight_bytes", m.weight_bytes},
+                                   {"one_phase_weight_bytes", m.one_phase_bytes},
                                    {"kv_cache_bytes", m.kv_cache_bytes},
                                    {"total_bytes", m.total_bytes()},
                                    {"budget_bytes", m.budget_bytes ? ordered_json(*m.budget_bytes) : ordered_json(nullptr)}});

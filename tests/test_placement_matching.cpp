@@ -115,6 +115,16 @@ TEST_CASE("placement: recursive false stops the walk and the operator owns the w
   };
   CHECK(on(result, Device::cuda(0)) == on(cpu_prefill, Device::cuda(0)) + expert_bytes);
   CHECK(on(cpu_prefill, Device::cpu()) == expert_bytes);
+  // A GPU budget that only the copy breaks: the error says so.
+  CheckSetup tight;
+  std::uint64_t cpu_prefill_gpu_total = 0;
+  for (const DeviceMemory& d : cpu_prefill.memory)
+    if (d.device == Device::cuda(0)) cpu_prefill_gpu_total = d.total_bytes();
+  tight.gpu_bytes = {cpu_prefill_gpu_total + expert_bytes / 2};
+  const auto over = with_code(check_yaml(experts_rule("cuda:0"), tight), "over-budget");
+  REQUIRE(over.size() == 1);
+  CHECK(over[0].message.find("routed experts held here for one phase only") != std::string::npos);
+  CHECK(with_code(check_yaml(experts_rule("cpu"), tight), "over-budget").empty());
 }
 
 TEST_CASE("placement: recursive true visits the children of a matched module") {
