@@ -363,6 +363,13 @@ int DecodeBenchOptions::run() const {
     std::printf("GPU side alone (CPU experts' work skipped, hand-offs kept): %.3f ms/token, %.1f us per layer "
                 "(target <= 50)\n",
                 gpu_side * 1e3, steps.per_layer_us(gpu_side));
+    // The rest of a step is the CPU experts' (the GPU waits for them): the bandwidth they reach.
+    const double cpu_side = decode_seconds - gpu_side;
+    if (cpu_side > 0 && traffic.cpu_bytes > 0)
+      std::printf("CPU experts (the step less the GPU side): %.3f ms/token, %.1f GB/s of expert weights, %.2fx "
+                  "STREAM\n",
+                  cpu_side * 1e3, traffic.cpu_bytes / cpu_side / 1e9,
+                  traffic.cpu_bytes / cpu_side / stream.bytes_per_second);
   } else if (hbm > 0) {
     std::printf("GPU time per layer: %.1f us (the whole step / %d layers)\n", steps.per_layer_us(decode_seconds),
                 static_cast<int>(layers));
