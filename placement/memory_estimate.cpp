@@ -64,7 +64,7 @@ void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnos
                              : "store smaller weights (--weight_dtype q4_k_m) or move some experts to a GPU";
     // Routed experts that run here in one phase only (prefill_device or generate_device) are a
     // full copy of them: the first thing to move when they alone break the budget.
-    if (m.one_phase_bytes > 0 && m.total_bytes() - m.one_phase_bytes <= *m.budget_bytes)
+    if (m.device.is_cuda() && m.one_phase_bytes > 0 && m.total_bytes() - m.one_phase_bytes <= *m.budget_bytes)
       advice = format_bytes(m.one_phase_bytes) +
                " of the weights are routed experts held here for one phase only (prefill or decode): run them on "
                "the CPU in both (prefill_device and generate_device \"cpu\")";
