@@ -141,6 +141,13 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
     devices.push_back({m.device.str(), format_bytes(m.weight_bytes), format_bytes(m.kv_cache_bytes),
                        format_bytes(m.total_bytes()), budget_text(m.budget_bytes), headroom_text(m)});
   out << render(devices);
+  // Weights a device holds for one phase only (routed experts that prefill there and decode
+  // elsewhere, or the other way round): a full copy, easy to miss in the table.
+  for (const DeviceMemory& m : result.memory)
+    if (m.device.is_cuda() && m.one_phase_bytes > 0)
+      out << m.device.str() << " holds " << format_bytes(m.one_phase_bytes)
+          << " of routed experts for one phase only (prefill_device or generate_device there, the other phase "
+             "elsewhere)\n";
 
   const auto diagnostics = result.diagnostics.sorted();
   if (!diagnostics.empty()) out << "\n";

@@ -135,6 +135,25 @@ TEST_CASE("check command: exit statuses") {
   CHECK(run_switchyard("frobnicate").exit_code == 2);
 }
 
+TEST_CASE("check command: the device table names a GPU's one-phase copy of routed experts") {
+  // DeepSeek-V2-Lite's hybrid profile prefills its experts on cuda:0 and decodes them on the CPU;
+  // the CPU-only profile holds nothing twice.
+  const auto hybrid = run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " +
+                                     source_path("optimize_rules/DeepSeek-V2-Lite-Chat.yaml"));
+  CHECK(hybrid.exit_code == 0);
+  CHECK(hybrid.output.find("cuda:0 holds ") != std::string::npos);
+  CHECK(hybrid.output.find("of routed experts for one phase only") != std::string::npos);
+  const auto json = parse_document(run_switchyard("check --arch deepseek-v2-lite --format json --optimize_config_path " +
+                                                  source_path("optimize_rules/DeepSeek-V2-Lite-Chat.yaml"))
+                                       .output);
+  CHECK(json["devices"][0]["device"] == "cuda:0");
+  CHECK(json["devices"][0]["one_phase_weight_bytes"].get<std::uint64_t>() > 0);
+  const auto cpu_only = run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " +
+                                       source_path("optimize_rules/DeepSeek-V2-Lite-Chat-cpu.yaml"));
+  CHECK(cpu_only.exit_code == 0);
+  CHECK(cpu_only.output.find("for one phase only") == std::string::npos);
+}
+
 TEST_CASE("check command: --explain shows each rule tried") {
   const auto run = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
                                   source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
