@@ -12,6 +12,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/statistics.h"
 #include "core/stream_triad.h"
 #include "core/trace.h"
 #include "core/units.h"
@@ -171,11 +172,10 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
     if (steps.hybrid) (variant ? set_whole : unset_whole).push_back(steps.time_steps() * 1e3);
   }
   switch_to(false);
-  auto list = [](std::vector<double> values) {
+  auto list = [](const std::vector<double>& values) {
     std::string text;
     for (const double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
-    std::sort(values.begin(), values.end());
-    return std::make_pair(values[values.size() / 2], text);
+    return std::make_pair(median(values), text);
   };
   const auto [a, a_runs] = list(unset);
   const auto [b, b_runs] = list(set);
@@ -203,8 +203,8 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
   // included (it takes the last layer's CPU experts' row in a hybrid step).
   std::optional<LaunchSpan> layers;
   for (const cuda::LaunchMark& mark : cuda::recorded_marks()) {
-    if (mark.label == "layers") layers = LaunchSpan{mark.launch, mark.launch};
-    if (mark.label == "head" && layers) layers->to = mark.launch + 1;
+    if (mark.label == cuda::kLayersMark) layers = LaunchSpan{mark.launch, mark.launch};
+    if (mark.label == cuda::kHeadMark && layers) layers->to = mark.launch + 1;
   }
   std::vector<std::uint64_t> stamps;
   std::uint64_t taken = 0;

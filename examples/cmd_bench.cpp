@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/statistics.h"
 #include "examples/bench_decode.h"
 #include "examples/bench_experts.h"
 #include "examples/commands.h"
@@ -26,10 +27,6 @@ struct Timings {
   std::vector<double> describe, parse, walk, validate, memory, total;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 double minimum(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
 struct BenchCheckCommand {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/arch_presets.h"
+#include "core/statistics.h"
 #include "core/error.h"
 #include "core/stream_triad.h"
 #include "examples/bench_experts.h"
@@ -33,11 +34,6 @@ Tensor random_bf16(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) data[i] = block[(static_cast<std::size_t>(i) + shift) % block.size()];
   return t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

@@ -282,14 +282,10 @@ std::vector<float> CausalLM::forward(std::span<const std::int32_t> ids, std::int
 std::int32_t CausalLM::forward_greedy(std::span<const std::int32_t> ids, std::int64_t position) {
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_logits_ != nullptr) {  // the head is on a GPU
-    greedy_ = true;
-    try {
+    {
+      const GreedyScope greedy(greedy_);
       forward(ids, position);
-    } catch (...) {
-      greedy_ = false;
-      throw;
     }
-    greedy_ = false;
     std::int32_t id = 0;
     std::memcpy(&id, gpu_logits_->host_id.data(), sizeof(id));
     return id;
@@ -348,11 +344,11 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding->device_view(), embedding_.dtype(), vocab_, hidden_,
                     hidden, graph_gpu_->stream());
   }
-  cuda::mark_launches("layers");  // for bench decode --timeline: where the decoder layers begin and end
+  cuda::mark_launches(cuda::kLayersMark);  // for bench decode --timeline: where the decoder layers begin and end
 #endif
   for (auto& layer : layers_) layer->forward(*stream_, tokens, position);
 #if SWITCHYARD_HAVE_CUDA
-  cuda::mark_launches("head");
+  cuda::mark_launches(cuda::kHeadMark);
 #endif
 
   const std::int64_t rows = all_logits ? tokens : 1;
@@ -476,11 +472,15 @@ void CausalLM::launch_decode_graph() {
   SWITCHYARD_CUDA_CHECK(launched);
 }
 
-std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t position) {
-  GpuRuntime& gpu = *graph_gpu_;
+void CausalLM::prepare_decode_graph(std::int32_t id, std::int64_t position) {
   prepare(std::span(&id, 1), position, /*embed_on_host=*/false);
   ensure_decode_graph(id, position);
-  gpu.upload_step();
+  graph_gpu_->upload_step();
+}
+
+std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t position) {
+  GpuRuntime& gpu = *graph_gpu_;
+  prepare_decode_graph(id, position);
   const std::int64_t start_ns = Tracer::now_ns();
   launch_decode_graph();
   runtimes_->synchronize();
@@ -521,15 +521,12 @@ int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
                              const std::function<bool(std::int32_t)>& on_token) {
   check_token_ids(std::span(&id, 1));
   check_context(position, count, max_context_);
-  GpuRuntime& gpu = *graph_gpu_;
   runtimes_->synchronize();  // nothing in flight: the token slots can be cleared
   for (int i = 0; i < 2; ++i) chain_->tokens.as<std::uint64_t>()[i] = ~std::uint64_t{0};
-  greedy_ = true;
+  const GreedyScope greedy(greedy_);
   int given = 0;
   try {
-    prepare(std::span(&id, 1), position, /*embed_on_host=*/false);
-    ensure_decode_graph(id, position);
-    gpu.upload_step();
+    prepare_decode_graph(id, position);
     launch_decode_graph();
     for (int k = 0; k < count; ++k) {
       const bool more = k + 1 < count;
@@ -541,7 +538,6 @@ int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
     }
     runtimes_->synchronize();
   } catch (...) {
-    greedy_ = false;
     try {
       runtimes_->synchronize();
     } catch (...) {
@@ -549,7 +545,6 @@ int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
     }
     throw;
   }
-  greedy_ = false;
   return given;
 }
 #else

@@ -106,6 +106,8 @@ class CausalLM {
   std::vector<float> decode_with_graph(std::int32_t id, std::int64_t position);
   // The decode graph for this step's kind (profiled or not, greedy or not), captured if it is not.
   void ensure_decode_graph(std::int32_t id, std::int64_t position);
+  // A decode graph's step: its inputs (the record on the device, no host embedding) and its graph.
+  void prepare_decode_graph(std::int32_t id, std::int64_t position);
   // Queues the decode graph with its CPU jobs (the step record already on the device).
   void launch_decode_graph();
   // decode_greedy with steps that follow each other on the device.
@@ -129,6 +131,14 @@ class CausalLM {
   std::vector<float> logits_;            // the CPU head's output
   std::unique_ptr<GpuLogits> gpu_logits_;  // the GPU head's output buffers
   bool greedy_ = false;  // within forward_greedy: a GPU head writes the argmax, not the logits
+  // greedy_ set for a scope.
+  struct GreedyScope {
+    bool& flag;
+    explicit GreedyScope(bool& greedy) : flag(greedy) { flag = true; }
+    ~GreedyScope() { flag = false; }
+    GreedyScope(const GreedyScope&) = delete;
+    GreedyScope& operator=(const GreedyScope&) = delete;
+  };
   GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph
   bool capturing_decode_ = false;      // within the decode graph's capture
   std::unique_ptr<DecodeGraph> graph_;

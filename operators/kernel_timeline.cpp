@@ -9,16 +9,10 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/statistics.h"
 
 namespace switchyard {
 namespace {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
-}
 
 // The smallest period p of names over their middle half (names[i] == names[i + p] there), or 0.
 std::int64_t middle_period(const std::vector<std::string>& names) {

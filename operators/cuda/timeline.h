@@ -22,6 +22,10 @@ std::vector<std::string> recorded_launches();
 // far), so that a report can tell the parts of a step apart (CausalLM marks where its decoder
 // layers begin and end). Costs one relaxed atomic load otherwise.
 void mark_launches(const char* label);
+// The marks a model's step leaves (CausalLM): before its first decoder layer, and before the final
+// norm and the head.
+inline constexpr char kLayersMark[] = "layers";
+inline constexpr char kHeadMark[] = "head";
 struct LaunchMark {
   std::string label;
   std::size_t launch = 0;  // the index of the launch after the mark
