@@ -28,6 +28,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
     storage->data = const_cast<std::byte*>(storage->file.data());
     storage->bytes = storage->file.size();
     storage->device = Device::cpu();
+    storage->read_only_pages = true;  // a read-only mapping of the whole file
     c.shards_.push_back(std::move(storage));
   }
   for (std::size_t i = 0; i < c.index_.tensors.size(); ++i) c.by_name_.emplace(c.index_.tensors[i].tensor.name, i);

@@ -18,6 +18,9 @@ struct Storage {
   std::byte* data = nullptr;
   std::size_t bytes = 0;
   Device device;
+  // Whether every page the bytes touch belongs to a read-only mapping that nothing writes (a
+  // checkpoint's): registering those pages with a GPU cannot take anyone else's memory with them.
+  bool read_only_pages = false;
 };
 
 // 64-byte aligned host memory (a cache line; the widest AVX-512 load).
@@ -40,6 +43,7 @@ class Tensor {
   std::int64_t numel() const;
   std::size_t bytes() const { return storage_bytes(dtype_, static_cast<std::uint64_t>(numel())); }
   Device device() const { return storage_ ? storage_->device : Device::cpu(); }
+  bool in_read_only_pages() const { return storage_ && storage_->read_only_pages; }
   bool defined() const { return storage_ != nullptr; }
 
   void* data() const { return storage_->data + offset_; }

@@ -195,7 +195,8 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     // placement says, read over the bus: the checkpoint's pages, or a page-locked copy.
     if (embed_device_.is_cpu())
       chain_->embedding = std::make_unique<cuda::HostTable>(embedding_.data(), embedding_.bytes(),
-                                                            "the token embedding table (for decode graphs)");
+                                                            "the token embedding table (for decode graphs)",
+                                                            embedding_.in_read_only_pages());
   }
 #endif
   stream_ = std::make_unique<ResidualStream>(runtimes_.get(), options_.prefill_chunk, hidden_);

@@ -21,6 +21,8 @@
 //                 (gemv.h: <= 8 tokens, in % 8 == 0): x stays f32, so the f32 bound applies.
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
+
 #ifdef SWITCHYARD_HAVE_CUDA
 
 #include <algorithm>
@@ -230,6 +232,34 @@ TEST_CASE("cuda kernels: silu_and_mul, plain and fused, match the reference") {
   MESSAGE("silu_and_mul: largest relative error " << worst);
 }
 
+namespace {
+
+// A copy of `bytes` at `source` in anonymous pages of its own, then made read-only (none without a
+// source).
+class ReadOnlyPages {
+ public:
+  ReadOnlyPages(const void* source, std::size_t bytes) : bytes_(bytes) {
+    if (source == nullptr) return;
+    void* pages = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(pages != MAP_FAILED);
+    std::memcpy(pages, source, bytes);
+    REQUIRE(mprotect(pages, bytes, PROT_READ) == 0);
+    data_ = pages;
+  }
+  ~ReadOnlyPages() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+  }
+  ReadOnlyPages(const ReadOnlyPages&) = delete;
+  ReadOnlyPages& operator=(const ReadOnlyPages&) = delete;
+  const void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_;
+};
+
+}  // namespace
+
 TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad ids give NaN rows") {
   if (no_gpu()) return;
   cuda::DeviceContext context(0);
@@ -259,11 +289,14 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
     ids.back() = static_cast<std::int32_t>(vocab);  // out of range
 
     cuda::DeviceBuffer table = dtype == sy::DType::f32 ? to_device(context, values) : to_device(context, narrow);
-    // From host memory: the table's own pages registered (rounds 6-7), or a page-locked copy (8).
+    // From host memory: read-only pages of its own registered (rounds 6-7, as a checkpoint's
+    // mapping), or a page-locked copy of heap memory, whose pages it may share (8).
     const std::size_t table_bytes = values.size() * (dtype == sy::DType::f32 ? 4 : 2);
+    const ReadOnlyPages pages(from_host && round < 8 ? table_host : nullptr, table_bytes);  // outlives host_table
     std::unique_ptr<cuda::HostTable> host_table;
     if (from_host) {
-      host_table = std::make_unique<cuda::HostTable>(table_host, table_bytes, "the table", /*copy_always=*/round == 8);
+      host_table = std::make_unique<cuda::HostTable>(round < 8 ? pages.data() : table_host, table_bytes, "the table",
+                                                     /*read_only_pages=*/round < 8);
       if (round == 8) CHECK_FALSE(host_table->registered());
       const std::string registered = host_table->registered() ? "yes" : "no";
       if (round == 6) MESSAGE("a host table's pages registered in place: " << registered);

@@ -9,9 +9,9 @@
 
 namespace switchyard::cuda {
 
-HostTable::HostTable(const void* data, std::size_t bytes, std::string_view what, bool copy_always) {
+HostTable::HostTable(const void* data, std::size_t bytes, std::string_view what, bool read_only_pages) {
   if (data == nullptr || bytes == 0) return;
-  if (!copy_always) {
+  if (read_only_pages) {
     // Whole pages around the table (registration takes pages); read-only, so a read-only mapping
     // (the checkpoint's) qualifies.
     const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));

@@ -1,9 +1,11 @@
 #pragma once
 // Host memory that GPU kernels read in place over the bus, such as the token embedding table a
 // decode graph gathers its row from when the profile puts the embedding on the CPU. Where the
-// driver allows, the pages that hold it are registered (read-only, mapped into every device): no
-// copy, no second host copy, and a memory-mapped checkpoint stays the only one. Otherwise (or when
-// asked) a page-locked copy.
+// caller says the pages around it are read-only and nobody else's to write (a memory-mapped
+// checkpoint) and the driver allows, those pages are registered (read-only, mapped into every
+// device): no copy, no second host copy. Otherwise a page-locked copy: registering heap pages would
+// make the neighbours that share the table's first and last pages read-only to the GPU too, and a
+// later copy into one of them fails.
 #include <cstddef>
 #include <string_view>
 
@@ -14,8 +16,9 @@ namespace switchyard::cuda {
 class HostTable {
  public:
   HostTable() = default;
-  // `data` must outlive this object when registered (always, unless copy_always).
-  HostTable(const void* data, std::size_t bytes, std::string_view what, bool copy_always = false);
+  // read_only_pages: every page that [data, data + bytes) touches is read-only memory that nothing
+  // writes (Tensor::in_read_only_pages); `data` must then outlive this object.
+  HostTable(const void* data, std::size_t bytes, std::string_view what, bool read_only_pages);
   ~HostTable();
   HostTable(const HostTable&) = delete;
   HostTable& operator=(const HostTable&) = delete;
