@@ -4,7 +4,9 @@
 // Tolerance, all dtypes: |y - y_ref| <= 2 * 2^-24 * sqrt(in) * sum_k |x_k * w_k|. bf16 and f16
 // weights widen to f32 exactly, so only the f32 accumulation rounds; sum_k |x_k w_k| is the scale
 // its errors grow with, and sqrt(in) their growth for a sum of `in` terms in any order. A wrong or
-// missing term (about sum / in) exceeds the bound for every `in` up to ~10^6.
+// missing term (about sum / in) exceeds the bound for every `in` up to ~10^6. Where the AMX variant
+// rounds x to bf16 (cpu::linear_rounds_x), the reference is fed the same rounded x: the products
+// of two bf16 values are exact in f32, so the same bound holds.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -63,6 +65,8 @@ void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64
   std::vector<float> y(tokens * out, NAN);
   cpu::linear(isa, x.data(), tokens, in, w.data(dtype), dtype, out, y.data());
 
+  if (cpu::linear_rounds_x(isa, dtype, tokens))
+    for (float& v : x) v = cpu::bf16_to_f32(cpu::f32_to_bf16(v));
   std::vector<double> expected(tokens * out), magnitude(tokens * out);
   cpu::reference::linear(x.data(), tokens, in, w.data(dtype), dtype, out, expected.data(), magnitude.data());
   const double unit = std::ldexp(1.0, -24);
@@ -79,7 +83,7 @@ void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64
 
 std::vector<cpu::Isa> supported_isas() {
   std::vector<cpu::Isa> isas;
-  for (cpu::Isa isa : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512}) {
+  for (cpu::Isa isa : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512, cpu::Isa::amx}) {
     if (cpu::isa_supported(isa))
       isas.push_back(isa);
     else
@@ -103,6 +107,30 @@ TEST_CASE("cpu kernels: linear matches the reference at every tile edge, for eve
     for (sy::DType dtype : kWeightDtypes)
       for (std::int64_t in : ins)
         for (const auto& shape : shapes) check_linear(isa, dtype, shape[0], in, shape[1], random);
+}
+
+TEST_CASE("cpu kernels: linear's AMX tiles match the reference at every tile edge") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::bf16, 7));  // decode keeps f32 x
+  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::f16, 64));
+  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::avx512, sy::DType::bf16, 64));
+  if (!cpu::isa_supported(cpu::Isa::amx)) {
+    MESSAGE("this CPU (or its OS) offers no AMX; its linear variant is not tested here");
+    return;
+  }
+  // Tokens from the first that rounds x (8) around the 16-token tile and the 2-tile step; inputs
+  // around a tile row's 32 values; rows around the 16-row tile and the 2-tile step.
+  const std::int64_t tokens[] = {8, 15, 16, 17, 32, 33, 70};
+  const std::int64_t ins[] = {1, 2, 31, 32, 33, 100, 2048};
+  const std::int64_t outs[] = {1, 15, 16, 17, 32, 33, 50};
+  for (std::int64_t t : tokens)
+    for (std::int64_t in : ins)
+      for (std::int64_t out : outs) {
+        REQUIRE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::bf16, t));
+        check_linear(cpu::Isa::amx, sy::DType::bf16, t, in, out, random);
+      }
 }
 
 TEST_CASE("cpu kernels: linear matches the reference on decode and prefill sizes, across thread counts") {

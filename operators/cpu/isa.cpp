@@ -1,5 +1,11 @@
 #include "operators/cpu/isa.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace switchyard::cpu {
 
 const char* isa_name(Isa isa) {
@@ -7,9 +13,25 @@ const char* isa_name(Isa isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::amx: return "amx";
   }
   return "unknown";
 }
+
+#if defined(__x86_64__)
+// AMX-TILE and AMX-BF16 in CPUID, and Linux's permission for this process to use the tile data
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA: refused by kernels before 5.16 or without AMX).
+bool amx_enabled() {
+  static const bool enabled = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    const bool tile = (d >> 24) & 1u, bf16 = (d >> 22) & 1u;
+    constexpr long kRequestPermission = 0x1023, kTileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    return tile && bf16 && syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+  }();
+  return enabled;
+}
+#endif
 
 // __builtin_cpu_supports reads CPUID and, for AVX/AVX-512, whether the OS saves those registers.
 bool isa_supported(Isa isa) {
@@ -21,6 +43,12 @@ bool isa_supported(Isa isa) {
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && isa_supported(Isa::avx2);
+    case Isa::amx:
+#if defined(__x86_64__)
+      return isa_supported(Isa::avx512) && amx_enabled();
+#else
+      return false;
+#endif
   }
   return false;
 #else
@@ -29,7 +57,10 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  static const Isa best = isa_supported(Isa::avx512) ? Isa::avx512 : isa_supported(Isa::avx2) ? Isa::avx2 : Isa::scalar;
+  static const Isa best = isa_supported(Isa::amx)      ? Isa::amx
+                          : isa_supported(Isa::avx512) ? Isa::avx512
+                          : isa_supported(Isa::avx2)   ? Isa::avx2
+                                                       : Isa::scalar;
   return best;
 }
 

@@ -8,6 +8,7 @@ enum class Isa {
   scalar,  // portable C++, any CPU
   avx2,    // AVX2 + FMA + F16C (Haswell and later, Zen)
   avx512,  // AVX-512 F/BW/VL (Skylake-SP and later, Zen 4)
+  amx,     // and AMX tiles with bf16 products (Sapphire Rapids and later), enabled by the OS
 };
 
 const char* isa_name(Isa isa);

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "operators/cpu/half.h"
 
 #include "operators/cpu/linear_kernels.h"
 
@@ -31,9 +34,11 @@ BlockFn block_function(Isa isa) {
     throw std::invalid_argument(std::string("linear: this CPU cannot run the ") + isa_name(isa) + " variant");
   switch (isa) {
 #if defined(SWITCHYARD_CPU_X86)
+    case Isa::amx: return detail::linear_block_amx;
     case Isa::avx512: return detail::linear_block_avx512;
     case Isa::avx2: return detail::linear_block_avx2;
 #else
+    case Isa::amx:
     case Isa::avx512:
     case Isa::avx2:
 #endif
@@ -71,7 +76,7 @@ struct LinearSplit {
 LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread) {
   const std::int64_t row_groups = ceil_div(p.out, kRowGroup);
   std::int64_t token_parts = 1;
-  if (row_groups < 2 * threads)
+  if (row_groups < 2 * threads && p.x_tiles == nullptr)  // AMX blocks take every token
     token_parts = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(row_groups, 1), 1,
                                            std::max<std::int64_t>(p.tokens / kMinTokensPerThread, 1));
   const std::int64_t row_parts = std::max<std::int64_t>(threads / token_parts, 1);
@@ -89,7 +94,22 @@ LinearBlock block_of(const LinearProblem& p, const LinearSplit& split, std::int6
   };
 }
 
+// x[t][k] rounded to bf16 at its place in AMX's tile layout (LinearProblem::x_tiles), tokens
+// [begin, end); the padding was zeroed by the caller.
+void write_x_tiles(const float* x, std::int64_t in, std::int64_t begin, std::int64_t end, std::uint16_t* tiles) {
+  const std::int64_t chunks = ceil_div(in, 32);
+  for (std::int64_t t = begin; t < end; ++t)
+    for (std::int64_t k = 0; k < in; ++k) {
+      const std::int64_t tile = (t / 16) * chunks + k / 32, pair = (k % 32) / 2;
+      tiles[(tile * 16 + pair) * 32 + (t % 16) * 2 + k % 2] = f32_to_bf16(x[t * in + k]);
+    }
+}
+
 }  // namespace
+
+bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
+  return isa == Isa::amx && weight_dtype == DType::bf16 && tokens >= detail::kAmxTokens;
+}
 
 bool linear_supports(DType weight_dtype) {
   return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16;
@@ -98,16 +118,25 @@ bool linear_supports(DType weight_dtype) {
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
   const BlockFn run_block = block_function(isa);
-  const LinearProblem problem{x, tokens, in, weight, weight_type(weight_dtype), out, y};
+  LinearProblem problem{x, tokens, in, weight, weight_type(weight_dtype), out, y};
   if (tokens <= 0 || out <= 0) return;
   if (in <= 0) {
     std::fill(y, y + tokens * out, 0.0f);
     return;
   }
+  std::vector<std::uint16_t> x_tiles;
+  if (linear_rounds_x(isa, weight_dtype, tokens)) {
+    x_tiles.assign(static_cast<std::size_t>(ceil_div(tokens, 16) * ceil_div(in, 32) * 16 * 32), 0);
+    problem.x_tiles = x_tiles.data();
+  }
   const bool parallel = tokens * in * out >= kMinParallelWork;
   std::atomic<std::int64_t> next{0};  // the next block to take
 #pragma omp parallel if (parallel)
   {
+    if (!x_tiles.empty()) {  // every thread a share of the tokens, then all wait (omp for's barrier)
+#pragma omp for schedule(static, 16)  // whole 16-token tiles a thread: no line written by two
+      for (std::int64_t t = 0; t < tokens; ++t) write_x_tiles(x, in, t, t + 1, x_tiles.data());
+    }
     const LinearSplit split = split_for(problem, omp_get_num_threads(), kBlocksPerThread);
     for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();
          id = next.fetch_add(1, std::memory_order_relaxed)) {

@@ -1,16 +1,18 @@
 #pragma once
 // Linear layer on the CPU: y = x W^T, the weight in transformers' layout [out_features, in_features]
 // row-major, stored as f32, bf16 or f16 and widened to f32 in registers; activations and
-// accumulation are f32.
+// accumulation are f32, except where linear_rounds_x says otherwise.
 //
 // Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
 // threads by output rows. Prefill reuses each block of weight rows across a block of tokens while
 // both sit in cache. The vector code is chosen at run time (isa.h); tests force each variant.
 //
-// No AVX512-BF16 (vdpbf16ps) or AMX variant yet: both multiply bf16 by bf16, so x would be rounded
-// to bf16 (8 significant bits), far from the f32 results transformers gives. Splitting x exactly
-// into three bf16 parts keeps f32 accuracy at three times the multiplies: no gain for decode,
-// which is bound by memory; it is the way to a faster prefill with AMX.
+// With AMX (Isa::amx), bf16 weights and kAmxTokens tokens or more (prefill, a prefill's expert
+// groups), x is rounded to bf16, as transformers' bf16 activations and the GPU's cuBLAS prefill
+// are (8 significant bits: relative error 2^-9 an element), and tile instructions multiply it by
+// the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
+// bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
+// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md S12-4).
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -28,6 +30,9 @@ void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* we
 // The same with a chosen instruction set; throws std::invalid_argument when this CPU lacks it.
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y);
+
+// Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
+bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 
 // Whether `linear` accepts this weight dtype.
 bool linear_supports(DType weight_dtype);

@@ -24,7 +24,14 @@ struct LinearProblem {
   LinearWeight weight_type;
   std::int64_t out;
   float* y;  // [tokens, out] f32
+  // With Isa::amx where cpu::linear_rounds_x: x rounded to bf16 in AMX's tile layout, zero-padded:
+  // [ceil(tokens / 16)][ceil(in / 32)][16 pairs of inputs][16 tokens][2]. Else null.
+  const std::uint16_t* x_tiles = nullptr;
 };
+
+// Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
+// a call streams its weights (decode), and the f32 path costs no more.
+constexpr std::int64_t kAmxTokens = 8;
 
 // One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
 struct LinearBlock {
@@ -35,5 +42,6 @@ struct LinearBlock {
 void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block);
 void linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
 void linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
+void linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
 
 }  // namespace switchyard::cpu::detail
