@@ -12,6 +12,13 @@
 #endif
 
 namespace switchyard {
+namespace {
+
+// Values below which a row-wise loop (gather, SiLU, weighted add) runs on one thread: a parallel
+// region costs a few microseconds.
+constexpr std::int64_t kMinParallelRowWork = 1 << 15;
+
+}  // namespace
 
 ExpertNames expert_names(const ModelConfig& config) {
   if (config.arch == Architecture::mixtral) return {"w1", "w3", "w2"};
@@ -97,15 +104,23 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     const auto n = static_cast<std::int64_t>(slots.size());
     const std::int64_t width = expert.gate.out_features();
     xs.resize(static_cast<std::size_t>(n * hidden_));
-    for (std::int64_t r = 0; r < n; ++r)
-      std::copy_n(x + (slots[static_cast<std::size_t>(r)] / top_k) * hidden_, hidden_, xs.data() + r * hidden_);
     g.resize(static_cast<std::size_t>(n * width));
     u.resize(g.size());
     y.resize(xs.size());
+    // The row-wise steps around the projections go parallel too: with the projections on AMX tiles,
+    // a serial gather, SiLU and weighted add held the prefill's cores idle for a fifth of its time.
+    // Each token has an expert once, so the add's rows are distinct.
+    const bool parallel = n * hidden_ >= kMinParallelRowWork;
+#pragma omp parallel for if (parallel)
+    for (std::int64_t r = 0; r < n; ++r)
+      std::copy_n(x + (slots[static_cast<std::size_t>(r)] / top_k) * hidden_, hidden_, xs.data() + r * hidden_);
     expert.gate.forward(xs.data(), n, g.data());
     expert.up.forward(xs.data(), n, u.data());
-    cpu::silu_and_mul(g.data(), u.data(), n * width, g.data());
+#pragma omp parallel for if (parallel)
+    for (std::int64_t r = 0; r < n; ++r)
+      cpu::silu_and_mul(g.data() + r * width, u.data() + r * width, width, g.data() + r * width);
     expert.down.forward(g.data(), n, y.data());
+#pragma omp parallel for if (parallel)
     for (std::int64_t r = 0; r < n; ++r) {
       const std::int64_t slot = slots[static_cast<std::size_t>(r)];
       float* row = out + (slot / top_k) * hidden_;

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <new>
+#include <memory>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "operators/cpu/half.h"
 
@@ -94,15 +96,20 @@ LinearBlock block_of(const LinearProblem& p, const LinearSplit& split, std::int6
   };
 }
 
-// x[t][k] rounded to bf16 at its place in AMX's tile layout (LinearProblem::x_tiles), tokens
-// [begin, end); the padding was zeroed by the caller.
-void write_x_tiles(const float* x, std::int64_t in, std::int64_t begin, std::int64_t end, std::uint16_t* tiles) {
+// Token tile `tile` (tokens [16 tile, 16 tile + 16) of `tokens`) of LinearProblem::x_tiles: x
+// rounded to bf16 at its place in AMX's layout, a pair of inputs per 32-bit word, zeros where no
+// token or input is.
+void write_x_tile(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile, std::uint32_t* tiles) {
   const std::int64_t chunks = ceil_div(in, 32);
-  for (std::int64_t t = begin; t < end; ++t)
-    for (std::int64_t k = 0; k < in; ++k) {
-      const std::int64_t tile = (t / 16) * chunks + k / 32, pair = (k % 32) / 2;
-      tiles[(tile * 16 + pair) * 32 + (t % 16) * 2 + k % 2] = f32_to_bf16(x[t * in + k]);
+  std::uint32_t* words = tiles + tile * chunks * 16 * 16;  // [chunk][pair][token]
+  std::fill(words, words + chunks * 16 * 16, 0u);
+  for (std::int64_t t = tile * 16; t < std::min(tokens, tile * 16 + 16); ++t) {
+    const float* row = x + t * in;
+    for (std::int64_t k = 0; k < in; k += 2) {
+      const std::uint32_t low = f32_to_bf16(row[k]), high = k + 1 < in ? f32_to_bf16(row[k + 1]) : 0u;
+      words[((k / 32) * 16 + (k % 32) / 2) * 16 + t % 16] = low | high << 16;
     }
+  }
 }
 
 }  // namespace
@@ -124,18 +131,24 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
     std::fill(y, y + tokens * out, 0.0f);
     return;
   }
-  std::vector<std::uint16_t> x_tiles;
+  struct Free {
+    void operator()(std::uint32_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::uint32_t[], Free> x_tiles;  // filled (padding included) in the parallel region
+  const std::int64_t token_tiles = ceil_div(tokens, 16);
   if (linear_rounds_x(isa, weight_dtype, tokens)) {
-    x_tiles.assign(static_cast<std::size_t>(ceil_div(tokens, 16) * ceil_div(in, 32) * 16 * 32), 0);
-    problem.x_tiles = x_tiles.data();
+    const auto bytes = static_cast<std::size_t>(token_tiles * ceil_div(in, 32)) * 1024;  // whole 1 KiB tiles
+    x_tiles.reset(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
+    if (!x_tiles) throw std::bad_alloc();
+    problem.x_tiles = x_tiles.get();
   }
   const bool parallel = tokens * in * out >= kMinParallelWork;
   std::atomic<std::int64_t> next{0};  // the next block to take
 #pragma omp parallel if (parallel)
   {
-    if (!x_tiles.empty()) {  // every thread a share of the tokens, then all wait (omp for's barrier)
-#pragma omp for schedule(static, 16)  // whole 16-token tiles a thread: no line written by two
-      for (std::int64_t t = 0; t < tokens; ++t) write_x_tiles(x, in, t, t + 1, x_tiles.data());
+    if (x_tiles) {  // token tiles shared out, then all wait (omp for's barrier)
+#pragma omp for schedule(static)
+      for (std::int64_t tile = 0; tile < token_tiles; ++tile) write_x_tile(x, tokens, in, tile, x_tiles.get());
     }
     const LinearSplit split = split_for(problem, omp_get_num_threads(), kBlocksPerThread);
     for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();

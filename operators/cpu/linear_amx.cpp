@@ -82,8 +82,8 @@ void amx_block(const LinearProblem& p, const LinearBlock& block) {
   const std::int64_t token_tiles = (p.tokens + kTileRows - 1) / kTileRows;
   alignas(64) std::uint16_t pad[2][kTileRows * kTilePairs];
   alignas(64) float scratch[kTileRows * kTileRows];
-  const std::uint16_t* x_tiles = p.x_tiles;  // [token tile][chunk][16 pair rows][16 tokens][2]
-  const std::int64_t tile_values = kTileRows * kTilePairs;
+  const std::uint32_t* x_tiles = p.x_tiles;  // [token tile][chunk][16 pair rows][16 tokens]
+  const std::int64_t tile_values = kTileRows * kTileRows;  // words a tile
   for (std::int64_t row = block.row_begin; row < block.row_end; row += 2 * kTileRows) {
     const bool two_rows = row + kTileRows < block.row_end;
     for (std::int64_t tt = 0; tt < token_tiles; tt += 2) {

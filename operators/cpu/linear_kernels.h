@@ -25,8 +25,9 @@ struct LinearProblem {
   std::int64_t out;
   float* y;  // [tokens, out] f32
   // With Isa::amx where cpu::linear_rounds_x: x rounded to bf16 in AMX's tile layout, zero-padded:
-  // [ceil(tokens / 16)][ceil(in / 32)][16 pairs of inputs][16 tokens][2]. Else null.
-  const std::uint16_t* x_tiles = nullptr;
+  // [ceil(tokens / 16)][ceil(in / 32)][16 pairs of inputs][16 tokens], a pair of bf16 values (the
+  // lower input in the low half) a word. Else null.
+  const std::uint32_t* x_tiles = nullptr;
 };
 
 // Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
