@@ -17,6 +17,7 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "operators/causal_lm.h"
+#include "operators/cpu/isa.h"
 #include "operators/kernel_timeline.h"
 #include "operators/cpu/sampling.h"
 #include "placement/memory_estimate.h"
@@ -283,7 +284,8 @@ int DecodeBenchOptions::run() const {
 
   const StreamResult stream = stream_triad();
   std::printf("bench decode: %s with %s\n", model.model_path.c_str(), options.profile.c_str());
-  std::printf("CPU: STREAM triad %.1f GB/s with %d threads\n", stream.bytes_per_second / 1e9, stream.threads);
+  std::printf("CPU: STREAM triad %.1f GB/s with %d threads; CPU kernels %s\n", stream.bytes_per_second / 1e9,
+              stream.threads, cpu::isa_name(cpu::best_isa()));
   const Checkpoint weights = Checkpoint::open(options.model.model_path);
   Tracer tracer(parse_layer_selection("none", check.tree->num_layers()), false);
   const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};

@@ -15,6 +15,7 @@
 #include "core/stream_triad.h"
 #include "examples/bench_experts.h"
 #include "operators/cpu/half.h"
+#include "operators/cpu/linear.h"
 #include "operators/feed_forward_op.h"
 
 namespace switchyard::cli {
@@ -96,7 +97,11 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
   std::vector<std::string> shapes = options.shapes;
   if (shapes.empty()) shapes = {"deepseek-v2-lite", "deepseek-v3"};
   const StreamResult stream = stream_triad(options.stream_bytes);
-  std::printf("bench experts: %d threads, bf16 weights, f32 activations\n", stream.threads);
+  // Decode's one token keeps f32 activations; the prefill's expert groups may round them (AMX).
+  const bool rounds = cpu::linear_rounds_x(cpu::best_isa(), DType::bf16, options.prefill_tokens);
+  std::printf("bench experts: %d threads, bf16 weights, CPU kernels %s; decode f32 activations, prefill %s\n",
+              stream.threads, cpu::isa_name(cpu::best_isa()),
+              rounds ? "bf16 activations on AMX tiles (expert groups of 8 tokens or more)" : "f32 activations");
   std::printf("ceiling: STREAM triad %.1f GB/s (3 arrays x %zu MiB, best of 5)\n\n", stream.bytes_per_second / 1e9,
               stream.array_bytes >> 20);
   std::printf("%-18s %7s %5s %6s %6s | %10s %8s %8s | %12s %9s\n", "shape", "experts", "top-k", "hidden", "inter",
