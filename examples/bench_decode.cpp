@@ -240,6 +240,7 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   command.add_option("--cpu_infer", cpu_infer, "CPU threads for the CPU experts (default: all cores)");
+  add_cpu_kernels_option(command, cpu_kernels);
   command.add_option("--use_cuda_graph", use_cuda_graph, "decode steps as CUDA graphs (true|false)")->capture_default_str();
   command.add_option("--seed", seed, "seed of the random prompt")->capture_default_str();
   command.add_option("--leave_out", leave_out,
@@ -281,11 +282,12 @@ int DecodeBenchOptions::run() const {
     throw InputError(std::string(timeline ? "--timeline" : !ab_env.empty() ? "--ab_env" : "--leave_out") +
                      " times GPU kernels: this placement (or this build) runs nothing on a GPU");
   if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
+  apply_cpu_kernels(cpu_kernels);
 
   const StreamResult stream = stream_triad();
   std::printf("bench decode: %s with %s\n", model.model_path.c_str(), options.profile.c_str());
   std::printf("CPU: STREAM triad %.1f GB/s with %d threads; CPU kernels %s\n", stream.bytes_per_second / 1e9,
-              stream.threads, cpu::isa_name(cpu::best_isa()));
+              stream.threads, cpu::isa_name(cpu::chosen_isa()));
   const Checkpoint weights = Checkpoint::open(options.model.model_path);
   Tracer tracer(parse_layer_selection("none", check.tree->num_layers()), false);
   const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};

@@ -17,6 +17,7 @@ struct DecodeBenchOptions {
   int decode_tokens = 64;
   int profile_tokens = 8;  // decode steps timed again with --profile's events for the split
   int cpu_infer = 0;
+  std::string cpu_kernels = "auto";
   bool use_cuda_graph = true;
   unsigned seed = 1;
   // Groups of kernel-name words (comma-separated) whose kernels the GPU side is timed without, one

@@ -10,6 +10,7 @@ namespace switchyard::cli {
 struct ExpertsBenchOptions {
   std::vector<std::string> shapes;  // presets whose expert shapes to time; empty: v2-lite and v3
   int threads = 0;                  // 0: OpenMP's default
+  std::string cpu_kernels = "auto";  // --cpu_kernels
   int repeat = 20;
   std::int64_t prefill_tokens = 128;
   int min_experts = 16;             // experts allocated at least (so decode reads come from DRAM)

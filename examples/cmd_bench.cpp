@@ -92,6 +92,7 @@ Runner add_bench_command(CLI::App& app) {
   CLI::App* experts_sub = bench->add_subcommand("experts", "CPU routed experts (bf16) vs STREAM: decode GB/s, prefill TFLOP/s");
   experts_sub->add_option("--shape", experts->shapes, "presets whose expert shapes to time (default deepseek-v2-lite deepseek-v3)");
   experts_sub->add_option("--threads", experts->threads, "CPU threads (default: all cores)");
+  add_cpu_kernels_option(*experts_sub, experts->cpu_kernels);
   experts_sub->add_option("--repeat", experts->repeat, "decode steps timed")->capture_default_str();
   experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")->capture_default_str();
   experts_sub->add_option("--stream_mib", [experts](const CLI::results_t& r) {

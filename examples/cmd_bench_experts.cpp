@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/stream_triad.h"
 #include "examples/bench_experts.h"
+#include "examples/model_options.h"
 #include "operators/cpu/half.h"
 #include "operators/cpu/linear.h"
 #include "operators/feed_forward_op.h"
@@ -94,13 +95,14 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
 
 int run_bench_experts(const ExpertsBenchOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
+  apply_cpu_kernels(options.cpu_kernels);
   std::vector<std::string> shapes = options.shapes;
   if (shapes.empty()) shapes = {"deepseek-v2-lite", "deepseek-v3"};
   const StreamResult stream = stream_triad(options.stream_bytes);
   // Decode's one token keeps f32 activations; the prefill's expert groups may round them (AMX).
-  const bool rounds = cpu::linear_rounds_x(cpu::best_isa(), DType::bf16, options.prefill_tokens);
+  const bool rounds = cpu::linear_rounds_x(cpu::chosen_isa(), DType::bf16, options.prefill_tokens);
   std::printf("bench experts: %d threads, bf16 weights, CPU kernels %s; decode f32 activations, prefill %s\n",
-              stream.threads, cpu::isa_name(cpu::best_isa()),
+              stream.threads, cpu::isa_name(cpu::chosen_isa()),
               rounds ? "bf16 activations on AMX tiles (expert groups of 8 tokens or more)" : "f32 activations");
   std::printf("ceiling: STREAM triad %.1f GB/s (3 arrays x %zu MiB, best of 5)\n\n", stream.bytes_per_second / 1e9,
               stream.array_bytes >> 20);

@@ -15,6 +15,7 @@
 #include "core/trace.h"
 #include "examples/commands.h"
 #include "examples/model_options.h"
+#include "operators/cpu/isa.h"
 #include "operators/causal_lm.h"
 #include "operators/generator.h"
 #include "placement/report.h"
@@ -70,6 +71,7 @@ struct RunCommand {
   std::string prompt;
   int max_new_tokens = 16;
   int cpu_infer = 0;
+  std::string cpu_kernels = "auto";
   std::uint64_t seed = 0;
   float temperature = 0.0f;
   int top_k = 0;
@@ -122,6 +124,7 @@ struct RunCommand {
     }
     for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
     if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
+    apply_cpu_kernels(cpu_kernels);
     const Checkpoint weights = Checkpoint::open(options.model.model_path);
     Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
     const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
@@ -156,8 +159,9 @@ struct RunCommand {
     std::printf("eval count:           %lld token(s)\n", static_cast<long long>(s.generated_tokens));
     std::printf("eval duration:        %.4fs\n", s.decode_seconds);
     std::printf("eval rate:            %.2f tokens/s\n", s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0);
-    std::printf("threads: %d, KV cache: %.1f MiB for %lld tokens\n", omp_get_max_threads(),
-                static_cast<double>(lm.kv_cache_bytes()) / (1 << 20), static_cast<long long>(lm.max_context()));
+    std::printf("threads: %d, CPU kernels: %s, KV cache: %.1f MiB for %lld tokens\n", omp_get_max_threads(),
+                cpu::isa_name(cpu::chosen_isa()), static_cast<double>(lm.kv_cache_bytes()) / (1 << 20),
+                static_cast<long long>(lm.max_context()));
     std::uint64_t checkpoint_bytes = 0;
     for (const SafetensorsHeader& shard : weights.index().shards) checkpoint_bytes += shard.file_bytes;
     rusage usage{};
@@ -183,6 +187,7 @@ Runner add_run_command(CLI::App& app) {
   sub->add_option("--prompt", command->prompt, "prompt text (needs a tokenizer)");
   sub->add_option("--max_new_tokens", command->max_new_tokens, "tokens to generate")->capture_default_str();
   sub->add_option("--cpu_infer", command->cpu_infer, "CPU threads (default: all cores)");
+  add_cpu_kernels_option(*sub, command->cpu_kernels);
   sub->add_option("--seed", command->seed, "sampling seed")->capture_default_str();
   sub->add_option("--temperature", command->temperature, "0: greedy")->capture_default_str();
   sub->add_option("--top_k", command->top_k, "sample from the k most likely tokens (0: all)")->capture_default_str();

@@ -1,10 +1,13 @@
 #include "examples/model_options.h"
 
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "core/arch_presets.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "operators/cpu/isa.h"
 #include "placement/memory_estimate.h"
 
 namespace switchyard::cli {
@@ -25,6 +28,26 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   command.add_option("--cpu_memory", cpu_memory, "CPU memory budget, e.g. 512GiB");
   command.add_option("--max_context", max_context, "KV-cache length in tokens")->capture_default_str();
   command.add_option("--default_device", default_device, "device of modules no rule matches (default cuda:0, or cpu without GPUs)");
+}
+
+void add_cpu_kernels_option(CLI::App& command, std::string& value) {
+  command
+      .add_option("--cpu_kernels", value,
+                  "CPU kernel variant: auto (the widest this CPU runs), scalar, avx2, avx512, amx (bf16 prefill on AMX "
+                  "tiles, activations rounded to bf16; avx512 keeps them f32)")
+      ->capture_default_str();
+}
+
+void apply_cpu_kernels(const std::string& value) {
+  if (value == "auto") return;
+  const std::optional<cpu::Isa> isa = cpu::isa_named(value);
+  std::string runs;
+  for (cpu::Isa each : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512, cpu::Isa::amx})
+    if (cpu::isa_supported(each)) runs += std::string(runs.empty() ? "" : ", ") + cpu::isa_name(each);
+  if (!isa) throw InputError("--cpu_kernels: '" + value + "' is not a variant (auto, scalar, avx2, avx512, amx)");
+  if (!cpu::isa_supported(*isa))
+    throw InputError("--cpu_kernels: this CPU cannot run the " + value + " kernels; it runs " + runs);
+  cpu::choose_isa(*isa);
 }
 
 CheckOptions ModelOptions::to_check_options() const {

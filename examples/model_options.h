@@ -29,6 +29,12 @@ struct ModelOptions {
   CheckOptions to_check_options() const;
 };
 
+// --cpu_kernels auto|scalar|avx2|avx512|amx: the CPU kernels' variant (cpu::choose_isa), for run
+// and the benches. auto: the widest this CPU runs.
+void add_cpu_kernels_option(CLI::App& command, std::string& value);
+// Applies it; an InputError (exit 2) names the variants this CPU runs when it cannot run the one asked.
+void apply_cpu_kernels(const std::string& value);
+
 // The model as `check` placed it, built on its devices. Running out of device memory is an
 // InputError that also gives the plan's estimate for each device (explain_out_of_memory).
 std::unique_ptr<CausalLM> build_model(const BuildContext& context, const CausalLMOptions& options,

@@ -163,6 +163,28 @@ TEST_CASE("cpu kernels: linear with random shapes uses the best variant") {
   CHECK(cpu::isa_supported(cpu::best_isa()));
 }
 
+TEST_CASE("cpu kernels: a chosen variant is what linear runs, and one this CPU lacks is refused") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  for (cpu::Isa isa : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512, cpu::Isa::amx}) {
+    REQUIRE(cpu::isa_named(cpu::isa_name(isa)) == isa);
+    if (!cpu::isa_supported(isa)) CHECK_THROWS_AS(cpu::choose_isa(isa), std::invalid_argument);
+  }
+  CHECK_FALSE(cpu::isa_named("sse").has_value());
+  const std::int64_t tokens = 20, in = 300, out = 40;
+  std::vector<float> x(tokens * in);
+  for (float& v : x) v = nonzero_uniform(random);
+  const Weights w = random_weights(random, out * in, sy::DType::bf16);
+  std::vector<float> chosen(tokens * out), forced(tokens * out);
+  cpu::linear(cpu::Isa::scalar, x.data(), tokens, in, w.data(sy::DType::bf16), sy::DType::bf16, out, forced.data());
+  cpu::choose_isa(cpu::Isa::scalar);
+  CHECK(cpu::chosen_isa() == cpu::Isa::scalar);
+  cpu::linear(x.data(), tokens, in, w.data(sy::DType::bf16), sy::DType::bf16, out, chosen.data());
+  cpu::choose_isa(cpu::best_isa());  // as the other tests expect
+  CHECK(chosen == forced);  // the same code on the same inputs: bit for bit
+}
+
 TEST_CASE("cpu kernels: linear refuses weight dtypes it cannot read") {
   std::vector<float> x(4, 1.0f), y(2);
   std::vector<std::uint8_t> weight(8, 1);

@@ -104,6 +104,13 @@ TEST_CASE("run command: errors a user can cause") {
   CHECK(run_switchyard(base + " --max_context 4000000000").exit_code == 2);  // caches larger than memory
   CHECK(run_switchyard("run --model_path /nonexistent").exit_code == 2);
   CHECK(run_switchyard("run --arch tiny-mixtral").exit_code == 2);  // no weights
+  // A CPU kernel variant that does not exist, or that this CPU cannot run (scalar always runs).
+  const auto no_variant = run_switchyard_with_env("", base + " --cpu_kernels sse", /*with_stderr=*/true);
+  CHECK(no_variant.exit_code == 2);
+  CHECK(no_variant.output.find("'sse' is not a variant") != std::string::npos);
+  const auto scalar = run_switchyard(base + " --cpu_kernels scalar --max_new_tokens 2");
+  CHECK(scalar.exit_code == 0);
+  CHECK(scalar.output.find("CPU kernels: scalar") != std::string::npos);
   // A GPU profile on a machine without that GPU: a clear error (exit 1, the profile does not fit
   // the machine), not a crash. With a GPU it runs.
   const auto gpu_run =

@@ -1,5 +1,9 @@
 #include "operators/cpu/isa.h"
 
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -62,6 +66,27 @@ Isa best_isa() {
                           : isa_supported(Isa::avx2)   ? Isa::avx2
                                                        : Isa::scalar;
   return best;
+}
+
+namespace {
+constexpr int kNoChoice = -1;
+std::atomic<int> choice{kNoChoice};
+}  // namespace
+
+Isa chosen_isa() {
+  const int chosen = choice.load(std::memory_order_relaxed);
+  return chosen == kNoChoice ? best_isa() : static_cast<Isa>(chosen);
+}
+
+void choose_isa(Isa isa) {
+  if (!isa_supported(isa)) throw std::invalid_argument(std::string("this CPU cannot run the ") + isa_name(isa) + " kernels");
+  choice.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+std::optional<Isa> isa_named(std::string_view name) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx})
+    if (name == isa_name(isa)) return isa;
+  return std::nullopt;
 }
 
 }  // namespace switchyard::cpu

@@ -2,6 +2,9 @@
 // The x86-64 instruction sets our CPU kernels have variants for, detected at run time so that one
 // binary runs on any x86-64 and uses the widest vectors the machine offers. Tests force each
 // variant the machine supports and compare it with the plain reference.
+#include <optional>
+#include <string_view>
+
 namespace switchyard::cpu {
 
 enum class Isa {
@@ -14,7 +17,14 @@ enum class Isa {
 const char* isa_name(Isa isa);
 // Whether this CPU (and OS, for the wider register state) can run the variant.
 bool isa_supported(Isa isa);
-// The widest supported variant; what the kernels use unless told otherwise.
+// The widest supported variant.
 Isa best_isa();
+// What the kernels use: best_isa() unless choose_isa() picked another.
+Isa chosen_isa();
+// The kernels use `isa` from now on, process-wide (`--cpu_kernels`: f32 activations on an AMX
+// machine, or a narrower variant to compare). Throws std::invalid_argument when this CPU cannot run it.
+void choose_isa(Isa isa);
+// The variant called `name` (isa_name's spelling), or none.
+std::optional<Isa> isa_named(std::string_view name);
 
 }  // namespace switchyard::cpu

@@ -161,7 +161,7 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
 
 void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
-  linear(best_isa(), x, tokens, in, weight, weight_dtype, out, y);
+  linear(chosen_isa(), x, tokens, in, weight, weight_dtype, out, y);
 }
 
 }  // namespace switchyard::cpu

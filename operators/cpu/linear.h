@@ -20,7 +20,8 @@
 
 namespace switchyard::cpu {
 
-// x: [tokens, in] f32; weight: [out, in] in weight_dtype (f32, bf16 or f16); y: [tokens, out] f32.
+// x: [tokens, in] f32; weight: [out, in] in weight_dtype (f32, bf16 or f16); y: [tokens, out] f32,
+// with the chosen instruction set (chosen_isa()).
 // y must not overlap x or weight. Throws std::invalid_argument for another weight dtype.
 // Parallel over output rows with OpenMP; inside an enclosing parallel region it runs on the
 // calling thread.
