@@ -92,40 +92,68 @@ RoutedExperts::RoutedExperts(std::vector<Expert> experts) : experts_(std::move(e
 void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
                             int top_k, float* out) const {
   if (tokens * top_k <= kFusedSlots) return forward_fused(x, tokens, ids, weights, top_k, out);
-  std::fill(out, out + tokens * hidden_, 0.0f);
-  // Group the (token, slot) pairs by expert, so each expert's weights are read once.
-  std::vector<std::vector<std::int64_t>> routed(experts_.size());
-  for (std::int64_t i = 0; i < tokens * top_k; ++i) routed[static_cast<std::size_t>(ids[i])].push_back(i);
-  std::vector<float> xs, g, u, y;
+  // Rows grouped by expert, so each expert's weights are read once: slot s = token * top_k + k goes
+  // to row row_of[s], expert e's rows from first[e] on.
+  const std::int64_t slots = tokens * top_k;
+  std::vector<std::int64_t> first(experts_.size() + 1, 0), row_of(static_cast<std::size_t>(slots));
+  for (std::int64_t s = 0; s < slots; ++s) ++first[static_cast<std::size_t>(ids[s]) + 1];
+  std::vector<std::int64_t> inter_first(experts_.size() + 1, 0);  // the same in the experts' widths
   for (std::size_t e = 0; e < experts_.size(); ++e) {
-    const auto& slots = routed[e];
-    if (slots.empty()) continue;
+    inter_first[e + 1] = inter_first[e] + first[e + 1] * experts_[e].gate.out_features();
+    first[e + 1] += first[e];
+  }
+  {
+    std::vector<std::int64_t> filled(first.begin(), first.end() - 1);
+    for (std::int64_t s = 0; s < slots; ++s) row_of[static_cast<std::size_t>(s)] = filled[static_cast<std::size_t>(ids[s])]++;
+  }
+  // Buffers kept between calls (a prefill's layers): fresh ones would fault in every page again.
+  // The calling thread's; the parallel loops below use their addresses, not the (per-thread) names.
+  thread_local std::vector<float> kept[4];
+  kept[0].resize(static_cast<std::size_t>(slots * hidden_));
+  kept[1].resize(kept[0].size());
+  kept[2].resize(static_cast<std::size_t>(inter_first.back()));
+  kept[3].resize(kept[2].size());
+  float *const xs = kept[0].data(), *const y = kept[1].data(), *const g = kept[2].data(), *const u = kept[3].data();
+  // The row-wise steps around the projections run parallel too: with the projections on AMX tiles,
+  // serial ones held the cores idle for a fifth of the prefill (docs/perf-notes.md S12-8).
+  const bool parallel = slots * hidden_ >= kMinParallelRowWork;
+#pragma omp parallel for if (parallel)
+  for (std::int64_t s = 0; s < slots; ++s)
+    std::copy_n(x + s / top_k * hidden_, hidden_, xs + row_of[static_cast<std::size_t>(s)] * hidden_);
+  // Every expert's gate and up projections in one batch (one fork-join; gate and up share x's
+  // rounded tiles on AMX), then every down projection in another.
+  std::vector<cpu::LinearCall> calls;
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
     const Expert& expert = experts_[e];
-    const auto n = static_cast<std::int64_t>(slots.size());
-    const std::int64_t width = expert.gate.out_features();
-    xs.resize(static_cast<std::size_t>(n * hidden_));
-    g.resize(static_cast<std::size_t>(n * width));
-    u.resize(g.size());
-    y.resize(xs.size());
-    // The row-wise steps around the projections go parallel too: with the projections on AMX tiles,
-    // a serial gather, SiLU and weighted add held the prefill's cores idle for a fifth of its time.
-    // Each token has an expert once, so the add's rows are distinct.
-    const bool parallel = n * hidden_ >= kMinParallelRowWork;
+    const float* xe = xs + first[e] * hidden_;
+    for (const auto& [op, to] : {std::pair{&expert.gate, g}, std::pair{&expert.up, u}})
+      calls.push_back({xe, n, hidden_, op->weight().data(), op->weight().dtype(), op->out_features(),
+                       to + inter_first[e]});
+  }
+  cpu::linear_batch(calls);
 #pragma omp parallel for if (parallel)
-    for (std::int64_t r = 0; r < n; ++r)
-      std::copy_n(x + (slots[static_cast<std::size_t>(r)] / top_k) * hidden_, hidden_, xs.data() + r * hidden_);
-    expert.gate.forward(xs.data(), n, g.data());
-    expert.up.forward(xs.data(), n, u.data());
+  for (std::size_t e = 0; e < experts_.size(); ++e)
+    cpu::silu_and_mul(g + inter_first[e], u + inter_first[e], inter_first[e + 1] - inter_first[e], g + inter_first[e]);
+  calls.clear();
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    const LinearOp& down = experts_[e].down;
+    calls.push_back({g + inter_first[e], n, down.in_features(), down.weight().data(), down.weight().dtype(), hidden_,
+                     y + first[e] * hidden_});
+  }
+  cpu::linear_batch(calls);
+  // Each token's rows in slot order, as forward_fused adds them.
 #pragma omp parallel for if (parallel)
-    for (std::int64_t r = 0; r < n; ++r)
-      cpu::silu_and_mul(g.data() + r * width, u.data() + r * width, width, g.data() + r * width);
-    expert.down.forward(g.data(), n, y.data());
-#pragma omp parallel for if (parallel)
-    for (std::int64_t r = 0; r < n; ++r) {
-      const std::int64_t slot = slots[static_cast<std::size_t>(r)];
-      float* row = out + (slot / top_k) * hidden_;
-      const float w = weights[slot];
-      for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * y[static_cast<std::size_t>(r * hidden_ + i)];
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float* row = out + t * hidden_;
+    std::fill(row, row + hidden_, 0.0f);
+    for (std::int64_t s = t * top_k; s < (t + 1) * top_k; ++s) {
+      const float w = weights[s];
+      const float* ys = y + row_of[static_cast<std::size_t>(s)] * hidden_;
+      for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * ys[i];
     }
   }
 }

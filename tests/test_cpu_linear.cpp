@@ -20,6 +20,7 @@
 
 #include "operators/cpu/half.h"
 #include "operators/cpu/linear.h"
+#include "operators/cpu/linear_kernels.h"
 #include "operators/cpu/reference.h"
 #include "tests/test_seed.h"
 
@@ -55,16 +56,9 @@ Weights random_weights(std::mt19937& random, std::int64_t count, sy::DType dtype
   return w;
 }
 
-void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64_t in, std::int64_t out,
-                  std::mt19937& random) {
-  INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens "
-              << tokens << ", in " << in << ", out " << out);
-  std::vector<float> x(tokens * in);
-  for (float& v : x) v = nonzero_uniform(random);
-  const Weights w = random_weights(random, out * in, dtype);
-  std::vector<float> y(tokens * out, NAN);
-  cpu::linear(isa, x.data(), tokens, in, w.data(dtype), dtype, out, y.data());
-
+// y (from `isa`) against the reference of x W^T, with the bound above.
+void expect_linear(cpu::Isa isa, sy::DType dtype, std::vector<float> x, std::int64_t tokens, std::int64_t in,
+                   const Weights& w, std::int64_t out, const std::vector<float>& y) {
   if (cpu::linear_rounds_x(isa, dtype, tokens))
     for (float& v : x) v = cpu::bf16_to_f32(cpu::f32_to_bf16(v));
   std::vector<double> expected(tokens * out), magnitude(tokens * out);
@@ -79,6 +73,23 @@ void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64
                       << bound);
     }
   }
+}
+
+std::vector<float> random_x(std::mt19937& random, std::int64_t count) {
+  std::vector<float> x(static_cast<std::size_t>(count));
+  for (float& v : x) v = nonzero_uniform(random);
+  return x;
+}
+
+void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64_t in, std::int64_t out,
+                  std::mt19937& random) {
+  INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens "
+              << tokens << ", in " << in << ", out " << out);
+  const std::vector<float> x = random_x(random, tokens * in);
+  const Weights w = random_weights(random, out * in, dtype);
+  std::vector<float> y(tokens * out, NAN);
+  cpu::linear(isa, x.data(), tokens, in, w.data(dtype), dtype, out, y.data());
+  expect_linear(isa, dtype, x, tokens, in, w, out, y);
 }
 
 std::vector<cpu::Isa> supported_isas() {
@@ -183,6 +194,84 @@ TEST_CASE("cpu kernels: a chosen variant is what linear runs, and one this CPU l
   cpu::linear(x.data(), tokens, in, w.data(sy::DType::bf16), sy::DType::bf16, out, chosen.data());
   cpu::choose_isa(cpu::best_isa());  // as the other tests expect
   CHECK(chosen == forced);  // the same code on the same inputs: bit for bit
+}
+
+TEST_CASE("cpu kernels: a batch of linear calls gives each call's product, calls on one x included") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<std::int64_t> tokens_of(1, 70), in_of(1, 600), out_of(1, 90), dtype_of(0, 2);
+  for (cpu::Isa isa : supported_isas()) {
+    INFO("isa " << std::string(cpu::isa_name(isa)));
+    // Pairs of calls on one x (an MLP's gate and up projections), singles, an empty call.
+    struct Case {
+      std::int64_t tokens, in, out;
+      sy::DType dtype;
+      std::size_t x;  // index into xs
+      Weights w;
+      std::vector<float> y;
+    };
+    std::vector<std::vector<float>> xs;
+    std::vector<Case> cases;
+    for (int group = 0; group < 6; ++group) {
+      const std::int64_t tokens = tokens_of(random), in = in_of(random);
+      xs.push_back(random_x(random, tokens * in));
+      for (int pair = 0; pair < 1 + group % 2; ++pair) {
+        const std::int64_t out = out_of(random);
+        const sy::DType dtype = kWeightDtypes[dtype_of(random)];
+        cases.push_back({tokens, in, out, dtype, xs.size() - 1, random_weights(random, out * in, dtype),
+                         std::vector<float>(static_cast<std::size_t>(tokens * out), NAN)});
+      }
+    }
+    std::vector<cpu::LinearCall> calls;
+    for (Case& c : cases)
+      calls.push_back({xs[c.x].data(), c.tokens, c.in, c.w.data(c.dtype), c.dtype, c.out, c.y.data()});
+    calls.push_back({xs[0].data(), 0, 5, cases[0].w.data(cases[0].dtype), cases[0].dtype, 7, nullptr});  // no tokens
+    cpu::linear_batch(isa, calls);
+    for (const Case& c : cases) {
+      INFO("weights " << std::string(sy::dtype_name(c.dtype)) << ", tokens " << c.tokens << ", in " << c.in
+                      << ", out " << c.out);
+      expect_linear(isa, c.dtype, xs[c.x], c.tokens, c.in, c.w, c.out, c.y);
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: the AMX variant's tiles of x, shared by calls on one x, hold x (emulated on any CPU)") {
+  // The batch as the AMX variant runs it (x rounded into tiles once per distinct x, calls split by
+  // rows only), with the tile product in plain C++: the layout and the batch's bookkeeping are
+  // tested here; the tile instructions where the CPU has AMX (the tests above).
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<std::int64_t> tokens_of(1, 70), in_of(1, 300), out_of(1, 60);
+  std::vector<std::vector<float>> xs;
+  struct Case {
+    std::int64_t tokens, in, out;
+    std::size_t x;
+    Weights w;
+    std::vector<float> y;
+  };
+  std::vector<Case> cases;
+  std::int64_t tokens = 0, in = 0;
+  for (int group = 0; group < 8; ++group) {
+    // Group 0 below the tiles' tokens, 1 at the first, 3 the shape of 2 on another x (no sharing).
+    if (group != 3) tokens = group == 0 ? 7 : group == 1 ? 8 : tokens_of(random), in = in_of(random);
+    xs.push_back(random_x(random, tokens * in));
+    for (int pair = 0; pair < 1 + group % 2; ++pair) {
+      const std::int64_t out = out_of(random);
+      cases.push_back({tokens, in, out, xs.size() - 1, random_weights(random, out * in, sy::DType::bf16),
+                       std::vector<float>(static_cast<std::size_t>(tokens * out), NAN)});
+    }
+  }
+  std::vector<cpu::LinearCall> calls;
+  for (Case& c : cases)
+    calls.push_back({xs[c.x].data(), c.tokens, c.in, c.w.data(sy::DType::bf16), sy::DType::bf16, c.out, c.y.data()});
+  cpu::detail::linear_batch_emulating_amx(calls);
+  for (const Case& c : cases) {
+    INFO("tokens " << c.tokens << ", in " << c.in << ", out " << c.out);
+    // Below the AMX variant's tokens: f32 x on its fallback (expect_linear knows which).
+    expect_linear(cpu::Isa::amx, sy::DType::bf16, xs[c.x], c.tokens, c.in, c.w, c.out, c.y);
+  }
 }
 
 TEST_CASE("cpu kernels: linear refuses weight dtypes it cannot read") {

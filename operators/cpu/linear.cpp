@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "operators/cpu/half.h"
 
@@ -122,41 +123,93 @@ bool linear_supports(DType weight_dtype) {
   return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16;
 }
 
-void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
-            std::int64_t out, float* y) {
-  const BlockFn run_block = block_function(isa);
-  LinearProblem problem{x, tokens, in, weight, weight_type(weight_dtype), out, y};
-  if (tokens <= 0 || out <= 0) return;
-  if (in <= 0) {
-    std::fill(y, y + tokens * out, 0.0f);
-    return;
-  }
+namespace {
+
+// The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
+template <class RoundsX>
+void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
   struct Free {
     void operator()(std::uint32_t* p) const { std::free(p); }
   };
-  std::unique_ptr<std::uint32_t[], Free> x_tiles;  // filled (padding included) in the parallel region
-  const std::int64_t token_tiles = ceil_div(tokens, 16);
-  if (linear_rounds_x(isa, weight_dtype, tokens)) {
-    const auto bytes = static_cast<std::size_t>(token_tiles * ceil_div(in, 32)) * 1024;  // whole 1 KiB tiles
-    x_tiles.reset(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
-    if (!x_tiles) throw std::bad_alloc();
-    problem.x_tiles = x_tiles.get();
+  std::vector<LinearProblem> problems;
+  std::vector<std::unique_ptr<std::uint32_t[], Free>> tiles;  // x's AMX tiles, one per distinct x
+  struct TileWork {
+    std::size_t problem;
+    std::int64_t tile;
+    std::uint32_t* tiles;
+  };
+  std::vector<TileWork> tile_work;  // filled (padding included) in the parallel region
+  std::int64_t work = 0;
+  for (const LinearCall& c : calls) {
+    LinearProblem problem{c.x, c.tokens, c.in, c.weight, weight_type(c.weight_dtype), c.out, c.y};
+    if (c.tokens <= 0 || c.out <= 0) continue;
+    if (c.in <= 0) {
+      std::fill(c.y, c.y + c.tokens * c.out, 0.0f);
+      continue;
+    }
+    if (rounds_x(c)) {
+      // A call on the same x as an earlier one (an MLP's gate and up projections) takes its tiles.
+      for (const LinearProblem& earlier : problems)
+        if (earlier.x_tiles != nullptr && earlier.x == c.x && earlier.tokens == c.tokens && earlier.in == c.in)
+          problem.x_tiles = earlier.x_tiles;
+      if (problem.x_tiles == nullptr) {
+        const std::int64_t token_tiles = ceil_div(c.tokens, 16);
+        const auto bytes = static_cast<std::size_t>(token_tiles * ceil_div(c.in, 32)) * 1024;  // whole 1 KiB tiles
+        tiles.emplace_back(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
+        if (!tiles.back()) throw std::bad_alloc();
+        problem.x_tiles = tiles.back().get();
+        for (std::int64_t tile = 0; tile < token_tiles; ++tile)
+          tile_work.push_back({problems.size(), tile, tiles.back().get()});
+      }
+    }
+    work += c.tokens * c.in * c.out;
+    problems.push_back(problem);
   }
-  const bool parallel = tokens * in * out >= kMinParallelWork;
+  if (problems.empty()) return;
+  std::vector<LinearSplit> splits(problems.size());
+  std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
   std::atomic<std::int64_t> next{0};  // the next block to take
-#pragma omp parallel if (parallel)
+#pragma omp parallel if (work >= kMinParallelWork)
   {
-    if (x_tiles) {  // token tiles shared out, then all wait (omp for's barrier)
 #pragma omp for schedule(static)
-      for (std::int64_t tile = 0; tile < token_tiles; ++tile) write_x_tile(x, tokens, in, tile, x_tiles.get());
+    for (std::size_t i = 0; i < tile_work.size(); ++i) {
+      const LinearProblem& p = problems[tile_work[i].problem];
+      write_x_tile(p.x, p.tokens, p.in, tile_work[i].tile, tile_work[i].tiles);
     }
-    const LinearSplit split = split_for(problem, omp_get_num_threads(), kBlocksPerThread);
-    for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();
+#pragma omp single
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      splits[i] = split_for(problems[i], omp_get_num_threads(), kBlocksPerThread);
+      first_block[i + 1] = first_block[i] + splits[i].blocks();
+    }
+    // (both loops end in a barrier: the tiles are written and the splits known past here)
+    for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < first_block.back();
          id = next.fetch_add(1, std::memory_order_relaxed)) {
-      const LinearBlock block = block_of(problem, split, id);
-      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+      const auto i = static_cast<std::size_t>(std::upper_bound(first_block.begin(), first_block.end(), id) -
+                                              first_block.begin() - 1);
+      const LinearBlock block = block_of(problems[i], splits[i], id - first_block[i]);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problems[i], block);
     }
   }
+}
+
+}  // namespace
+
+void linear_batch(Isa isa, std::span<const LinearCall> calls) {
+  run_batch(block_function(isa), [isa](const LinearCall& c) { return linear_rounds_x(isa, c.weight_dtype, c.tokens); },
+            calls);
+}
+
+void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
+  run_batch(linear_block_tiles_scalar,
+            [](const LinearCall& c) { return linear_rounds_x(Isa::amx, c.weight_dtype, c.tokens); }, calls);
+}
+
+void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa(), calls); }
+
+void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y) {
+  const LinearCall call{x, tokens, in, weight, weight_dtype, out, y};
+  linear_batch(isa, std::span(&call, 1));
 }
 
 void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,

@@ -14,6 +14,7 @@
 // bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
 // FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md S12-4).
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "operators/cpu/isa.h"
@@ -31,6 +32,23 @@ void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* we
 // The same with a chosen instruction set; throws std::invalid_argument when this CPU lacks it.
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y);
+
+// One product of a batch: y = x W^T as linear() takes it.
+struct LinearCall {
+  const float* x;
+  std::int64_t tokens, in;
+  const void* weight;
+  DType weight_dtype;
+  std::int64_t out;
+  float* y;
+};
+
+// Every call of `calls` in one parallel region: threads take row blocks of all of them as they ask,
+// so many small products (a prefill's experts) cost one fork-join, not one each, and no thread waits
+// at the end of each. Calls on the same x (pointer, tokens, in) share its bf16 tiles on AMX. No
+// call's y may overlap another's x, weight or y. Throws as linear() does, before any work.
+void linear_batch(std::span<const LinearCall> calls);
+void linear_batch(Isa isa, std::span<const LinearCall> calls);
 
 // Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);

@@ -3,6 +3,9 @@
 // that set's flags), and what linear.cpp hands them. Plain data only: a shared inline function
 // here could be emitted by an AVX-512 unit and picked by the linker for every caller.
 #include <cstdint>
+#include <span>
+
+#include "operators/cpu/linear.h"
 
 namespace switchyard::cpu::detail {
 
@@ -44,5 +47,11 @@ void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block)
 void linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
 void linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
 void linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
+
+// For tests on any CPU: the AMX block's arithmetic in plain C++, reading x from x_tiles (bf16 weights),
+// and a batch that builds x's tiles as the AMX variant does and runs it. What the AMX variant adds
+// on top is the tile instructions, which only an AMX machine can test.
+void linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
+void linear_batch_emulating_amx(std::span<const LinearCall> calls);
 
 }  // namespace switchyard::cpu::detail

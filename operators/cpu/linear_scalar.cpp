@@ -44,4 +44,20 @@ void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block)
   linear_block_any<ScalarKernel>(problem, block);
 }
 
+void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block) {
+  if (p.x_tiles == nullptr) return linear_block_scalar(p, block);  // as the AMX variant falls back
+  const auto* weight = static_cast<const std::uint16_t*>(p.weight);
+  const std::int64_t chunks = (p.in + 31) / 32;
+  for (std::int64_t r = block.row_begin; r < block.row_end; ++r)
+    for (std::int64_t t = 0; t < p.tokens; ++t) {
+      float sum = 0.0f;
+      for (std::int64_t k = 0; k < p.in; ++k) {
+        const std::uint32_t pair = p.x_tiles[(((t / 16) * chunks + k / 32) * 16 + (k % 32) / 2) * 16 + t % 16];
+        const auto x = static_cast<std::uint16_t>(k % 2 == 0 ? pair & 0xffffu : pair >> 16);
+        sum += bf16_to_f32(weight[r * p.in + k]) * bf16_to_f32(x);
+      }
+      p.y[t * p.out + r] = sum;
+    }
+}
+
 }  // namespace switchyard::cpu::detail
