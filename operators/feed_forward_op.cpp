@@ -67,8 +67,16 @@ void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
   }
 #endif
   Scratch g(gpu, tokens * width, "an MLP's gate activations"), u(gpu, tokens * width, "an MLP's up activations");
-  gate_.forward(x, tokens, g);
-  up_.forward(x, tokens, u);
+  if (gpu == nullptr && !gate_.has_bias() && !up_.has_bias()) {
+    // On the CPU, gate and up in one parallel region, sharing x's AMX tiles where it has them.
+    const cpu::LinearCall calls[] = {
+        {x, tokens, gate_.in_features(), gate_.weight().data(), gate_.weight().dtype(), width, g},
+        {x, tokens, up_.in_features(), up_.weight().data(), up_.weight().dtype(), width, u}};
+    cpu::linear_batch(calls);
+  } else {
+    gate_.forward(x, tokens, g);
+    up_.forward(x, tokens, u);
+  }
   silu_and_mul(gpu, g, u, tokens * width, g);
   down_.forward(g, tokens, out);
 }
