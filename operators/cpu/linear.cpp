@@ -125,6 +125,21 @@ bool linear_supports(DType weight_dtype) {
 
 namespace {
 
+// One problem without x tiles: its row blocks, as threads ask (no bookkeeping: decode's hundreds of
+// one-row-block items a layer come this way).
+void run_one(BlockFn run_block, const LinearProblem& problem) {
+  std::atomic<std::int64_t> next{0};  // the next block to take
+#pragma omp parallel if (problem.tokens * problem.in * problem.out >= kMinParallelWork)
+  {
+    const LinearSplit split = split_for(problem, omp_get_num_threads(), kBlocksPerThread);
+    for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();
+         id = next.fetch_add(1, std::memory_order_relaxed)) {
+      const LinearBlock block = block_of(problem, split, id);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+    }
+  }
+}
+
 // The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
 template <class RoundsX>
 void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
@@ -132,6 +147,7 @@ void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> 
     void operator()(std::uint32_t* p) const { std::free(p); }
   };
   std::vector<LinearProblem> problems;
+  problems.reserve(calls.size());
   std::vector<std::unique_ptr<std::uint32_t[], Free>> tiles;  // x's AMX tiles, one per distinct x
   struct TileWork {
     std::size_t problem;
@@ -166,6 +182,7 @@ void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> 
     problems.push_back(problem);
   }
   if (problems.empty()) return;
+  if (problems.size() == 1 && tile_work.empty()) return run_one(run_block, problems.front());
   std::vector<LinearSplit> splits(problems.size());
   std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
   std::atomic<std::int64_t> next{0};  // the next block to take
@@ -209,7 +226,10 @@ void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa()
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
   const LinearCall call{x, tokens, in, weight, weight_dtype, out, y};
-  linear_batch(isa, std::span(&call, 1));
+  if (linear_rounds_x(isa, weight_dtype, tokens) || tokens <= 0 || out <= 0 || in <= 0)
+    return linear_batch(isa, std::span(&call, 1));
+  const BlockFn run_block = block_function(isa);
+  run_one(run_block, LinearProblem{x, tokens, in, weight, weight_type(weight_dtype), out, y});
 }
 
 void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
