@@ -89,6 +89,11 @@ RoutedExperts::RoutedExperts(const BuildContext& context, const Module& experts)
     experts_.push_back(Expert{LinearOp(context, context.child(expert, names.gate), cpu),
                               LinearOp(context, context.child(expert, names.up), cpu),
                               LinearOp(context, context.child(expert, names.down), cpu)});
+    const Expert& added = experts_.back();
+    // Both paths multiply the weights alone (cpu::linear on their rows), as no supported family has
+    // expert biases; a checkpoint that has them is refused rather than run without them.
+    if (added.gate.has_bias() || added.up.has_bias() || added.down.has_bias())
+      throw InputError(std::string(expert.name) + ": routed experts with biases are not supported");
   }
   hidden_ = context.tree.config().hidden_size;
 }
