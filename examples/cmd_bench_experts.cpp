@@ -101,9 +101,10 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
   const StreamResult stream = stream_triad(options.stream_bytes);
   // Decode's one token keeps f32 activations; the prefill's expert groups may round them (AMX).
   const bool rounds = cpu::linear_rounds_x(cpu::chosen_isa(), DType::bf16, options.prefill_tokens);
-  std::printf("bench experts: %d threads, bf16 weights, CPU kernels %s; decode f32 activations, prefill %s\n",
-              stream.threads, cpu::isa_name(cpu::chosen_isa()),
-              rounds ? "bf16 activations on AMX tiles (expert groups of 8 tokens or more)" : "f32 activations");
+  std::printf("bench experts: %d threads, bf16 weights, CPU kernels %s; decode f32 activations, prefill %s", stream.threads,
+              cpu::isa_name(cpu::chosen_isa()), rounds ? "bf16 activations on AMX tiles (expert groups of " : "f32 activations");
+  if (rounds) std::printf("%lld tokens or more)", static_cast<long long>(cpu::kAmxTokens));
+  std::printf("\n");
   std::printf("ceiling: STREAM triad %.1f GB/s (3 arrays x %zu MiB, best of 5)\n\n", stream.bytes_per_second / 1e9,
               stream.array_bytes >> 20);
   std::printf("%-18s %7s %5s %6s %6s | %10s %8s %8s | %12s %9s\n", "shape", "experts", "top-k", "hidden", "inter",

@@ -42,7 +42,7 @@ void apply_cpu_kernels(const std::string& value) {
   if (value == "auto") return;
   const std::optional<cpu::Isa> isa = cpu::isa_named(value);
   std::string runs;
-  for (cpu::Isa each : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512, cpu::Isa::amx})
+  for (cpu::Isa each : cpu::kAllIsas)
     if (cpu::isa_supported(each)) runs += std::string(runs.empty() ? "" : ", ") + cpu::isa_name(each);
   if (!isa) throw InputError("--cpu_kernels: '" + value + "' is not a variant (auto, scalar, avx2, avx512, amx)");
   if (!cpu::isa_supported(*isa))

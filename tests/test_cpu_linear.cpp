@@ -94,7 +94,7 @@ void check_linear(cpu::Isa isa, sy::DType dtype, std::int64_t tokens, std::int64
 
 std::vector<cpu::Isa> supported_isas() {
   std::vector<cpu::Isa> isas;
-  for (cpu::Isa isa : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512, cpu::Isa::amx}) {
+  for (cpu::Isa isa : cpu::kAllIsas) {
     if (cpu::isa_supported(isa))
       isas.push_back(isa);
     else
@@ -178,7 +178,7 @@ TEST_CASE("cpu kernels: a chosen variant is what linear runs, and one this CPU l
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
-  for (cpu::Isa isa : {cpu::Isa::scalar, cpu::Isa::avx2, cpu::Isa::avx512, cpu::Isa::amx}) {
+  for (cpu::Isa isa : cpu::kAllIsas) {
     REQUIRE(cpu::isa_named(cpu::isa_name(isa)) == isa);
     if (!cpu::isa_supported(isa)) CHECK_THROWS_AS(cpu::choose_isa(isa), std::invalid_argument);
   }

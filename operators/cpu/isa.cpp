@@ -23,6 +23,7 @@ const char* isa_name(Isa isa) {
 }
 
 #if defined(__x86_64__)
+namespace {
 // AMX-TILE and AMX-BF16 in CPUID, and Linux's permission for this process to use the tile data
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA: refused by kernels before 5.16 or without AMX).
 bool amx_enabled() {
@@ -35,6 +36,7 @@ bool amx_enabled() {
   }();
   return enabled;
 }
+}  // namespace
 #endif
 
 // __builtin_cpu_supports reads CPUID and, for AVX/AVX-512, whether the OS saves those registers.
@@ -84,7 +86,7 @@ void choose_isa(Isa isa) {
 }
 
 std::optional<Isa> isa_named(std::string_view name) {
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx})
+  for (Isa isa : kAllIsas)
     if (name == isa_name(isa)) return isa;
   return std::nullopt;
 }

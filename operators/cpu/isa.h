@@ -13,6 +13,8 @@ enum class Isa {
   avx512,  // AVX-512 F/BW/VL (Skylake-SP and later, Zen 4)
   amx,     // and AMX tiles with bf16 products (Sapphire Rapids and later), enabled by the OS
 };
+// Every variant, narrowest first.
+inline constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx};
 
 const char* isa_name(Isa isa);
 // Whether this CPU (and OS, for the wider register state) can run the variant.

@@ -116,7 +116,7 @@ void write_x_tile(const float* x, std::int64_t tokens, std::int64_t in, std::int
 }  // namespace
 
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
-  return isa == Isa::amx && weight_dtype == DType::bf16 && tokens >= detail::kAmxTokens;
+  return isa == Isa::amx && weight_dtype == DType::bf16 && tokens >= kAmxTokens;
 }
 
 bool linear_supports(DType weight_dtype) {

@@ -50,6 +50,10 @@ struct LinearCall {
 void linear_batch(std::span<const LinearCall> calls);
 void linear_batch(Isa isa, std::span<const LinearCall> calls);
 
+// Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
+// a call streams its weights (decode), and the f32 path costs no more.
+constexpr std::int64_t kAmxTokens = 8;
+
 // Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 

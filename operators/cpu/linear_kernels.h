@@ -33,10 +33,6 @@ struct LinearProblem {
   const std::uint32_t* x_tiles = nullptr;
 };
 
-// Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
-// a call streams its weights (decode), and the f32 path costs no more.
-constexpr std::int64_t kAmxTokens = 8;
-
 // One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
 struct LinearBlock {
   std::int64_t row_begin, row_end;
