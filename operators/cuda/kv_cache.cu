@@ -101,34 +101,59 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
     else absorb_queries<float>(absorb);
     return;
   }
-  begin_after_previous_grid();
   const std::int64_t t = blockIdx.x;
   const std::int64_t half = rope / 2;
+  // Before the wait: the row (no kernel of a step writes the position: kv_cache.h) and what depends
+  // on it and on constants alone, the RoPE tables' entries and the norm's weights. After it only the
+  // previous kernel's output is loaded, once (docs/perf-notes.md S13-2).
+  const std::int64_t row = std::int64_t{*position} + t;
+  const bool row_inside = row >= 0 && row < max_context;
+  const std::int64_t j0 = blockIdx.y > 0 ? threadIdx.x % (half > 0 ? half : 1) : threadIdx.x;
+  float c0 = 0.0f, s0 = 0.0f;
+  if (row_inside && j0 < half) c0 = cos_table[row * half + j0], s0 = sin_table[row * half + j0];
+  constexpr int kHeld = 4;  // latent values a thread keeps in registers (latent 512 with 128 threads)
+  float held_weight[kHeld] = {}, held_in[kHeld] = {};
+  if (blockIdx.y == 0)
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k) {
+      const std::int64_t i = threadIdx.x + std::int64_t{k} * blockDim.x;
+      if (i < latent) held_weight[k] = norm_weight_at(weight, i);
+    }
+  begin_after_previous_grid();
   if (blockIdx.y > 0) {
-    const std::int64_t row = std::int64_t{*position} + t;
-    if (row < 0 || row >= max_context || half == 0) return;
+    if (!row_inside || half == 0) return;
     const std::int64_t heads_per_block = blockDim.x / half;  // as the host computed it
-    const std::int64_t h = (blockIdx.y - 1) * heads_per_block + threadIdx.x / half, j = threadIdx.x % half;
+    const std::int64_t h = (blockIdx.y - 1) * heads_per_block + threadIdx.x / half;
     if (h >= queries.heads || threadIdx.x / half >= heads_per_block) return;
     rotate_pair(queries.q + t * queries.token_stride + h * queries.head_stride,
-                queries.out + (t * queries.heads + h) * rope, j, half, cos_table[row * half + j],
-                sin_table[row * half + j], layout);
+                queries.out + (t * queries.heads + h) * rope, j0, half, c0, s0, layout);
     return;
   }
+  // Each thread's elements in order: the partial sums of rms_norm_rows.
   const float* in = ckv + t * (latent + rope);
   float sum_squares = 0;
-  for (std::int64_t i = threadIdx.x; i < latent; i += blockDim.x) sum_squares += in[i] * in[i];
+#pragma unroll
+  for (int k = 0; k < kHeld; ++k) {
+    const std::int64_t i = threadIdx.x + std::int64_t{k} * blockDim.x;
+    if (i < latent) held_in[k] = in[i], sum_squares += held_in[k] * held_in[k];
+  }
+  for (std::int64_t i = threadIdx.x + std::int64_t{kHeld} * blockDim.x; i < latent; i += blockDim.x)
+    sum_squares += in[i] * in[i];
   sum_squares = block_sum(sum_squares);
-  const std::int64_t row = std::int64_t{*position} + t;
-  if (row < 0 || row >= max_context) return;  // uniform across the block, after its barriers
+  if (!row_inside) return;  // uniform across the block, after its barriers
   const float variance = sum_squares / static_cast<float>(latent);
   const auto inverse_rms = static_cast<float>(1.0 / sqrt(static_cast<double>(variance + eps)));
   float* latent_out = latent_cache + row * latent;
-  for (std::int64_t i = threadIdx.x; i < latent; i += blockDim.x)
+#pragma unroll
+  for (int k = 0; k < kHeld; ++k) {
+    const std::int64_t i = threadIdx.x + std::int64_t{k} * blockDim.x;
+    if (i < latent) latent_out[i] = held_weight[k] * (held_in[k] * inverse_rms);
+  }
+  for (std::int64_t i = threadIdx.x + std::int64_t{kHeld} * blockDim.x; i < latent; i += blockDim.x)
     latent_out[i] = norm_weight_at(weight, i) * (in[i] * inverse_rms);
   for (std::int64_t j = threadIdx.x; j < half; j += blockDim.x)
-    rotate_pair(in + latent, rope_cache + row * rope, j, half, cos_table[row * half + j], sin_table[row * half + j],
-                layout);
+    rotate_pair(in + latent, rope_cache + row * rope, j, half, j == j0 ? c0 : cos_table[row * half + j],
+                j == j0 ? s0 : sin_table[row * half + j], layout);
 }
 
 }  // namespace

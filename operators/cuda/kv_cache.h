@@ -27,7 +27,10 @@ void write_cache_rows(float* cache, std::int64_t width, const float* source, std
 // cuda::rms_norm does it (same block size, same summation order, so bit-identical), the rope part
 // is rotated by the table rows *position + t exactly as apply_rope_at; they land in rows
 // [*position, *position + tokens) of latent_cache [max_context, latent] and rope_cache
-// [max_context, rope]. rope must be even and at most 1024. Queued on `stream`.
+// [max_context, rope]. rope must be even and at most 1024. Queued on `stream`. The launch reads
+// *position (and the RoPE tables' rows and norm weights it picks) before it waits for the kernel
+// queued just before it (launch.cuh), which must not write the position: a decode step writes it
+// before its first kernel.
 //
 // `queries` (optional, when q is set): the new tokens' query rope parts in the same launch, head h
 // of token t at q + t * token_stride + h * head_stride (rope floats, not yet rotated), rotated by

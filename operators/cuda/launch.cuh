@@ -8,9 +8,13 @@
 // The contract, for every kernel launched with cuda::launch_kernel:
 //   - it calls wait_for_previous_grid() before it reads or writes any global memory that an
 //     earlier kernel of the stream may read or write (in practice: as its first statement, after
-//     loads of constant weights; the one exception, the norm that takes the CPU experts' row,
-//     reads host memory that only the host writes and a residual row that the kernel before it
-//     cannot write, and says why that is safe in rms_norm.cu);
+//     loads of constant weights and of what no kernel of a decode step writes: the step's position,
+//     written before the step's first kernel by a copy or by the step before's greedy choice
+//     (cuda::NextStep), and the KV cache rows before it, written by earlier steps. The exceptions
+//     say why they are safe where they are: the norm that takes the CPU experts' row reads host
+//     memory that only the host writes and a residual row that the kernel before it cannot write,
+//     rms_norm.cu; the MLA decode kernels read the position and the cache rows before it early,
+//     mla_decode.h and kv_cache.h);
 //   - it may call allow_next_grid() when it no longer needs to hold the next kernel back (we call
 //     it right after the wait, or before it where the next kernel gains from starting early: the
 //     next kernel's own wait still orders its memory accesses).

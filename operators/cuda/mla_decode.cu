@@ -1,6 +1,7 @@
 #include "operators/cuda/mla_decode.h"
 
 #include <algorithm>
+#include <cstdlib>  // AB-TEMP
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -260,14 +261,24 @@ struct KeyTile {
 };
 
 // Thread 0 starts the copies of rows [first_key, first_key + keys) of both caches into `tile`,
-// counted in on `barrier` (two contiguous ranges).
+// counted in on `barrier` (two contiguous ranges), which expects `expected` rows (keys when -1;
+// load_key_row brings the rest).
 __device__ void load_key_tile(const DecodeArgs& a, KeyTile tile, std::int64_t first_key, int keys,
-                              std::uint64_t* barrier) {
+                              std::uint64_t* barrier, int expected = -1) {
+  const unsigned row_bytes = (a.latent_dim + a.rope_dim) * 4u;
   const unsigned latent_bytes = keys * a.latent_dim * 4u, rope_bytes = keys * a.rope_dim * 4u;
   fence_async_shared();  // the block's reads of the buffer's previous tile come first
-  barrier_expect_bytes(barrier, latent_bytes + rope_bytes);
-  bulk_copy(tile.latent, a.latent_cache + first_key * a.latent_dim, latent_bytes, barrier);
+  barrier_expect_bytes(barrier, (expected < 0 ? keys : expected) * row_bytes);
+  if (latent_bytes > 0) bulk_copy(tile.latent, a.latent_cache + first_key * a.latent_dim, latent_bytes, barrier);
   if (rope_bytes > 0) bulk_copy(tile.rope, a.rope_cache + first_key * a.rope_dim, rope_bytes, barrier);
+}
+
+// Thread 0 copies cache row `key` into row `slot` of the tile whose barrier already expects it.
+__device__ void load_key_row(const DecodeArgs& a, KeyTile tile, std::int64_t slot, std::int64_t key,
+                             std::uint64_t* barrier) {
+  bulk_copy(tile.latent + slot * a.latent_dim, a.latent_cache + key * a.latent_dim, a.latent_dim * 4u, barrier);
+  if (a.rope_dim > 0)
+    bulk_copy(tile.rope + slot * a.rope_dim, a.rope_cache + key * a.rope_dim, a.rope_dim * 4u, barrier);
 }
 
 // Thread 0 starts the copies of the block's query rows: [heads_per_block, latent_dim] then
@@ -490,17 +501,34 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
   const int first_head = tile * kHeads;
   const int heads_here = min(kHeads, a.heads - first_head);
   const int latent_chunks = a.latent_dim / 4;
-  // Barriers 0 and 1 count in the key tiles of buffers 0 and 1, barrier 2 the queries. The queries do
-  // not depend on the position: their copies start while it is read. A block that leaves early
-  // waits for them first (they write its shared memory).
+  // Barriers 0 and 1 count in the key tiles of buffers 0 and 1, barrier 2 the queries. Before the
+  // wait for the previous kernel (the cache write, which writes the queries and row P alone): the
+  // position and the first tile's rows before P (mla_decode.h). A block that leaves early waits
+  // for the copies it started first (they write its shared memory).
   __shared__ std::uint64_t barriers[3];
-  const std::int32_t position = *a.position;
   if (threadIdx.x == 0) {
     for (int i = 0; i < 3; ++i) barrier_init(&barriers[i]);
     fence_barrier_init();
-    load_queries<kHeads>(a, shared + layout.q, first_head, heads_here, &barriers[2]);
   }
+  const std::int32_t position = *a.position;
   const SplitPlan plan = plan_splits(position, a.max_context, a.splits);
+  const std::int64_t keys_begin = split * plan.chunk;
+  const bool has_keys = plan.visible > 0 && keys_begin < plan.visible;
+  const std::int64_t keys_end = has_keys ? min(keys_begin + plan.chunk, plan.visible) : keys_begin;
+  const auto buffer = [&](int t) {
+    float* base = shared + layout.keys + (t % 2) * a.tile_keys * (a.latent_dim + a.rope_dim);
+    return KeyTile{base, base + a.tile_keys * a.latent_dim};
+  };
+  const auto keys_in = [&](int t) {
+    return static_cast<int>(min(static_cast<std::int64_t>(a.tile_keys), keys_end - keys_begin - t * a.tile_keys));
+  };
+  // Tile t goes to buffer t % 2 (barrier t % 2, phase t / 2 % 2); tile t + 1 loads while tile t is
+  // scored and summed. The first tile's barrier expects all its rows; those before P copy now.
+  if (has_keys && threadIdx.x == 0)
+    load_key_tile(a, buffer(0), keys_begin, static_cast<int>(min(static_cast<std::int64_t>(keys_in(0)), position - keys_begin)),
+                  &barriers[0], keys_in(0));
+  begin_after_previous_grid();  // launched with programmatic dependent launch (launch.cuh)
+  if (threadIdx.x == 0) load_queries<kHeads>(a, shared + layout.q, first_head, heads_here, &barriers[2]);
 
   if (plan.visible == 0) {  // P < 0: no key to attend to (the caller's error), NaN as mla_attention
     if (split == 0 && !a.defer_combine)
@@ -509,27 +537,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
     if (threadIdx.x == 0) barrier_wait(&barriers[2], 0);
     return;
   }
-  const std::int64_t keys_begin = split * plan.chunk;
-  if (keys_begin >= plan.visible) {  // past the visible keys: not counted in anywhere
+  if (!has_keys) {  // past the visible keys: not counted in anywhere
     if (threadIdx.x == 0) barrier_wait(&barriers[2], 0);
     return;
   }
-  const std::int64_t keys_end = min(keys_begin + plan.chunk, plan.visible);
   const int tiles = static_cast<int>(ceil_div(keys_end - keys_begin, a.tile_keys));
-
-  // Tile t goes to buffer t % 2 (barrier t % 2, phase t / 2 % 2); tile t + 1 loads while tile t is
-  // scored and summed.
-  const auto buffer = [&](int t) {
-    float* base = shared + layout.keys + (t % 2) * a.tile_keys * (a.latent_dim + a.rope_dim);
-    return KeyTile{base, base + a.tile_keys * a.latent_dim};
-  };
-  const auto keys_in = [&](int t) {
-    return static_cast<int>(min(static_cast<std::int64_t>(a.tile_keys), keys_end - keys_begin - t * a.tile_keys));
-  };
-  if (threadIdx.x == 0) load_key_tile(a, buffer(0), keys_begin, keys_in(0), &barriers[0]);
+  if (threadIdx.x == 0 && position < keys_begin + keys_in(0))  // row P, just written
+    load_key_row(a, buffer(0), position - keys_begin, position, &barriers[0]);
   zero_missing_queries<kHeads>(a, shared + layout.q, heads_here);
   __syncthreads();  // the barriers are initialised before any thread waits on them
-
   const int chunk = threadIdx.x % latent_chunks, group = threadIdx.x / latent_chunks;
   const int groups = value_groups(a.latent_dim);
   float running_max = negative_infinity(), running_sum = 0.0f;
@@ -659,8 +675,8 @@ __global__ void __launch_bounds__(kThreads) mla_expand_kernel(const ExpandArgs e
       if (first_row + i < e.v_dim && k < e.latent_dim)
         staged[i][u].load(head_rows + static_cast<std::int64_t>(first_row + i) * e.latent_dim, k);
     }
+  const SplitPlan plan = plan_splits(*e.position, e.max_context, e.splits);  // before the wait: mla_decode.h
   begin_after_previous_grid();
-  const SplitPlan plan = plan_splits(*e.position, e.max_context, e.splits);
   if (plan.active == 0) {  // P < 0: no key (the caller's error), NaN as mla_attention
     if (lane < kExpandRowsPerWarp && first_row + lane < e.v_dim)
       e.out[static_cast<std::int64_t>(h) * e.v_dim + first_row + lane] = __int_as_float(0x7fc00000);
@@ -771,7 +787,11 @@ void check_sizes(const char* name, std::int64_t heads, std::int64_t latent_dim, 
   if (max_context < 1) refuse(name, "max_context " + std::to_string(max_context) + " must be at least 1");
 }
 
-std::int64_t head_tiles(std::int64_t heads) { return ceil_div(heads, heads_per_block(heads)); }
+int host_heads_per_block(std::int64_t heads) {  // AB-TEMP
+  if (heads >= 3 && heads < 64 && std::getenv("SWITCHYARD_AB_TWO_HEADS") != nullptr) return 2;
+  return heads_per_block(heads);
+}
+std::int64_t head_tiles(std::int64_t heads) { return ceil_div(heads, host_heads_per_block(heads)); }
 
 int split_count(std::int64_t heads, std::int64_t max_context) {
   const std::int64_t splits = std::min({std::int64_t{kMaxSplits}, kWaveBlocks / head_tiles(heads),
@@ -881,7 +901,7 @@ void enqueue_decode(const char* name, const float* q_latent, const float* q_rope
     refuse(name, "cuda:" + std::to_string(facts.device) + " has compute capability " +
                      std::to_string(facts.compute_capability_major) +
                      ".x; the kernel's bulk copies need 9.0 (Hopper) or later (mla_attention runs anywhere)");
-  const int block_heads = heads_per_block(heads);
+  const int block_heads = host_heads_per_block(heads);
   a.tile_keys = tile_keys_for(facts, block_heads, a.latent_dim, a.rope_dim);
   const int lane_chunks = static_cast<int>(ceil_div((latent_dim + rope_dim) / 4, 32));
   const dim3 grid(static_cast<unsigned>(head_tiles(heads)), static_cast<unsigned>(a.splits));

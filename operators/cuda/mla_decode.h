@@ -12,6 +12,13 @@
 // call captured once replays at any position. A P outside [0, max_context - 1] is the caller's error:
 // the kernel still reads and writes nothing out of bounds (a P < 0 sees no row and gets NaN).
 //
+// Both launches read *position, and the decode launch the cache rows before P, before they wait for
+// the kernel queued just before them (launch.cuh): that kernel must not write them. A decode step
+// writes the position before its first kernel and row P alone just before this launch
+// (write_mla_caches); the rows before P were written by earlier steps. Row P and the queries are
+// read after the wait. (On an H200, V2-Lite: ~1.6 us a layer with the cache write's early loads,
+// docs/perf-notes.md S13-2.)
+//
 // Design (flash-decoding, combine in the same launch; mla_decode.cu has the measurements):
 //   - grid: (head tiles, splits). A block takes a tile of 4 heads (8 from 64 heads on; 1 or 2 when
 //     there are only that many) and one split of the keys; blocks of one split run side by side, so
