@@ -21,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operators/cpu/causal_attention.h"
@@ -227,8 +228,9 @@ TEST_CASE("cuda mla_decode: matches the CPU kernel and the exact result on rando
   std::vector<Shape> shapes = {
       // heads, latent, rope, position, max_context, scale (0: drawn)
       {16, 512, 64, 500, 4096, 0},                     // DeepSeek-V2-Lite decode: 16 splits, one combine
-      {16, 512, 64, 4095, 4096, 0},                    // a full cache: 32 splits in 2 groups, two combines
-      {16, 512, 64, 543, 4096, 0},                     // 17 splits: a second group of one split
+      {16, 512, 64, 4095, 4096, 0},                    // a full cache: 2 heads a block, 16 splits, one combine
+      {16, 512, 64, 4095, 4097, 0},                    // 4 heads a block: 32 splits in 2 groups, two combines
+      {16, 512, 64, 543, 4097, 0},                     // 17 splits: a second group of one split
       {128, 512, 64, draw(500, 1500, random), 4096, 0},  // DeepSeek-V3 decode
       {128, 512, 64, 4095, 4096, 0},
       {16, 512, 64, 32767, 32768, 0},                  // a long context: 32 tiles a split, 3 groups
@@ -265,13 +267,12 @@ TEST_CASE("cuda mla_decode: one captured graph replays at many positions over on
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
   cudaStream_t stream = context.stream();
-  const std::int64_t max_context = 4000;
   // Split boundaries (32-key splits while they are few enough, then wider ones; 16 splits to a
   // combine group) and the ends; descending, so that each position can turn the rows past it into NaN
-  // for good.
+  // for good. 16 heads take 2 a block up to 4096 keys (16 splits), 4 past it (33 splits, 3 groups).
   const std::vector<std::int64_t> positions = {3999, 3000, 2047, 1024, 543, 512, 511, 500, 256, 255,
                                                64, 63, 33, 32, 31, 16, 15, 2, 1, 0};
-  for (const std::int64_t heads : {16, 128}) {
+  for (const auto& [heads, max_context] : {std::pair<std::int64_t, std::int64_t>{16, 4000}, {16, 4100}, {128, 4000}}) {
     Shape s{heads, 512, 64, 0, max_context, draw_scale(576, random)};
     INFO(describe(s));
     Inputs in;
@@ -317,7 +318,8 @@ TEST_CASE("cuda mla_decode: partials combined by the value expansion match the e
   };
   const std::vector<Case> cases = {
       {{16, 512, 64, 500, 4096, 0}, 128, 128, switchyard::DType::bf16},   // DeepSeek-V2-Lite: 16 splits
-      {{16, 512, 64, 4095, 4096, 0}, 128, 128, switchyard::DType::f32},   // 32 splits (two groups' worth)
+      {{16, 512, 64, 4095, 4096, 0}, 128, 128, switchyard::DType::f32},   // 2 heads a block, 16 splits
+      {{16, 512, 64, 4095, 4097, 0}, 128, 128, switchyard::DType::f32},   // 4 heads a block, 32 splits
       {{16, 512, 64, 0, 4096, 0}, 128, 128, switchyard::DType::bf16},     // one active split
       {{128, 512, 64, draw(0, 4095, random), 4096, 0}, 128, 128, switchyard::DType::bf16},  // DeepSeek-V3
       {{3, 1024, 128, draw(0, 3000, random), 3001, 0}, 16, 40, switchyard::DType::f32},   // a partial row block

@@ -1,7 +1,6 @@
 #include "operators/cuda/mla_decode.h"
 
 #include <algorithm>
-#include <cstdlib>  // AB-TEMP
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -75,10 +74,17 @@ static_assert(kMaxLatentDim / 4 <= kThreads);
 
 __host__ __device__ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Heads a block takes: more heads share each key read from L2, fewer keep the combine (heads x
-// latent floats a partial) short. A thread keeps one float4 accumulator a head.
-__host__ __device__ constexpr int heads_per_block(std::int64_t heads) {
-  return heads >= 64 ? 8 : heads >= 3 ? 4 : static_cast<int>(heads);
+// Heads a block takes: more heads share each key read from L2, fewer halve a block's scoring and
+// summing and keep the combine (heads x latent floats a partial) short. A thread keeps one float4
+// accumulator a head. Up to 16 heads and kTwoHeadMaxContext keys, 2 heads a block: 8 tiles x 16
+// splits, at most 256 keys a split (on an H200, V2-Lite, 16 heads: 1.2-1.7 us a layer less at
+// context ~600, even at ~3500; at 16000 keys of 32768, 14.6 us more than 4 heads' 33 splits:
+// docs/perf-notes.md S13-3).
+constexpr std::int64_t kTwoHeadMaxContext = 4096;
+constexpr int heads_per_block(std::int64_t heads, std::int64_t max_context) {
+  if (heads >= 64) return 8;
+  if (heads < 3) return static_cast<int>(heads);
+  return heads <= 16 && max_context <= kTwoHeadMaxContext ? 2 : 4;
 }
 
 __device__ inline float negative_infinity() { return __int_as_float(0xff800000); }
@@ -787,14 +793,12 @@ void check_sizes(const char* name, std::int64_t heads, std::int64_t latent_dim, 
   if (max_context < 1) refuse(name, "max_context " + std::to_string(max_context) + " must be at least 1");
 }
 
-int host_heads_per_block(std::int64_t heads) {  // AB-TEMP
-  if (heads >= 3 && heads < 64 && std::getenv("SWITCHYARD_AB_TWO_HEADS") != nullptr) return 2;
-  return heads_per_block(heads);
+std::int64_t head_tiles(std::int64_t heads, std::int64_t max_context) {
+  return ceil_div(heads, heads_per_block(heads, max_context));
 }
-std::int64_t head_tiles(std::int64_t heads) { return ceil_div(heads, host_heads_per_block(heads)); }
 
 int split_count(std::int64_t heads, std::int64_t max_context) {
-  const std::int64_t splits = std::min({std::int64_t{kMaxSplits}, kWaveBlocks / head_tiles(heads),
+  const std::int64_t splits = std::min({std::int64_t{kMaxSplits}, kWaveBlocks / head_tiles(heads, max_context),
                                         ceil_div(max_context, kMinSplitKeys)});
   return static_cast<int>(std::max<std::int64_t>(1, splits));
 }
@@ -846,7 +850,7 @@ std::size_t mla_decode_workspace_bytes(std::int64_t heads, std::int64_t latent_d
 
 std::int64_t mla_decode_counter_count(std::int64_t heads) {
   if (heads < 1) refuse("cuda::mla_decode_counter_count", "heads " + std::to_string(heads) + " must be at least 1");
-  return head_tiles(heads) * kCountersPerTile;
+  return head_tiles(heads, 1) * kCountersPerTile;  // the most tiles: the fewest heads a block
 }
 
 namespace {
@@ -901,10 +905,10 @@ void enqueue_decode(const char* name, const float* q_latent, const float* q_rope
     refuse(name, "cuda:" + std::to_string(facts.device) + " has compute capability " +
                      std::to_string(facts.compute_capability_major) +
                      ".x; the kernel's bulk copies need 9.0 (Hopper) or later (mla_attention runs anywhere)");
-  const int block_heads = host_heads_per_block(heads);
+  const int block_heads = heads_per_block(heads, max_context);
   a.tile_keys = tile_keys_for(facts, block_heads, a.latent_dim, a.rope_dim);
   const int lane_chunks = static_cast<int>(ceil_div((latent_dim + rope_dim) / 4, 32));
-  const dim3 grid(static_cast<unsigned>(head_tiles(heads)), static_cast<unsigned>(a.splits));
+  const dim3 grid(static_cast<unsigned>(head_tiles(heads, max_context)), static_cast<unsigned>(a.splits));
   switch (block_heads) {
     case 1: launch_for_heads<1>(a, lane_chunks, grid, facts, name, stream); break;
     case 2: launch_for_heads<2>(a, lane_chunks, grid, facts, name, stream); break;

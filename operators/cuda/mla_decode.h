@@ -20,9 +20,10 @@
 // docs/perf-notes.md S13-2.)
 //
 // Design (flash-decoding, combine in the same launch; mla_decode.cu has the measurements):
-//   - grid: (head tiles, splits). A block takes a tile of 4 heads (8 from 64 heads on; 1 or 2 when
-//     there are only that many) and one split of the keys; blocks of one split run side by side, so
-//     each cache row comes from memory once and from L2 for the other tiles.
+//   - grid: (head tiles, splits). A block takes a tile of 4 heads (8 from 64 heads on; 2 up to 16
+//     heads with max_context <= 4096; 1 or 2 when there are only that many) and one split of the
+//     keys; blocks of one split run side by side, so each cache row comes from memory once and from
+//     L2 for the other tiles.
 //   - The number of splits S is fixed at launch from heads and max_context (one wave of blocks on an
 //     H100/H200: 132 / head tiles, at most 128 and max_context / 32); on the device each split covers
 //     max(32, ceil(visible / S)) keys rounded up to 16, and splits that start past the visible keys
