@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -192,6 +193,10 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
               *std::max_element(clocks.begin(), clocks.end()));
 }
 
+// How far (a share) the timeline's step may be from the host's timing of it before the timeline is
+// said to be off: the host's mean includes the steps' launches, within ~1%.
+constexpr double kClockDisagreement = 0.05;
+
 // --timeline: one step queued with its launches recorded (a capture, where graphs are used), then
 // the GPU side timed again with the stamps on.
 void print_timeline(BenchSteps& steps, double gpu_side) {
@@ -219,6 +224,13 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
               gpu_side * 1e3, static_cast<unsigned long long>(taken));
   try {
     const KernelTimeline timeline = analyse_kernel_timeline(launches, stamps, layers);
+    // The stamps' clock against the host's, over the same steps: some machines' GPU timers run
+    // apart from it (one H200 read 1256 us a step where the host timed 1384).
+    const double host_step_us = with_stamps * 1e6;
+    if (std::abs(timeline.step_us / host_step_us - 1) > kClockDisagreement)
+      std::printf("the GPU's timer disagrees with the host's clock here (a step %.1f us against %.1f): the timeline "
+                  "below says little (time changes with --ab_env)\n",
+                  timeline.step_us, host_step_us);
     std::printf("%s", format_kernel_timeline(timeline).c_str());
     if (layers)
       std::printf("the decoder layers alone (the first one's wait end to the head's, stamps on): %.1f us a "

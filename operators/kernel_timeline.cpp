@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <numeric>
 
 #include "core/error.h"
 #include "core/statistics.h"
@@ -76,9 +75,9 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
       throw InputError("kernel timeline: the stamps are out of order at " + std::to_string(i));
 
   KernelTimeline timeline;
-  std::uint64_t tick = 0;
-  for (std::size_t i = 1; i < stamps.size(); ++i) tick = std::gcd(tick, stamps[i] - stamps[i - 1]);
-  timeline.tick_us = static_cast<double>(tick) / 1e3;
+  std::size_t equal = 0;
+  for (std::size_t i = 1; i < stamps.size(); ++i) equal += stamps[i] == stamps[i - 1];
+  timeline.equal_share = static_cast<double>(equal) / static_cast<double>(stamps.size() - 1);
   timeline.launches_per_step = per_step;
   timeline.steps = static_cast<std::int64_t>(stamps.size()) / per_step;
   std::vector<std::string> names(launches.size());
@@ -146,8 +145,8 @@ KernelTimeline analyse_kernel_timeline(const std::vector<std::string>& launches,
   return timeline;
 }
 
-// Ticks coarser than this make the per-kernel medians meaningless (a kernel's gap is 2-20 us).
-constexpr double kCoarseTickUs = 0.5;
+// More equal stamps than this and the timer is too coarse for the per-kernel medians.
+constexpr double kCoarseShare = 0.02;
 
 std::string format_kernel_timeline(const KernelTimeline& timeline) {
   std::string out;
@@ -158,11 +157,11 @@ std::string format_kernel_timeline(const KernelTimeline& timeline) {
                 static_cast<long long>(timeline.steps), static_cast<long long>(timeline.launches_per_step),
                 timeline.step_us, timeline.between_us);
   out += line;
-  if (timeline.tick_us > kCoarseTickUs) {
+  if (timeline.equal_share > kCoarseShare) {
     std::snprintf(line, sizeof line,
-                  "the GPU's timer advances in steps of %.2f us here: each gap below is a multiple of it, and the "
-                  "medians say little; time changes with bench decode --ab_env instead\n",
-                  timeline.tick_us);
+                  "%.0f%% of the stamps equal the one before: the GPU's timer advances in steps as long as the "
+                  "kernels here, and the medians below say little (time changes with bench decode --ab_env)\n",
+                  100 * timeline.equal_share);
     out += line;
   }
   out += "a kernel's gap: its wait's end to the next kernel's (its work after the wait, the hand-over)\n";

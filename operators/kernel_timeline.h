@@ -21,10 +21,10 @@ struct KernelTimeline {
   std::int64_t steps = 0, launches_per_step = 0;
   double step_us = 0;      // median, first stamp of a step to the next step's first
   double between_us = 0;   // median gap from a step's last stamp to the next step's first
-  // The step of the stamps' clock: the largest that every difference between stamps is a multiple
-  // of (their greatest common divisor). The GPU's global timer advances in steps of 32 ns to several
-  // us, by GPU and driver, and each gap is a multiple of it. 0 when no two stamps differ.
-  double tick_us = 0;
+  // The share of the launches whose stamp equals the one before (a gap of 0): a kernel's gap is
+  // 2-20 us, so a share above a few percent means the GPU's global timer advances in steps as long
+  // as kernels (some machines step ~4 us) and the medians say little.
+  double equal_share = 0;
   std::vector<KernelTimelineRow> by_kernel;  // most time a step first
   // One period of the launches' repeating pattern (a layer), in launch order from cycle_start:
   // each position's median gap over its repeats and the steps. Empty when nothing repeats.
