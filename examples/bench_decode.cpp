@@ -377,7 +377,7 @@ int DecodeBenchOptions::run() const {
   if (steps.hybrid) {
     gpu_side = steps.time_gpu_side();
     std::printf("GPU side alone (CPU experts' work skipped, hand-offs kept): %.3f ms/token, %.1f us per layer "
-                "(target <= 50)\n",
+                "(the whole step over the layers, the head included)\n",
                 gpu_side * 1e3, steps.per_layer_us(gpu_side));
     // The rest of a step is the CPU experts' (the GPU waits for them): the bandwidth they reach.
     const double cpu_side = decode_seconds - gpu_side;
