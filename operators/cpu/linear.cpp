@@ -108,7 +108,7 @@ void write_x_tile(const float* x, std::int64_t tokens, std::int64_t in, std::int
     const float* row = x + t * in;
     for (std::int64_t k = 0; k < in; k += 2) {
       const std::uint32_t low = f32_to_bf16(row[k]), high = k + 1 < in ? f32_to_bf16(row[k + 1]) : 0u;
-      words[((k / 32) * 16 + (k % 32) / 2) * 16 + t % 16] = low | high << 16;
+      tiles[detail::x_tile_word(t, k, chunks)] = low | high << 16;
     }
   }
 }

@@ -52,7 +52,7 @@ void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block)
     for (std::int64_t t = 0; t < p.tokens; ++t) {
       float sum = 0.0f;
       for (std::int64_t k = 0; k < p.in; ++k) {
-        const std::uint32_t pair = p.x_tiles[(((t / 16) * chunks + k / 32) * 16 + (k % 32) / 2) * 16 + t % 16];
+        const std::uint32_t pair = p.x_tiles[x_tile_word(t, k, chunks)];
         const auto x = static_cast<std::uint16_t>(k % 2 == 0 ? pair & 0xffffu : pair >> 16);
         sum += bf16_to_f32(weight[r * p.in + k]) * bf16_to_f32(x);
       }
