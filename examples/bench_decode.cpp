@@ -285,6 +285,7 @@ int DecodeBenchOptions::run() const {
           (decode_tokens + 3) +
       profile_tokens + 4;
   if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;
+  options.budget.prefill_chunk = std::max(512, prompt_tokens);  // as the model below takes its prompt
   const CheckResult check = run_check(options);
   for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
   if (check.diagnostics.has_errors()) return 1;
@@ -305,7 +306,7 @@ int DecodeBenchOptions::run() const {
   const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
   CausalLMOptions lm_options;
   lm_options.use_cuda_graph = use_cuda_graph;
-  lm_options.prefill_chunk = std::max(512, prompt_tokens);
+  lm_options.prefill_chunk = options.budget.prefill_chunk;
   auto start = Clock::now();
   const std::unique_ptr<CausalLM> built = build_model(context, lm_options, check);
   CausalLM& lm = *built;

@@ -102,6 +102,7 @@ struct RunCommand {
       throw InputError("run needs weights: give --model_path DIR (make one with `switchyard make-model`)");
     }
     CheckOptions options = chosen.to_check_options();
+    options.budget.prefill_chunk = prefill_chunk;
     if (chosen.profile.empty()) {
       options.profile = "<built-in CPU profile>";
       options.profile_text = kCpuProfile;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <string>
 #include <map>
+#include <string>
 
 #include "core/units.h"
 
@@ -40,6 +40,19 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
     DeviceMemory& memory = by_device[p.generate_device];
     memory.device = p.generate_device;
     memory.kv_cache_bytes += kv_per_layer;
+  }
+  // Routed experts that prefill on the CPU (cpu::RoutedExperts, chunks of more than a few slots):
+  // per slot (token x top-k), its input and output rows and its gate and up activations, f32.
+  const ModelConfig& config = tree.config();
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    const Module& module = tree.at(static_cast<int>(i));
+    if (module.local_name() != "experts" || module.children.empty()) continue;
+    if (!plan.owner_of(static_cast<int>(i)).prefill_device.is_cpu()) continue;
+    const auto slots = static_cast<std::uint64_t>(std::max<std::int64_t>(budget.prefill_chunk, 0)) *
+                       static_cast<std::uint64_t>(std::max(config.num_experts_per_tok, 0));
+    const auto row_floats = static_cast<std::uint64_t>(2 * config.hidden_size + 2 * config.moe_intermediate_size);
+    DeviceMemory& memory = by_device[Device::cpu()];
+    memory.prefill_buffer_bytes = std::max(memory.prefill_buffer_bytes, slots * row_floats * sizeof(float));
   }
   std::vector<DeviceMemory> out;
   for (auto& [device, memory] : by_device) {

@@ -2,7 +2,8 @@
 // Per-device memory a plan needs: the weights each device holds (a module's weights live where
 // its owning operator runs, in decode and in prefill: routed experts that run on the CPU in one
 // phase and on a GPU in the other are held by both) plus the KV cache of the attention layers it
-// runs, for --max_context tokens. Checked against --gpu_memory / --cpu_memory budgets.
+// runs, for --max_context tokens, plus the CPU experts' prefill buffers. Checked against
+// --gpu_memory / --cpu_memory budgets.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,8 +19,11 @@ struct DeviceMemory {
   std::uint64_t weight_bytes = 0;
   std::uint64_t one_phase_bytes = 0;  // of weight_bytes: held here for one phase only (prefill or decode)
   std::uint64_t kv_cache_bytes = 0;
+  // The CPU's routed experts' prefill buffers (a chunk's rows grouped by expert: inputs, gate, up
+  // and outputs in f32), kept between layers and calls: the largest layer's, for one chunk.
+  std::uint64_t prefill_buffer_bytes = 0;
   std::optional<std::uint64_t> budget_bytes;
-  std::uint64_t total_bytes() const { return weight_bytes + kv_cache_bytes; }
+  std::uint64_t total_bytes() const { return weight_bytes + kv_cache_bytes + prefill_buffer_bytes; }
 };
 
 struct MemoryBudget {
@@ -27,6 +31,7 @@ struct MemoryBudget {
   std::optional<std::uint64_t> cpu_bytes;
   std::int64_t max_context = 4096;       // tokens of KV cache per attention layer
   int kv_cache_element_bytes = 2;        // bf16 cache
+  std::int64_t prefill_chunk = 512;      // most prompt tokens a forward pass (run --prefill_chunk)
 };
 
 // The devices that hold the weights of the modules `owner` owns: its decode device, and its

@@ -141,6 +141,11 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
     devices.push_back({m.device.str(), format_bytes(m.weight_bytes), format_bytes(m.kv_cache_bytes),
                        format_bytes(m.total_bytes()), budget_text(m.budget_bytes), headroom_text(m)});
   out << render(devices);
+  for (const DeviceMemory& m : result.memory)
+    if (m.prefill_buffer_bytes > 0)
+      out << m.device.str() << "'s total includes " << format_bytes(m.prefill_buffer_bytes)
+          << " of buffers for the routed experts' prefill (" << budget.prefill_chunk
+          << "-token chunks: run --prefill_chunk)\n";
   // Weights a device holds for one phase only (routed experts that prefill there and decode
   // elsewhere, or the other way round): a full copy, easy to miss in the table.
   for (const DeviceMemory& m : result.memory)

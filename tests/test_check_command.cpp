@@ -95,7 +95,8 @@ TEST_CASE("check command: JSON output has the documented shape") {
   CHECK(doc["devices"][0]["device"] == "cuda:0");
   CHECK(doc["devices"][0]["budget_bytes"] == 1ULL << 30);
   CHECK(doc["devices"][0]["total_bytes"] ==
-        doc["devices"][0]["weight_bytes"].get<std::uint64_t>() + doc["devices"][0]["kv_cache_bytes"].get<std::uint64_t>());
+        doc["devices"][0]["weight_bytes"].get<std::uint64_t>() + doc["devices"][0]["kv_cache_bytes"].get<std::uint64_t>() +
+            doc["devices"][0]["prefill_buffer_bytes"].get<std::uint64_t>());
   CHECK(doc["devices"][2]["device"] == "cpu");
   CHECK(doc["devices"][2]["budget_bytes"].is_null());
   CHECK(doc["diagnostics"].empty());
@@ -152,6 +153,32 @@ TEST_CASE("check command: the device table names a GPU's one-phase copy of route
                                        source_path("optimize_rules/DeepSeek-V2-Lite-Chat-cpu.yaml"));
   CHECK(cpu_only.exit_code == 0);
   CHECK(cpu_only.output.find("for one phase only") == std::string::npos);
+}
+
+TEST_CASE("check command: the CPU's total counts the routed experts' prefill buffers, by chunk") {
+  // DeepSeek-V3 with its experts prefilled on the CPU: a chunk's rows (tokens x top-8) of inputs and
+  // outputs (hidden 7168) and of gate and up activations (2048), f32. V2-Lite's hybrid profile
+  // prefills its experts on cuda:0: no buffers.
+  auto estimate = [](const char* profile, const char* arch, std::int64_t chunk) {
+    switchyard::CheckOptions options;
+    options.model.arch = arch;
+    options.profile = source_path(std::string("optimize_rules/") + profile);
+    options.budget.prefill_chunk = chunk;
+    const auto result = switchyard::run_check(options);
+    REQUIRE(result.memory.back().device.is_cpu());
+    return result.memory.back();
+  };
+  for (const std::int64_t chunk : {512, 37}) {
+    INFO("chunk " << chunk);
+    const switchyard::DeviceMemory cpu = estimate("DeepSeek-V3-Chat.yaml", "deepseek-v3", chunk);
+    CHECK(cpu.prefill_buffer_bytes == static_cast<std::uint64_t>(chunk) * 8 * (2 * 7168 + 2 * 2048) * 4);
+    CHECK(cpu.total_bytes() == cpu.weight_bytes + cpu.kv_cache_bytes + cpu.prefill_buffer_bytes);
+  }
+  CHECK(estimate("DeepSeek-V2-Lite-Chat.yaml", "deepseek-v2-lite", 512).prefill_buffer_bytes == 0);
+  const auto table = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
+                                    source_path("optimize_rules/DeepSeek-V3-Chat.yaml"));
+  CHECK(table.output.find("cpu's total includes 288.0 MiB of buffers for the routed experts' prefill") !=
+        std::string::npos);
 }
 
 TEST_CASE("check command: --explain shows each rule tried") {
