@@ -530,9 +530,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
   };
   // Tile t goes to buffer t % 2 (barrier t % 2, phase t / 2 % 2); tile t + 1 loads while tile t is
   // scored and summed. The first tile's barrier expects all its rows; those before P copy now.
-  if (has_keys && threadIdx.x == 0)
-    load_key_tile(a, buffer(0), keys_begin, static_cast<int>(min(static_cast<std::int64_t>(keys_in(0)), position - keys_begin)),
-                  &barriers[0], keys_in(0));
+  if (has_keys && threadIdx.x == 0) {
+    const std::int64_t before_position = min(static_cast<std::int64_t>(keys_in(0)), position - keys_begin);
+    load_key_tile(a, buffer(0), keys_begin, static_cast<int>(before_position), &barriers[0], keys_in(0));
+  }
   begin_after_previous_grid();  // launched with programmatic dependent launch (launch.cuh)
   if (threadIdx.x == 0) load_queries<kHeads>(a, shared + layout.q, first_head, heads_here, &barriers[2]);
 
