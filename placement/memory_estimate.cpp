@@ -84,6 +84,9 @@ void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnos
     diagnostics.error("over-budget",
                       m.device.str() + " needs " + format_bytes(m.total_bytes()) + " (weights " +
                           format_bytes(m.weight_bytes) + ", KV cache " + format_bytes(m.kv_cache_bytes) +
+                          (m.prefill_buffer_bytes > 0
+                               ? ", the experts' prefill buffers " + format_bytes(m.prefill_buffer_bytes)
+                               : std::string()) +
                           ") but its budget is " + format_bytes(*m.budget_bytes) + ", " +
                           format_bytes(m.total_bytes() - *m.budget_bytes) + " too much; " + advice,
                       SourceLocation{file, 0, 0});

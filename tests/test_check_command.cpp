@@ -179,6 +179,10 @@ TEST_CASE("check command: the CPU's total counts the routed experts' prefill buf
                                     source_path("optimize_rules/DeepSeek-V3-Chat.yaml"));
   CHECK(table.output.find("cpu's total includes 288.0 MiB of buffers for the routed experts' prefill") !=
         std::string::npos);
+  const auto over = run_switchyard("check --arch deepseek-v3 --cpu_memory 1TiB --optimize_config_path " +
+                                   source_path("optimize_rules/DeepSeek-V3-Chat.yaml"));
+  CHECK(over.exit_code == 1);
+  CHECK(over.output.find("the experts' prefill buffers 288.0 MiB) but its budget is 1.0 TiB") != std::string::npos);
 }
 
 TEST_CASE("check command: --explain shows each rule tried") {
