@@ -10,9 +10,13 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -272,6 +276,55 @@ TEST_CASE("cpu kernels: the AMX variant's tiles of x, shared by calls on one x, 
     // Below the AMX variant's tokens: f32 x on its fallback (expect_linear knows which).
     expect_linear(cpu::Isa::amx, sy::DType::bf16, xs[c.x], c.tokens, c.in, c.w, c.out, c.y);
   }
+}
+
+TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar writer's words") {
+#if defined(__x86_64__)
+  if (!cpu::isa_supported(cpu::Isa::avx512)) {
+    MESSAGE("skipped: this CPU has no AVX-512");
+    return;
+  }
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  // Values that rounding can get wrong: NaNs (signed, with payloads), infinities, zeros, denormals,
+  // ties (a low half of exactly 0x8000, odd and even), the largest finite floats (they round to
+  // infinity), and plain normals.
+  const std::uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu, 0x7f800000u, 0xff800000u,
+                                   0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x3f808000u, 0x3f818000u,
+                                   0xbf808000u, 0x7f7fffffu, 0xff7fffffu, 0x3f80ffffu};
+  std::uniform_int_distribution<std::int64_t> tokens_of(1, 40), in_of(1, 130);
+  std::uniform_int_distribution<std::size_t> pick(0, std::size(special) - 1);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int round = 0; round < 60; ++round) {
+    const std::int64_t tokens = round < 4 ? 16 * (round + 1) : tokens_of(random);
+    const std::int64_t in = round < 4 ? 32 * (round + 1) : in_of(random);
+    INFO("tokens " << tokens << ", in " << in);
+    std::vector<float> x(static_cast<std::size_t>(tokens * in));
+    for (float& v : x) v = random() % 4 == 0 ? std::bit_cast<float>(special[pick(random)]) : normal(random);
+    const std::int64_t tiles = (tokens + 15) / 16, words = tiles * ((in + 31) / 32) * 256;
+    struct Free {
+      void operator()(std::uint32_t* p) const { std::free(p); }
+    };
+    const auto bytes = static_cast<std::size_t>(words) * 4;
+    std::unique_ptr<std::uint32_t[], Free> scalar(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
+    std::unique_ptr<std::uint32_t[], Free> vector(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
+    REQUIRE((scalar && vector));
+    std::fill(scalar.get(), scalar.get() + words, 0xdeadbeefu);  // every word must be written
+    std::fill(vector.get(), vector.get() + words, 0x12345678u);
+    for (std::int64_t tile = 0; tile < tiles; ++tile) {
+      cpu::detail::write_x_tile_scalar(x.data(), tokens, in, tile, scalar.get());
+      cpu::detail::write_x_tile_avx512(x.data(), tokens, in, tile, vector.get());
+    }
+    std::int64_t first_difference = -1;
+    for (std::int64_t i = 0; i < words && first_difference < 0; ++i)
+      if (scalar[static_cast<std::size_t>(i)] != vector[static_cast<std::size_t>(i)]) first_difference = i;
+    INFO("first differing word " << first_difference);
+    CHECK(first_difference == -1);
+  }
+#else
+  MESSAGE("skipped: the AVX-512 writer is built for x86-64 only");
+#endif
 }
 
 TEST_CASE("cpu kernels: linear refuses weight dtypes it cannot read") {

@@ -33,6 +33,15 @@ struct LinearProblem {
   const std::uint32_t* x_tiles = nullptr;
 };
 
+// Token tile `tile` (tokens [16 tile, 16 tile + 16) of `tokens`) of LinearProblem::x_tiles from x
+// [tokens, in]: each value rounded to bf16 (cpu::f32_to_bf16) at its place, zeros where no token or
+// input is. The AVX-512 writer (x86, called only after isa_supported(Isa::avx512)) writes the same
+// words: it converts a token's 32 inputs of a chunk at once and transposes 16 tokens' words.
+void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles);
+void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles);
+
 // The word of LinearProblem::x_tiles that holds input k of token t (k % 2: its half), with `chunks`
 // = ceil(in / 32): the layout above, which the AMX variant loads a 16 x 16 tile of words at a time.
 constexpr std::int64_t x_tile_word(std::int64_t t, std::int64_t k, std::int64_t chunks) {

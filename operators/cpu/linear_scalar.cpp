@@ -1,4 +1,6 @@
 // linear(): the portable variant, for CPUs without AVX2 and as the baseline the tests compare.
+#include <algorithm>
+
 #include "operators/cpu/half.h"
 #include "operators/cpu/linear_tiling.h"
 
@@ -42,6 +44,20 @@ struct ScalarKernel {
 
 void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block) {
   linear_block_any<ScalarKernel>(problem, block);
+}
+
+void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles) {
+  const std::int64_t chunks = (in + 31) / 32;
+  std::uint32_t* words = tiles + tile * chunks * 16 * 16;  // [chunk][pair][token]
+  std::fill(words, words + chunks * 16 * 16, 0u);
+  for (std::int64_t t = tile * 16; t < std::min(tokens, tile * 16 + 16); ++t) {
+    const float* row = x + t * in;
+    for (std::int64_t k = 0; k < in; k += 2) {
+      const std::uint32_t low = f32_to_bf16(row[k]), high = k + 1 < in ? f32_to_bf16(row[k + 1]) : 0u;
+      tiles[x_tile_word(t, k, chunks)] = low | high << 16;
+    }
+  }
 }
 
 void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block) {
