@@ -36,6 +36,11 @@ std::uint64_t Module::own_bytes() const {
   return total;
 }
 
+bool ModuleTree::is_routed_experts(int index) const {
+  const Module& module = at(index);
+  return module.parent >= 0 && module.local_name() == "experts" && at(module.parent).cls->role == ModuleRole::moe;
+}
+
 int ModuleTree::find(std::string_view name) const {
   if (modules_.empty()) return -1;
   int current = 0;

@@ -60,6 +60,9 @@ class ModuleTree {
   Module& at(int index) { return modules_[static_cast<std::size_t>(index)]; }
   std::size_t size() const { return modules_.size(); }
   int num_layers() const { return config_.num_hidden_layers; }
+  // Whether module `index` is a MoE block's routed experts: the `experts` container under a
+  // ModuleRole::moe module, one child per expert.
+  bool is_routed_experts(int index) const;
 
   // Index of the module with this full name, or -1. Walks down from the root component by
   // component, so no name index has to be built for a 60k-module tree.

@@ -64,7 +64,8 @@ ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights
   ExpertTraffic traffic;
   const ModelConfig& c = check.tree->config();
   for (const Module& m : check.tree->modules()) {
-    if (m.local_name() != "experts" || m.children.empty()) continue;
+    const auto index = static_cast<int>(&m - check.tree->modules().data());
+    if (!check.tree->is_routed_experts(index) || m.children.empty()) continue;
     double expert_bytes = 0;
     for (int p : check.tree->at(m.children.front()).children)
       for (const Parameter& param : check.tree->at(p).params) {
@@ -72,7 +73,7 @@ ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights
         const std::vector<std::int64_t> shape(param.shape.dims.begin(), param.shape.dims.begin() + param.shape.rank);
         expert_bytes += static_cast<double>(weights.get(name, shape, {DType::bf16, DType::f16, DType::f32}).bytes());
       }
-    const ModulePlacement& owner = check.plan.owner_of(static_cast<int>(&m - check.tree->modules().data()));
+    const ModulePlacement& owner = check.plan.owner_of(index);
     const double per_token = expert_bytes * c.num_experts_per_tok;
     (owner.generate_device.is_cpu() ? traffic.cpu_bytes : traffic.gpu_bytes) += per_token;
     for (const Device& d : weight_devices(owner))

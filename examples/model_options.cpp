@@ -40,13 +40,17 @@ void add_cpu_kernels_option(CLI::App& command, std::string& value) {
 
 void apply_cpu_kernels(const std::string& value) {
   if (value == "auto") return;
+  // The variants, or those this CPU runs, as a list: "scalar, avx2, ...".
+  auto variants = [](bool supported_only) {
+    std::string list;
+    for (cpu::Isa each : cpu::kAllIsas)
+      if (!supported_only || cpu::isa_supported(each)) list += std::string(list.empty() ? "" : ", ") + cpu::isa_name(each);
+    return list;
+  };
   const std::optional<cpu::Isa> isa = cpu::isa_named(value);
-  std::string runs;
-  for (cpu::Isa each : cpu::kAllIsas)
-    if (cpu::isa_supported(each)) runs += std::string(runs.empty() ? "" : ", ") + cpu::isa_name(each);
-  if (!isa) throw InputError("--cpu_kernels: '" + value + "' is not a variant (auto, scalar, avx2, avx512, amx)");
+  if (!isa) throw InputError("--cpu_kernels: '" + value + "' is not a variant (auto, " + variants(false) + ")");
   if (!cpu::isa_supported(*isa))
-    throw InputError("--cpu_kernels: this CPU cannot run the " + value + " kernels; it runs " + runs);
+    throw InputError("--cpu_kernels: this CPU cannot run the " + value + " kernels; it runs " + variants(true));
   cpu::choose_isa(*isa);
 }
 

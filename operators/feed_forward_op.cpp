@@ -69,9 +69,7 @@ void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
   Scratch g(gpu, tokens * width, "an MLP's gate activations"), u(gpu, tokens * width, "an MLP's up activations");
   if (gpu == nullptr && !gate_.has_bias() && !up_.has_bias()) {
     // On the CPU, gate and up in one parallel region, sharing x's AMX tiles where it has them.
-    const cpu::LinearCall calls[] = {
-        {x, tokens, gate_.in_features(), gate_.weight().data(), gate_.weight().dtype(), width, g},
-        {x, tokens, up_.in_features(), up_.weight().data(), up_.weight().dtype(), width, u}};
+    const cpu::LinearCall calls[] = {gate_.cpu_call(x, tokens, g), up_.cpu_call(x, tokens, u)};
     cpu::linear_batch(calls);
   } else {
     gate_.forward(x, tokens, g);
@@ -141,9 +139,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     if (n == 0) continue;
     const Expert& expert = experts_[e];
     const float* xe = xs + first[e] * hidden_;
-    for (const auto& [op, to] : {std::pair{&expert.gate, g}, std::pair{&expert.up, u}})
-      calls.push_back({xe, n, hidden_, op->weight().data(), op->weight().dtype(), op->out_features(),
-                       to + inter_first[e]});
+    calls.push_back(expert.gate.cpu_call(xe, n, g + inter_first[e]));
+    calls.push_back(expert.up.cpu_call(xe, n, u + inter_first[e]));
   }
   cpu::linear_batch(calls);
 #pragma omp parallel for if (parallel)
@@ -153,9 +150,7 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
-    const LinearOp& down = experts_[e].down;
-    calls.push_back({g + inter_first[e], n, down.in_features(), down.weight().data(), down.weight().dtype(), hidden_,
-                     y + first[e] * hidden_});
+    calls.push_back(experts_[e].down.cpu_call(g + inter_first[e], n, y + first[e] * hidden_));
   }
   cpu::linear_batch(calls);
   // Each token's rows in slot order, as forward_fused adds them.

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "operators/build_context.h"
+#include "operators/cpu/linear.h"
 #include "operators/pending_delta.h"
 
 namespace switchyard {
@@ -29,6 +30,11 @@ class LinearOp {
   std::int64_t in_features() const { return weight_.dim(1); }
   std::int64_t out_features() const { return weight_.dim(0); }
   const Tensor& weight() const { return weight_; }  // the checkpoint's (mapped) copy
+  // This layer's product on the CPU as one call of a cpu::linear_batch (its weights alone: the
+  // caller adds a bias, if it has one).
+  cpu::LinearCall cpu_call(const float* x, std::int64_t tokens, float* y) const {
+    return {x, tokens, in_features(), weight_.data(), weight_.dtype(), out_features(), y};
+  }
   Device device() const;
   GpuRuntime* gpu() const { return gpu_; }
   // The GPU copy ([out, in], bf16 or f32), for operators that use the weight other than as x W^T.

@@ -45,8 +45,7 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
   // per slot (token x top-k), its input and output rows and its gate and up activations, f32.
   const ModelConfig& config = tree.config();
   for (std::size_t i = 0; i < tree.size(); ++i) {
-    const Module& module = tree.at(static_cast<int>(i));
-    if (module.local_name() != "experts" || module.children.empty()) continue;
+    if (!tree.is_routed_experts(static_cast<int>(i))) continue;
     if (!plan.owner_of(static_cast<int>(i)).prefill_device.is_cpu()) continue;
     const auto slots = static_cast<std::uint64_t>(std::max<std::int64_t>(budget.prefill_chunk, 0)) *
                        static_cast<std::uint64_t>(std::max(config.num_experts_per_tok, 0));

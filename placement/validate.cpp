@@ -31,7 +31,7 @@ bool does_work(const Module& module, const ModulePlacement& p) {
 // over to out_device.
 bool in_routed_experts(const ModuleTree& tree, const Module& module) {
   if (module.expert >= 0) return true;
-  return module.parent >= 0 && module.local_name() == "experts" && tree.at(module.parent).cls->role == ModuleRole::moe;
+  return tree.is_routed_experts(static_cast<int>(&module - tree.modules().data()));
 }
 
 void check_device_ranges(const PlacementPlan& plan, Diagnostics& diagnostics) {

@@ -42,12 +42,6 @@ void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, s
 void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
                          std::uint32_t* tiles);
 
-// The word of LinearProblem::x_tiles that holds input k of token t (k % 2: its half), with `chunks`
-// = ceil(in / 32): the layout above, which the AMX variant loads a 16 x 16 tile of words at a time.
-constexpr std::int64_t x_tile_word(std::int64_t t, std::int64_t k, std::int64_t chunks) {
-  return (((t / 16) * chunks + k / 32) * 16 + (k % 32) / 2) * 16 + t % 16;
-}
-
 // One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
 struct LinearBlock {
   std::int64_t row_begin, row_end;

@@ -46,6 +46,18 @@ void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block)
   linear_block_any<ScalarKernel>(problem, block);
 }
 
+namespace {
+
+// The word of LinearProblem::x_tiles that holds input k of token t (k % 2: its half), with `chunks`
+// = ceil(in / 32): the layout of linear_kernels.h, which the AMX variant loads a 16 x 16 tile of
+// words at a time. (Here, not in that header: an inline function there could be emitted by an
+// AVX-512 unit and picked by the linker for this one.)
+constexpr std::int64_t x_tile_word(std::int64_t t, std::int64_t k, std::int64_t chunks) {
+  return (((t / 16) * chunks + k / 32) * 16 + (k % 32) / 2) * 16 + t % 16;
+}
+
+}  // namespace
+
 void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
                          std::uint32_t* tiles) {
   const std::int64_t chunks = (in + 31) / 32;
