@@ -1,5 +1,10 @@
 #include "placement/placement_plan.h"
 
+#include <memory>
+#include <optional>
+
+#include "placement/rule_candidates.h"
+
 namespace switchyard {
 namespace {
 
@@ -15,6 +20,10 @@ class Walker {
     plan_.visit_of.assign(tree.size(), -1);
     plan_.rule_wins.assign(rules.rules.size(), 0);
     plan_.runaway_rules.assign(rules.rules.size(), false);
+    if (rules.rules.size() >= kIndexedFrom) {
+      plan_.name_index = std::make_shared<const ModuleNameIndex>(tree);
+      candidates_.emplace(tree, rules, *plan_.name_index);
+    }
   }
 
   PlacementPlan run() {
@@ -25,30 +34,40 @@ class Walker {
   }
 
  private:
-  int first_matching_rule(const Module& module) {
-    for (const Rule& rule : rules_.rules) {
-      if (plan_.runaway_rules[static_cast<std::size_t>(rule.index)]) continue;
-      switch (match_rule(rule, module)) {
-        case RuleMatch::match: return rule.index;
-        case RuleMatch::regex_limit:
-          plan_.runaway_rules[static_cast<std::size_t>(rule.index)] = true;
-          diagnostics_.error("regex-match-limit",
-                             "regex '" + *rule.name_pattern + "' exceeded its backtracking limit on '" + std::string(module.name) +
-                                 "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
-                                 "The rule is ignored from here on",
-                             rule.name_location, rule.index);
-          break;
-        default: break;
-      }
-    }
+  // Profiles of this many rules or more try, per module, only the rules that can match it
+  // (RuleCandidates); building the index costs more than it saves below.
+  static constexpr std::size_t kIndexedFrom = 64;
+
+  int first_matching_rule(int index, const Module& module) {
+    if (candidates_)
+      return candidates_->first(index, [&](int rule) { return tries(rules_.rules[static_cast<std::size_t>(rule)], module); });
+    for (const Rule& rule : rules_.rules)
+      if (tries(rule, module)) return rule.index;
     return -1;
+  }
+
+  // Whether `rule` wins `module`; a rule whose regex runs away is reported and dropped.
+  bool tries(const Rule& rule, const Module& module) {
+    if (plan_.runaway_rules[static_cast<std::size_t>(rule.index)]) return false;
+    switch (match_rule(rule, module)) {
+      case RuleMatch::match: return true;
+      case RuleMatch::regex_limit:
+        plan_.runaway_rules[static_cast<std::size_t>(rule.index)] = true;
+        diagnostics_.error("regex-match-limit",
+                           "regex '" + *rule.name_pattern + "' exceeded its backtracking limit on '" + std::string(module.name) +
+                               "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
+                               "The rule is ignored from here on",
+                           rule.name_location, rule.index);
+        return false;
+      default: return false;
+    }
   }
 
   void visit(int index) {
     const Module& module = tree_.at(index);
     ModulePlacement p;
     p.module = index;
-    p.rule = first_matching_rule(module);
+    p.rule = first_matching_rule(index, module);
     const Device fallback = plan_.options.default_device;
     if (p.rule < 0) {
       p.op = &default_operator();
@@ -84,6 +103,7 @@ class Walker {
   const RuleSet& rules_;
   Diagnostics& diagnostics_;
   PlacementPlan plan_;
+  std::optional<RuleCandidates> candidates_;
 };
 
 }  // namespace

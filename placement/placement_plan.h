@@ -3,6 +3,7 @@
 // does it: depth first in module order; for each module the first rule (in file order) whose
 // class and name both hold wins; `recursive: false` stops the walk below the module; a module no
 // rule matches is "default" on the default device.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "core/device.h"
 #include "core/diagnostics.h"
 #include "core/module_tree.h"
+#include "placement/module_name_index.h"
 #include "placement/rule_set.h"
 
 namespace switchyard {
@@ -40,6 +42,7 @@ struct PlacementPlan {
   std::vector<int> rule_wins;            // per rule: modules it placed
   int model_rule = -1;                   // rule that placed the decoder stack ("model"), if any
   std::vector<bool> runaway_rules;       // per rule: its regex hit the backtracking limit; ignored since
+  std::shared_ptr<const ModuleNameIndex> name_index;  // built by the walk for large profiles, else null
 
   const ModulePlacement* placement_of(int module) const {
     const int v = visit_of[static_cast<std::size_t>(module)];

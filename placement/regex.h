@@ -1,10 +1,15 @@
 #pragma once
-// Regex: a PCRE2 pattern compiled once (JIT where the platform has it) and searched anywhere in
-// a subject, like Python's re.search. Matching is bounded: a pattern that backtracks
-// catastrophically stops at a match limit and reports it instead of hanging.
+// Regex: a PCRE2 pattern compiled once and searched anywhere in a subject, like Python's
+// re.search. Matching is bounded: a pattern that backtracks catastrophically stops at a match
+// limit and reports it instead of hanging. A search first looks for the pattern's required literals
+// (placement/required_literal.h) and answers no_match without PCRE2 when the subject lacks one;
+// a pattern is JIT-compiled once it has been run kJitAfterSearches times, since most of a large
+// profile's patterns are rejected by their literal alone and compiling them would cost more than
+// every search they make.
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace switchyard {
 
@@ -22,14 +27,17 @@ class Regex {
 
   Outcome search(std::string_view subject) const;
   const std::string& pattern() const { return pattern_; }
+  // Runs of bytes every match contains, longest first; none when they cannot be read off.
+  const std::vector<std::string>& required_literals() const;
   bool valid() const { return code_ != nullptr; }
 
   // Backtracking steps one search may take; module names are short, so honest patterns stay far
   // below this, and a runaway pattern ends within milliseconds.
   static constexpr unsigned kMatchLimit = 200000;
+  static constexpr unsigned kJitAfterSearches = 16;
 
  private:
-  struct State;
+  struct State;  // shared by copies; searches mutate its match data, so one search at a time
   std::string pattern_;
   std::shared_ptr<State> code_;
 };

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "core/text.h"
+#include "placement/module_name_index.h"
 
 namespace switchyard {
 namespace {
@@ -230,28 +233,37 @@ void check_default_fallbacks(const PlacementPlan& plan, Diagnostics& diagnostics
 }
 
 // Why a rule never won: it matches nothing, everything it matches went to earlier rules, or its
-// modules sit below a `recursive: false` operator.
+// modules sit below a `recursive: false` operator. Each rule is tried only on the modules whose
+// names can hold its regex's required literal (ModuleNameIndex), in walk order, so that a profile
+// of many rules is not checked against every module of the tree once per rule.
 void check_dead_rules(const PlacementPlan& plan, Diagnostics& diagnostics) {
   const ModuleTree& tree = *plan.tree;
+  std::shared_ptr<const ModuleNameIndex> index = plan.name_index;
   for (const Rule& rule : plan.rules->rules) {
     const auto i = static_cast<std::size_t>(rule.index);
     if (!rule.matchable || plan.rule_wins[i] > 0 || plan.runaway_rules[i]) continue;
+    if (!index) index = std::make_shared<const ModuleNameIndex>(tree);
+    const std::optional<std::vector<int>> candidates =
+        rule.name_pattern ? index->candidates(rule.name_regex.required_literals()) : std::nullopt;
+    const std::size_t count = candidates ? candidates->size() : tree.size();
+    const auto candidate = [&](std::size_t k) { return candidates ? (*candidates)[k] : static_cast<int>(k); };
     std::string reason;
-    for (const ModulePlacement& p : plan.visited) {
-      if (match_rule(rule, tree.at(p.module)) != RuleMatch::match) continue;
-      reason = "every module it matches is taken by an earlier rule (e.g. " + std::string(tree.at(p.module).name) + " by " +
+    for (std::size_t k = 0; k < count && reason.empty(); ++k) {
+      const int m = candidate(k);
+      const int visit = plan.visit_of[static_cast<std::size_t>(m)];
+      if (visit < 0 || match_rule(rule, tree.at(m)) != RuleMatch::match) continue;
+      const ModulePlacement& p = plan.visited[static_cast<std::size_t>(visit)];
+      reason = "every module it matches is taken by an earlier rule (e.g. " + std::string(tree.at(m).name) + " by " +
                rule_ref(plan.rules->rules[static_cast<std::size_t>(p.rule)]) + ")";
-      break;
     }
-    if (reason.empty()) {
-      for (std::size_t i = 0; i < tree.size() && reason.empty(); ++i) {
-        if (plan.visit_of[i] >= 0 || match_rule(rule, tree.at(static_cast<int>(i))) != RuleMatch::match) continue;
-        const ModulePlacement& owner = plan.owner_of(static_cast<int>(i));
-        reason = "the modules it matches (e.g. " + std::string(tree.at(static_cast<int>(i)).name) + ") sit below " +
-                 std::string(tree.at(owner.module).name) + ", which " +
-                 (owner.rule >= 0 ? rule_ref(plan.rules->rules[static_cast<std::size_t>(owner.rule)]) : std::string("a rule")) +
-                 " places with recursive: false";
-      }
+    for (std::size_t k = 0; k < count && reason.empty(); ++k) {
+      const int m = candidate(k);
+      if (plan.visit_of[static_cast<std::size_t>(m)] >= 0 || match_rule(rule, tree.at(m)) != RuleMatch::match) continue;
+      const ModulePlacement& owner = plan.owner_of(m);
+      reason = "the modules it matches (e.g. " + std::string(tree.at(m).name) + ") sit below " +
+               std::string(tree.at(owner.module).name) + ", which " +
+               (owner.rule >= 0 ? rule_ref(plan.rules->rules[static_cast<std::size_t>(owner.rule)]) : std::string("a rule")) +
+               " places with recursive: false";
     }
     if (reason.empty()) {
       std::string what;
