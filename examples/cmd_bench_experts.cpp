@@ -100,7 +100,7 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
     if (!find_arch_preset(shape)) {
       std::string presets;
       for (const ArchPreset& p : arch_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
-      throw InputError("--shape '" + shape + "' is not a preset; presets: " + presets);
+      throw InputError("--shape " + quoted_argument(shape) + " is not a preset; presets: " + presets);
     }
   const StreamResult stream = stream_triad(options.stream_bytes);
   // Decode's one token keeps f32 activations; the prefill's expert groups may round them (AMX).

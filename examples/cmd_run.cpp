@@ -61,7 +61,7 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
       if (used != item.size() || value < 0 || value > INT32_MAX) throw std::invalid_argument(item);
       ids.push_back(static_cast<std::int32_t>(value));
     } catch (const std::exception&) {
-      throw InputError("--prompt_ids: '" + item + "' is not a token id (write e.g. 1,2,3)");
+      throw InputError("--prompt_ids: " + quoted_argument(item) + " is not a token id (write e.g. 1,2,3)");
     }
   }
   return ids;

@@ -18,16 +18,11 @@
 #include "placement/memory_estimate.h"
 
 namespace switchyard::cli {
-namespace {
 
-// A flag's text as an error quotes it: whole when short, its first 40 characters otherwise (an
-// argument may be megabytes long).
-std::string shown(const std::string& text) {
+std::string quoted_argument(const std::string& text) {
   constexpr std::size_t kShown = 40;
   return "'" + (text.size() <= kShown ? text : text.substr(0, kShown) + "...") + "'";
 }
-
-}  // namespace
 
 template <typename Integer>
 CLI::Validator integer_range(Integer low, Integer high) {
@@ -42,8 +37,8 @@ CLI::Validator integer_range(Integer low, Integer high) {
                                        text.find_first_not_of("0123456789", 1) == std::string::npos;
     if (negative_for_unsigned || (error == std::errc::result_out_of_range && stop == end) ||
         (error == std::errc() && stop == end && (value < low || value > high)))
-      return shown(text) + " is outside " + range;
-    if (error != std::errc() || stop != end) return shown(text) + " is not a whole number (" + range + ")";
+      return quoted_argument(text) + " is outside " + range;
+    if (error != std::errc() || stop != end) return quoted_argument(text) + " is not a whole number (" + range + ")";
     text = std::to_string(value);
     return {};
   };
@@ -141,7 +136,7 @@ void apply_cpu_kernels(const std::string& value) {
     return list;
   };
   const std::optional<cpu::Isa> isa = cpu::isa_named(value);
-  if (!isa) throw InputError("--cpu_kernels: '" + value + "' is not a variant (auto, " + variants(false) + ")");
+  if (!isa) throw InputError("--cpu_kernels: " + quoted_argument(value) + " is not a variant (auto, " + variants(false) + ")");
   if (!cpu::isa_supported(*isa))
     throw InputError("--cpu_kernels: this CPU cannot run the " + value + " kernels; it runs " + variants(true));
   cpu::choose_isa(*isa);
@@ -162,7 +157,7 @@ CheckOptions ModelOptions::to_check_options() const {
     std::string item;
     while (std::getline(list, item, ',')) {
       const auto bytes = parse_byte_size(item);
-      if (!bytes) throw InputError("--gpu_memory: '" + item + "' is not a size (write e.g. 24GiB or 80GB)");
+      if (!bytes) throw InputError("--gpu_memory: " + quoted_argument(item) + " is not a size (write e.g. 24GiB or 80GB)");
       options.budget.gpu_bytes.push_back(*bytes);
     }
     if (gpus && options.budget.gpu_bytes.size() > 1 && static_cast<int>(options.budget.gpu_bytes.size()) != *gpus)
@@ -171,7 +166,7 @@ CheckOptions ModelOptions::to_check_options() const {
   }
   if (!cpu_memory.empty()) {
     options.budget.cpu_bytes = parse_byte_size(cpu_memory);
-    if (!options.budget.cpu_bytes) throw InputError("--cpu_memory: '" + cpu_memory + "' is not a size (write e.g. 512GiB)");
+    if (!options.budget.cpu_bytes) throw InputError("--cpu_memory: " + quoted_argument(cpu_memory) + " is not a size (write e.g. 512GiB)");
   }
   if (max_context < 1 || max_context > kMaxContextTokens)
     throw InputError("--max_context " + std::to_string(max_context) + " is outside 1 to 2^32 (" +
@@ -179,7 +174,7 @@ CheckOptions ModelOptions::to_check_options() const {
   options.budget.max_context = max_context;
   if (!default_device.empty()) {
     options.default_device = parse_device(default_device);
-    if (!options.default_device) throw InputError("--default_device: '" + default_device + "' is not a device (cpu, cuda:N)");
+    if (!options.default_device) throw InputError("--default_device: " + quoted_argument(default_device) + " is not a device (cpu, cuda:N)");
   }
   return options;
 }

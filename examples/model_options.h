@@ -34,6 +34,10 @@ struct ModelOptions {
   CheckOptions to_check_options() const;
 };
 
+// A user's argument as an error message quotes it: 'whole' when short, its first 40 characters
+// and "..." otherwise (an argument may be megabytes long).
+std::string quoted_argument(const std::string& text);
+
 // --max_context's largest value: 2^32 tokens, far past any model's trained context.
 constexpr std::int64_t kMaxContextTokens = std::int64_t{1} << 32;
 

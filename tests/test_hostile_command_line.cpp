@@ -561,3 +561,23 @@ TEST_CASE("make-model: a write that fails leaves no file of the run behind") {
   CHECK(forced.exit_code == 2);
   CHECK(directory_bytes(kept) == std::map<std::string, std::string>{{"notes.txt", "keep"}});
 }
+
+TEST_CASE("command line: a megabyte argument is quoted in part in its error") {
+  SeededRng rng;
+  INFO("seed " << rng.seed);
+  // Arguments near the system's limit for one (128 KiB on Linux), of random digits.
+  std::string digits(100'000 + rng.below(20'000), '0');
+  for (char& c : digits) c = static_cast<char>('0' + rng.below(10));
+  digits[0] = '1';
+  for (const std::string& arguments :
+       {"run --prompt_ids " + digits, "run --max_new_tokens " + digits, "run --cpu_infer " + digits,
+        "check --arch tiny-mixtral --optimize_config_path x.yaml --gpu_memory " + digits + "x",
+        "check --arch tiny-mixtral --optimize_config_path x.yaml --default_device " + digits,
+        "bench experts --shape " + digits}) {
+    const CommandResult refused = run_both(arguments);
+    INFO(arguments.substr(0, 60) << ": " << refused.output.substr(0, 300));
+    CHECK(refused.exit_code == 2);
+    CHECK(contains(refused.output, digits.substr(0, 40) + "..."));
+    CHECK(refused.output.size() < 2000);
+  }
+}
