@@ -1,6 +1,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,9 +20,14 @@ std::atomic<unsigned> temporary_counter{0};
 
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
   if (target_.empty() || !target_.has_filename()) throw InputError("'" + target_.string() + "' is not a file name to write");
-  std::error_code ec;
-  if (std::filesystem::is_directory(target_, ec))
-    throw InputError(target_.string() + ": is a directory; give a file name to write");
+  // rename(2) would replace whatever the target is: a device such as /dev/null, a FIFO, a socket.
+  struct stat existing {};
+  if (::stat(target_.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
+    const mode_t m = existing.st_mode;
+    const char* kind = S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+                     : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+    throw InputError(target_.string() + ": is " + kind + "; give a file name to write");
+  }
   const std::filesystem::path folder = target_.has_parent_path() ? target_.parent_path() : std::filesystem::path(".");
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
     temporary_ = folder / ("." + target_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +

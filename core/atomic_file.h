@@ -13,7 +13,8 @@ namespace switchyard {
 class AtomicFile {
  public:
   // Creates the temporary ".<name>.tmp-<pid>-<n>" beside `target`. Throws InputError (exit 2)
-  // naming the target when its folder cannot take it.
+  // naming the target when its folder cannot take it, or when the target exists and is not a
+  // regular file (a directory, /dev/null, a FIFO: the rename would replace it).
   explicit AtomicFile(std::filesystem::path target);
   ~AtomicFile();  // removes the temporary unless committed
   AtomicFile(const AtomicFile&) = delete;

@@ -1,16 +1,22 @@
 #include "core/make_model.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <future>
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "core/arch_presets.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/module_tree.h"
 #include "core/random_weights.h"
@@ -53,29 +59,75 @@ ModelConfig preset_config(const MakeModelOptions& o) {
   return config;
 }
 
-bool is_checkpoint_weight_file(const std::string& name) {
-  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
-  return name == "model.safetensors" || name == "model.safetensors.index.json" || std::regex_match(name, shard);
+// The files a checkpoint of make-model's consists of, and the temporaries AtomicFile writes them
+// to (".<name>.tmp-<pid>-<n>"), which a killed run leaves behind.
+bool is_checkpoint_file(const std::string& name) {
+  static const std::regex checkpoint(R"((config\.json|model\.safetensors|model\.safetensors\.index\.json|)"
+                                     R"(model-\d{5}-of-\d{5}\.safetensors))");
+  static const std::regex temporary(R"(\.(.+)\.tmp-\d+-\d+)");
+  std::smatch parts;
+  if (std::regex_match(name, parts, temporary)) return std::regex_match(parts[1].str(), checkpoint);
+  return std::regex_match(name, checkpoint);
 }
 
-// Refuses a non-empty directory without `force`; with it, removes the weight files of an earlier
-// checkpoint so that stale shards cannot mix with the new ones.
-void prepare_out_dir(const fs::path& dir, bool force) {
-  if (dir.empty()) throw InputError("--out is empty; give the directory to write the checkpoint into");
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw InputError(dir.string() + ": exists and is not a directory");
-  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec)) {
-    if (!force)
-      throw InputError(dir.string() + ": directory is not empty; pass --force to overwrite the checkpoint in it");
+// The output directory, held for the whole run: an exclusive flock(2) on the directory itself (no
+// lock file to leave behind), which the kernel drops when the process ends, however it ends.
+class OutputDirectory {
+ public:
+  // Creates `dir` when it is missing and locks it. Another run's lock is an InputError, and so
+  // is a non-empty directory without `force`; with it, an earlier checkpoint's files (and
+  // temporaries a killed run left) are removed, so that stale shards cannot mix with the new ones.
+  OutputDirectory(const fs::path& dir, bool force) : dir_(dir) {
+    if (dir.empty()) throw InputError("--out is empty; give the directory to write the checkpoint into");
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw InputError(dir.string() + ": exists and is not a directory");
+    created_ = fs::create_directories(dir, ec);
+    if (ec) throw InputError(dir.string() + ": cannot create directory (" + ec.message() + ")");
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot open the directory (" + std::string(std::strerror(errno)) + ")");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK)
+        fail("another make-model is writing a checkpoint into this directory; wait for it to end or give another --out");
+      fail("cannot lock the directory against other make-model runs (" + std::string(std::strerror(errno)) + ")");
+    }
+    // Only now, under the lock: a run that finished a moment ago has left a full directory.
+    const bool empty = fs::is_empty(dir, ec);
+    if (ec) fail("cannot list the directory (" + ec.message() + ")");
+    if (empty) return;
+    if (!force) fail("directory is not empty; pass --force to overwrite the checkpoint in it");
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
-      if (entry.is_regular_file() && is_checkpoint_weight_file(entry.path().filename().string()) &&
-          !fs::remove(entry.path(), ec))
-        throw InputError(entry.path().string() + ": cannot remove the old file (" + ec.message() + ")");
+      if (entry.is_regular_file() && is_checkpoint_file(entry.path().filename().string()) && !fs::remove(entry.path(), ec))
+        fail("cannot remove the old file " + entry.path().filename().string() + " (" + ec.message() + ")");
   }
-  fs::create_directories(dir, ec);
-  if (ec) throw InputError(dir.string() + ": cannot create directory (" + ec.message() + ")");
-}
+  ~OutputDirectory() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  OutputDirectory(const OutputDirectory&) = delete;
+  OutputDirectory& operator=(const OutputDirectory&) = delete;
+
+  // A file of this run, renamed into place.
+  void placed(const fs::path& file) { placed_.push_back(file); }
+  // After a failure: removes the files this run placed, and the directory when this run made it
+  // (and nothing else is in it), so that a failed run leaves nothing of its own behind.
+  void undo() noexcept {
+    std::error_code ignored;
+    for (const fs::path& file : placed_) fs::remove(file, ignored);
+    if (created_ && fs::is_empty(dir_, ignored)) fs::remove(dir_, ignored);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    throw InputError(dir_.string() + ": " + what);
+  }
+
+  fs::path dir_;
+  int fd_ = -1;
+  bool created_ = false;
+  std::vector<fs::path> placed_;
+};
 
 std::vector<PlannedTensor> plan_tensors(const ModuleTree& tree) {
   std::vector<PlannedTensor> tensors;
@@ -111,18 +163,11 @@ std::string shard_file_name(std::size_t index, std::size_t count) {
   return name;
 }
 
-void write_text_file(const fs::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(file.string() + ": cannot create");
-  out << text;
-  out.close();
-  if (!out) throw InputError(file.string() + ": write failed (disk full?)");
-}
-
 // Chunk k + 1 is generated (on all cores) while a helper thread writes chunk k, so the disk and the
 // generator work at the same time; two buffers of kChunkBytes are all the memory this takes.
-void write_shard(const fs::path& file, const Shard& shard, std::uint64_t seed,
-                 std::array<std::vector<std::byte>, 2>& buffers) {
+// Returns the file's size in bytes.
+std::uint64_t write_shard(const fs::path& file, const Shard& shard, std::uint64_t seed,
+                          std::array<std::vector<std::byte>, 2>& buffers) {
   std::vector<SafetensorsEntry> entries;
   for (const PlannedTensor& t : shard) entries.push_back(t.entry);
   SafetensorsWriter writer(file, std::move(entries));
@@ -149,23 +194,18 @@ void write_shard(const fs::path& file, const Shard& shard, std::uint64_t seed,
   }
   wait_for_write();
   writer.finish();
+  return writer.header_bytes() + writer.data_bytes();
 }
 
-}  // namespace
-
-MakeModelSummary make_model(const MakeModelOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const WeightScheme& scheme = scheme_for_dtype(options.dtype);
-  MakeModelSummary summary;
-  summary.config = preset_config(options);
-  if (options.max_shard_bytes == 0) throw InputError("max_shard_bytes must be positive");
-  prepare_out_dir(options.out_dir, options.force);
-
+// Every file goes to a temporary beside it and is renamed into place when complete (AtomicFile):
+// the shards, then the index, then config.json, so that a directory with a config.json holds a
+// whole checkpoint, all of one run.
+void write_checkpoint(const MakeModelOptions& options, const WeightScheme& scheme, MakeModelSummary& summary,
+                      OutputDirectory& out) {
   const ModuleTree tree = build_module_tree(summary.config, scheme);
   summary.parameters = tree.total_parameter_count();
   for (int layer = 0; layer < summary.config.num_hidden_layers; ++layer)
     summary.has_moe_layer = summary.has_moe_layer || summary.config.is_moe_layer(layer);
-  write_text_file(options.out_dir / "config.json", model_config_to_json(summary.config).dump(2) + "\n");
 
   const std::vector<Shard> shards = plan_shards(plan_tensors(tree), options.max_shard_bytes);
   nlohmann::json weight_map = nlohmann::json::object();
@@ -173,10 +213,8 @@ MakeModelSummary make_model(const MakeModelOptions& options) {
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shard_file_name(s, shards.size());
     const fs::path file = options.out_dir / name;
-    write_shard(file, shards[s], options.seed, buffers);
-    std::error_code ec;
-    const std::uint64_t file_bytes = fs::file_size(file, ec);
-    if (ec) throw InputError(file.string() + ": cannot read its size (" + ec.message() + ")");
+    const std::uint64_t file_bytes = write_shard(file, shards[s], options.seed, buffers);
+    out.placed(file);
     for (const PlannedTensor& t : shards[s]) {
       weight_map[t.entry.name] = name;
       summary.tensor_bytes += t.entry.bytes();
@@ -188,7 +226,27 @@ MakeModelSummary make_model(const MakeModelOptions& options) {
   }
   if (shards.size() > 1) {
     const nlohmann::json index = {{"metadata", {{"total_size", summary.tensor_bytes}}}, {"weight_map", weight_map}};
-    write_text_file(options.out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    write_file_atomically(options.out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    out.placed(options.out_dir / "model.safetensors.index.json");
+  }
+  write_file_atomically(options.out_dir / "config.json", model_config_to_json(summary.config).dump(2) + "\n");
+  out.placed(options.out_dir / "config.json");
+}
+
+}  // namespace
+
+MakeModelSummary make_model(const MakeModelOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const WeightScheme& scheme = scheme_for_dtype(options.dtype);
+  MakeModelSummary summary;
+  summary.config = preset_config(options);
+  if (options.max_shard_bytes == 0) throw InputError("max_shard_bytes must be positive");
+  OutputDirectory out(options.out_dir, options.force);
+  try {
+    write_checkpoint(options, scheme, summary, out);
+  } catch (...) {
+    out.undo();
+    throw;
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -1,6 +1,6 @@
 #pragma once
-// make_model: a complete HF-format checkpoint of a built-in preset with random weights (config.json,
-// then model.safetensors, or model-0000K-of-0000N.safetensors shards with
+// make_model: a complete HF-format checkpoint of a built-in preset with random weights (config.json
+// and model.safetensors, or model-0000K-of-0000N.safetensors shards with
 // model.safetensors.index.json past `max_shard_bytes`, as save_pretrained lays them out). The tensors
 // are exactly the module tree's parameters, in tree order; values come from core/random_weights.h,
 // so the same seed gives the same bytes.
@@ -21,7 +21,7 @@ struct MakeModelOptions {
   std::uint64_t seed = 0;
   std::string dtype = "bf16";                   // bf16 or f32 (bf16: e_score_correction_bias stays f32)
   std::optional<int> layers;                    // overrides num_hidden_layers
-  bool force = false;                           // write into a non-empty out_dir
+  bool force = false;                           // write into a non-empty out_dir (not one another run holds)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB": tensor bytes per shard
   // Called after each safetensors file is closed, with its path and size in bytes.
   std::function<void(const std::filesystem::path&, std::uint64_t)> on_file_written;
@@ -38,8 +38,15 @@ struct MakeModelSummary {
   bool has_moe_layer = false;
 };
 
+// Writes the checkpoint into out_dir, which it creates when missing and locks for the whole run
+// (flock on the directory: a second run into it fails at once). Each file goes to a temporary
+// beside it and is renamed into place when complete, config.json last: a directory with a
+// config.json holds a whole checkpoint of one run. With `force`, an earlier checkpoint's files
+// are removed first; other files stay.
 // Throws InputError (exit status 2) for an unknown preset, an unsupported dtype, a bad layer count,
-// a non-empty out_dir without `force`, and any file that cannot be written, naming it.
+// a directory another run holds, a non-empty out_dir without `force`, and any file that cannot be
+// written, naming it; then the files this run placed are removed again, and out_dir too when this
+// run created it.
 MakeModelSummary make_model(const MakeModelOptions& options);
 
 }  // namespace switchyard

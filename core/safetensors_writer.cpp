@@ -1,10 +1,5 @@
 #include "core/safetensors_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -12,12 +7,6 @@
 #include "core/error.h"
 
 namespace switchyard {
-namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-}  // namespace
-
 std::uint64_t SafetensorsEntry::bytes() const {
   std::uint64_t elements = 1;
   for (std::int64_t d : shape) elements *= static_cast<std::uint64_t>(d);
@@ -54,8 +43,7 @@ SafetensorsWriter::SafetensorsWriter(std::filesystem::path file, std::vector<Saf
     : file_(std::move(file)), tensors_(std::move(tensors)), current_(tensors_.size()) {
   const std::string header = safetensors_header_json(tensors_, file_);
   for (const SafetensorsEntry& t : tensors_) data_bytes_ += t.bytes();
-  fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("cannot create (" + errno_text() + ")");
+  out_ = std::make_unique<AtomicFile>(file_);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
   write_all(length, sizeof length);
@@ -63,23 +51,12 @@ SafetensorsWriter::SafetensorsWriter(std::filesystem::path file, std::vector<Saf
   header_bytes_ = 8 + header.size();
 }
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+SafetensorsWriter::~SafetensorsWriter() = default;
 
 void SafetensorsWriter::fail(const std::string& what) const { throw InputError(file_.string() + ": " + what); }
 
 void SafetensorsWriter::write_all(const void* data, std::size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write failed (" + errno_text() + ")");  // ENOSPC reads "No space left on device"
-    }
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
+  out_->write(data, size);  // a short write (disk full, file-size limit) throws, naming the file
 }
 
 void SafetensorsWriter::check_current_complete() const {
@@ -91,7 +68,7 @@ void SafetensorsWriter::check_current_complete() const {
 }
 
 void SafetensorsWriter::begin_tensor(std::string_view name) {
-  if (finished_ || fd_ < 0) fail("tensor '" + std::string(name) + "' begun after the file was finished");
+  if (finished_ || !out_) fail("tensor '" + std::string(name) + "' begun after the file was finished");
   check_current_complete();
   const std::size_t next = started_ ? current_ + 1 : 0;
   if (next >= tensors_.size()) fail("tensor '" + std::string(name) + "' is not in the header, or comes after the last");
@@ -120,10 +97,10 @@ void SafetensorsWriter::finish() {
     fail("finished after " + std::to_string(done) + " of " + std::to_string(tensors_.size()) +
          " tensors; the next missing one is '" + tensors_[done].name + "'");
   finished_ = true;
-  const int fd = fd_;
-  fd_ = -1;
-  // close() is where some file systems (NFS, quotas) report a failed write.
-  if (::close(fd) != 0) fail("close failed (" + errno_text() + ")");
+  // fsync and close are where some file systems (NFS, quotas) report a failed write; the
+  // rename makes the file appear whole.
+  const std::unique_ptr<AtomicFile> out = std::move(out_);
+  out->commit();
 }
 
 }  // namespace switchyard

@@ -9,11 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/dtype.h"
 
 namespace switchyard {
@@ -31,9 +33,10 @@ std::string safetensors_header_json(const std::vector<SafetensorsEntry>& tensors
 
 class SafetensorsWriter {
  public:
-  // Creates (truncates) `file` and writes the header. Throws InputError naming the file.
+  // Writes the header to a temporary file beside `file` (AtomicFile): `file` itself is either as
+  // it was or, after finish(), complete; never half written. Throws InputError naming the file.
   SafetensorsWriter(std::filesystem::path file, std::vector<SafetensorsEntry> tensors);
-  ~SafetensorsWriter();  // closes the file; an unfinished file stays as it is (truncated)
+  ~SafetensorsWriter();  // an unfinished file's temporary is removed; `file` is left as it was
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
@@ -41,7 +44,8 @@ class SafetensorsWriter {
   void begin_tensor(std::string_view name);
   // Appends bytes to the current tensor; more than it holds is an error.
   void write(std::span<const std::byte> bytes);
-  // Checks that every tensor got all its bytes, flushes and closes. Throws InputError otherwise.
+  // Checks that every tensor got all its bytes, flushes to disk and renames the temporary over
+  // `file`. Throws InputError otherwise, and then `file` is as it was.
   void finish();
 
   const std::filesystem::path& file() const { return file_; }
@@ -55,7 +59,7 @@ class SafetensorsWriter {
 
   std::filesystem::path file_;
   std::vector<SafetensorsEntry> tensors_;
-  int fd_ = -1;
+  std::unique_ptr<AtomicFile> out_;  // null once finished
   std::size_t current_ = 0;           // index of the tensor being written; tensors_.size() before the first
   std::uint64_t current_written_ = 0; // bytes of tensors_[current_] written so far
   bool started_ = false;

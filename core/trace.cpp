@@ -4,10 +4,10 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #if SWITCHYARD_HAVE_NVTX
@@ -200,8 +200,21 @@ std::string Tracer::profile_table() const {
 }
 
 void Tracer::write_chrome_trace(const std::filesystem::path& file) const {
-  std::ofstream out(file);
-  if (!out) throw InputError(file.string() + ": cannot write the trace");
+  AtomicFile out(file);
+  write_chrome_trace(out);
+  out.commit();
+}
+
+void Tracer::write_chrome_trace(AtomicFile& file) const {
+  // Events are formatted into `out` and handed to the file a block at a time: a long run's trace
+  // never sits whole in memory a second time.
+  constexpr std::size_t kBlockBytes = 1 << 20;
+  std::ostringstream out;
+  const auto flush = [&](bool always) {
+    if (!always && out.tellp() < static_cast<std::streamoff>(kBlockBytes)) return;
+    file.write(out.view());
+    out.str({});
+  };
   const std::int64_t origin = events_.empty() ? 0 : events_.front().start_ns;
   std::int64_t first = origin;
   for (const Event& e : events_) first = std::min(first, e.start_ns);
@@ -219,8 +232,10 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) const {
         << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << 1 + e.lane << ",\"ts\":" << static_cast<double>(e.start_ns - first) / 1e3
         << ",\"dur\":" << static_cast<double>(e.end_ns - e.start_ns) / 1e3 << ",\"args\":{\"layer\":" << e.layer
         << ",\"step\":" << e.step << "}}";
+    flush(false);
   }
   out << "\n]}\n";
+  flush(true);
 }
 
 }  // namespace switchyard

@@ -18,6 +18,8 @@
 
 namespace switchyard {
 
+class AtomicFile;
+
 enum class Region : std::uint8_t {
   prefill, decode_step, self_attention, moe_gate, cpuinfer_submit, routed_experts, shared_experts,
   cpuinfer_sync, dense_mlp, lm_head, count
@@ -77,8 +79,12 @@ class Tracer {
   // Per-layer milliseconds per decode step and the attention : MoE split; with GPU lanes also the
   // time the GPU waited for the CPU experts and the GPU's time outside any region (launch gaps).
   std::string profile_table() const;
-  // Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev), one lane per thread of work.
+  // Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev), one lane per thread of work,
+  // written to `file` whole or not at all (AtomicFile).
   void write_chrome_trace(const std::filesystem::path& file) const;
+  // The same into `out`, which the caller commits: a command opens it before its run, so that a
+  // path it cannot write is an error before the work, not after it.
+  void write_chrome_trace(AtomicFile& out) const;
 
  private:
   std::vector<bool> nvtx_layers_;

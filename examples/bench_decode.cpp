@@ -1,7 +1,5 @@
 #include "examples/bench_decode.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -247,15 +245,19 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
 
 void DecodeBenchOptions::add_to(CLI::App& command) {
   model.add_to(command);
-  command.add_option("--prompt_tokens", prompt_tokens, "tokens in the timed prefill")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  command.add_option("--decode_tokens", decode_tokens, "decode steps timed")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  command.add_option("--prompt_tokens", prompt_tokens, "tokens in the timed prefill")
+      ->capture_default_str()
+      ->transform(integer_range(1, 1 << 20));
+  command.add_option("--decode_tokens", decode_tokens, "decode steps timed")
+      ->capture_default_str()
+      ->transform(integer_range(1, 1 << 20));
   command.add_option("--profile_tokens", profile_tokens, "decode steps timed again with --profile's events (0: none)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  command.add_option("--cpu_infer", cpu_infer, "CPU threads for the CPU experts (default: all cores)");
+      ->transform(integer_range(0, 1 << 20));
+  add_cpu_threads_option(command, "--cpu_infer", cpu_infer, "CPU threads for the CPU experts (default: all cores)");
   add_cpu_kernels_option(command, cpu_kernels);
   command.add_option("--use_cuda_graph", use_cuda_graph, "decode steps as CUDA graphs (true|false)")->capture_default_str();
-  command.add_option("--seed", seed, "seed of the random prompt")->capture_default_str();
+  command.add_option("--seed", seed, "seed of the random prompt")->capture_default_str()->transform(whole_number<unsigned>());
   command.add_option("--leave_out", leave_out,
                      "time the GPU side again without the kernels whose names contain these words (comma-separated; "
                      "one group per use of the option): their cost in the chain, against all kernels, steps one at a "
@@ -268,7 +270,7 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
                      "switch (no spread between processes)");
   command.add_option("--ab_rounds", ab_rounds, "timings of each side of --ab_env")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+      ->transform(integer_range(1, 64));
   command.add_flag("--timeline", timeline,
                    "time the GPU side again with every kernel's wait end stamped on the device: each kernel's "
                    "share of a decode step's chain, by kernel and along one layer");
@@ -276,6 +278,7 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
 
 int DecodeBenchOptions::run() const {
   if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
+  apply_cpu_threads(cpu_infer);
   CheckOptions options = model.to_check_options();
   // The prompt, the timed steps (with and without the CPU experts' work, again for the leave-out
   // groups and the timeline), the profiled ones.
@@ -295,7 +298,6 @@ int DecodeBenchOptions::run() const {
   if ((!leave_out.empty() || timeline || !ab_env.empty()) && (!on_gpu || !kWithCuda))
     throw InputError(std::string(timeline ? "--timeline" : !ab_env.empty() ? "--ab_env" : "--leave_out") +
                      " times GPU kernels: this placement (or this build) runs nothing on a GPU");
-  if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
   apply_cpu_kernels(cpu_kernels);
 
   const StreamResult stream = stream_triad();

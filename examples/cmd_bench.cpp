@@ -131,14 +131,21 @@ Runner add_bench_command(CLI::App& app) {
   auto experts = std::make_shared<ExpertsBenchOptions>();
   CLI::App* experts_sub = bench->add_subcommand("experts", "CPU routed experts (bf16) vs STREAM: decode GB/s, prefill TFLOP/s");
   experts_sub->add_option("--shape", experts->shapes, "presets whose expert shapes to time (default deepseek-v2-lite deepseek-v3)");
-  experts_sub->add_option("--threads", experts->threads, "CPU threads (default: all cores)");
+  add_cpu_threads_option(*experts_sub, "--threads", experts->threads, "CPU threads (default: all cores)");
   add_cpu_kernels_option(*experts_sub, experts->cpu_kernels);
-  experts_sub->add_option("--repeat", experts->repeat, "decode steps timed")->capture_default_str();
-  experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")->capture_default_str();
-  experts_sub->add_option("--stream_mib", [experts](const CLI::results_t& r) {
-    experts->stream_bytes = std::stoull(r[0]) << 20;
-    return true;
-  }, "STREAM array size in MiB (default 512)");
+  experts_sub->add_option("--repeat", experts->repeat, "decode steps timed")
+      ->capture_default_str()
+      ->transform(integer_range(1, 10000));
+  // A prefill's activations and outputs: 2 x tokens x hidden f32, 0.9 GiB at 16384 tokens of DeepSeek-V3.
+  experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")
+      ->capture_default_str()
+      ->transform(integer_range<std::int64_t>(1, 16384));
+  // STREAM's three arrays take 3 x this; 64 GiB in all at the largest.
+  experts_sub
+      ->add_option_function<std::size_t>(
+          "--stream_mib", [experts](std::size_t mib) { experts->stream_bytes = mib << 20; },
+          "STREAM array size in MiB (default 512)")
+      ->transform(integer_range<std::size_t>(1, 16384));
   auto decode = std::make_shared<DecodeBenchOptions>();
   CLI::App* decode_sub = bench->add_subcommand(
       "decode", "a placed model end to end: prefill and decode tokens/s, the per-token split, STREAM and HBM ceilings");

@@ -1,8 +1,6 @@
 // switchyard bench experts: one MoE layer's routed experts on the CPU, bf16 weights, as the
 // decode step (one token, top-k experts: bandwidth bound) and a 128-token prefill (compute
 // bound), beside the STREAM triad bandwidth measured in the same run.
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -94,10 +92,16 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
 }
 
 int run_bench_experts(const ExpertsBenchOptions& options) {
-  if (options.threads > 0) omp_set_num_threads(options.threads);
+  apply_cpu_threads(options.threads);
   apply_cpu_kernels(options.cpu_kernels);
   std::vector<std::string> shapes = options.shapes;
   if (shapes.empty()) shapes = {"deepseek-v2-lite", "deepseek-v3"};
+  for (const std::string& shape : shapes)  // before the STREAM run: a typo costs no minute
+    if (!find_arch_preset(shape)) {
+      std::string presets;
+      for (const ArchPreset& p : arch_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
+      throw InputError("--shape " + quoted_argument(shape) + " is not a preset; presets: " + presets);
+    }
   const StreamResult stream = stream_triad(options.stream_bytes);
   // Decode's one token keeps f32 activations; the prefill's expert groups may round them (AMX).
   const bool rounds = cpu::linear_rounds_x(cpu::chosen_isa(), DType::bf16, options.prefill_tokens);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "examples/commands.h"
+#include "examples/model_options.h"
 
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cpu/half.h"
@@ -23,6 +24,12 @@
 
 namespace switchyard::cli {
 namespace {
+
+// The most tokens a decode GEMV takes (cuda::kGemvMaxTokens; a CPU-only build checks the flag too).
+constexpr std::int64_t kMaxTokens = 8;
+#if SWITCHYARD_HAVE_CUDA
+static_assert(kMaxTokens == cuda::kGemvMaxTokens);
+#endif
 
 struct GemvBenchOptions {
   int launches = 200;  // in the graph (more when the weight copies need more to be read once each)
@@ -190,11 +197,6 @@ int run_bench_gemv(const GemvBenchOptions& options) {
     std::fprintf(stderr, "bench gemv: no CUDA device is visible; this benchmark times GPU kernels and needs one\n");
     return 1;
   }
-  if (options.tokens < 1 || options.tokens > cuda::kGemvMaxTokens) {
-    std::fprintf(stderr, "bench gemv: --tokens %lld is outside 1..%lld, what the decode kernels take\n",
-                 static_cast<long long>(options.tokens), static_cast<long long>(cuda::kGemvMaxTokens));
-    return 2;
-  }
   cuda::DeviceContext context(options.device);  // a device that is not there: a clear error first
   const cuda::CopyBandwidth copy = cuda::measure_copy_bandwidth(options.device);
   cudaDeviceProp properties{};
@@ -248,12 +250,14 @@ Runner add_bench_gemv_command(CLI::App& bench) {
       "gemv", "decode GEMV kernels on one DeepSeek-V2-Lite layer's shapes: us/call and GB/s vs device copy bandwidth");
   sub->add_option("--launches", options->launches, "launches in each CUDA graph")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->transform(integer_range(1, 100000));
   sub->add_option("--repeat", options->repeat, "graph replays timed (median reported)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  sub->add_option("--tokens", options->tokens, "tokens a call (1 to 8)")->capture_default_str();
-  sub->add_option("--device", options->device, "CUDA device")->capture_default_str();
+      ->transform(integer_range(1, 10000));
+  sub->add_option("--tokens", options->tokens, "tokens a call")
+      ->capture_default_str()
+      ->transform(integer_range<std::int64_t>(1, kMaxTokens));
+  sub->add_option("--device", options->device, "CUDA device")->capture_default_str()->transform(integer_range(0, 1023));
   sub->add_option("--weights_in", options->weights_in,
                   "hbm: every call reads its weights from HBM; l2: one copy, read from L2 where it fits")
       ->capture_default_str()

@@ -7,6 +7,7 @@
 #include "core/make_model.h"
 #include "core/units.h"
 #include "examples/commands.h"
+#include "examples/model_options.h"
 
 namespace switchyard::cli {
 namespace {
@@ -39,6 +40,7 @@ struct MakeModelCommand {
   std::string out;
 
   int run() {
+    apply_cpu_threads(0);  // the weights are generated on OpenMP's threads
     options.out_dir = out;
     options.on_file_written = [](const std::filesystem::path& file, std::uint64_t bytes) {
       std::cout << "  " << file.filename().string() << " (" << format_bytes(bytes) << ")" << std::endl;
@@ -60,10 +62,15 @@ Runner add_make_model_command(CLI::App& app) {
   MakeModelOptions& o = command->options;
   CLI::App* sub = app.add_subcommand("make-model", "write a preset as a HF checkpoint (config.json + safetensors) with random weights");
   sub->add_option("--preset", o.preset, "built-in architecture, e.g. deepseek-v2-lite or tiny-deepseek-v3")->required();
-  sub->add_option("--out", command->out, "directory to write; must be empty or new unless --force")->required();
-  sub->add_option("--seed", o.seed, "random seed; the same seed writes the same bytes")->capture_default_str();
+  sub->add_option("--out", command->out,
+                  "directory to write; must be empty or new unless --force, and not being written by another make-model")
+      ->required();
+  sub->add_option("--seed", o.seed, "random seed, 0 to 2^64 - 1; the same seed writes the same bytes")
+      ->capture_default_str()
+      ->transform(whole_number<std::uint64_t>());
   sub->add_option("--dtype", o.dtype, "bf16 or f32")->capture_default_str();
-  sub->add_option("--layers", o.layers, "number of decoder layers, overriding the preset's");
+  sub->add_option("--layers", o.layers, "number of decoder layers, 1 to 1024, overriding the preset's")
+      ->transform(whole_number<int>());
   sub->add_flag("--force", o.force, "write into a non-empty directory, replacing its checkpoint files");
   return [command] { return command->run(); };
 }

@@ -1,15 +1,17 @@
 // switchyard run: place the model by the profile (the same plan `check` prints), build the
 // operators, prefill the prompt and decode. Without --model_path it runs a built-in tiny
 // DeepSeek-V3 model generated from a fixed seed.
-#include <cstdint>
 #include <omp.h>
-
-#include <cstdio>
-#include <iostream>
-#include <sstream>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/make_model.h"
 #include "core/trace.h"
@@ -59,7 +61,7 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
       if (used != item.size() || value < 0 || value > INT32_MAX) throw std::invalid_argument(item);
       ids.push_back(static_cast<std::int32_t>(value));
     } catch (const std::exception&) {
-      throw InputError("--prompt_ids: '" + item + "' is not a token id (write e.g. 1,2,3)");
+      throw InputError("--prompt_ids: " + quoted_argument(item) + " is not a token id (write e.g. 1,2,3)");
     }
   }
   return ids;
@@ -86,29 +88,45 @@ struct RunCommand {
   int run() {
     if (!prompt.empty())
       throw InputError("--prompt needs a tokenizer, which this build does not have yet; pass --prompt_ids 1,2,3");
+    // Every option that needs no model is checked before any work.
+    GenerationOptions generation;
+    generation.max_new_tokens = max_new_tokens;
+    generation.seed = seed;
+    generation.sampling.temperature = temperature;
+    generation.sampling.top_k = top_k;
+    generation.sampling.top_p = top_p;
+    check_generation_options(generation);
+    const std::vector<std::int32_t> ids = parse_ids(prompt_ids);
+    apply_cpu_threads(cpu_infer);  // before the embedded model's generation, the first parallel work
+    // Opened now, so that a path where the trace cannot go fails before the run; committed after it.
+    std::optional<AtomicFile> trace_file;
+    if (!trace_out.empty()) trace_file.emplace(trace_out);
+
     ScratchDir scratch;
     ModelOptions chosen = model;
-    if (chosen.model_path.empty() && chosen.arch.empty()) {
+    const bool embedded = chosen.model_path.empty() && chosen.arch.empty();
+    if (embedded) chosen.model_path = scratch.path.string();
+    if (chosen.model_path.empty())
+      throw InputError("run needs weights: give --model_path DIR (make one with `switchyard make-model`)");
+    CheckOptions options = chosen.to_check_options();  // before the embedded model is made
+    if (embedded) {
       MakeModelOptions make;
       make.preset = kEmbeddedPreset;
       make.out_dir = scratch.path;
       make.seed = kEmbeddedSeed;
       make.dtype = "bf16";
       make_model(make);
-      chosen.model_path = scratch.path.string();
       std::printf("model: built-in %s (random weights, seed %llu)\n", kEmbeddedPreset,
                   static_cast<unsigned long long>(kEmbeddedSeed));
-    } else if (chosen.model_path.empty()) {
-      throw InputError("run needs weights: give --model_path DIR (make one with `switchyard make-model`)");
     }
-    CheckOptions options = chosen.to_check_options();
     options.budget.prefill_chunk = prefill_chunk;
     if (chosen.profile.empty()) {
       options.profile = "<built-in CPU profile>";
       options.profile_text = kCpuProfile;
     }
     const CheckResult check = run_check(options);
-    // A checkpoint that disagrees with its config.json is a model problem, not a profile problem.
+    // A checkpoint that disagrees with its config.json is a problem of the model's content (exit 1),
+    // not of the profile.
     bool broken_model = false;
     for (const Diagnostic& d : check.diagnostics.items())
       if (d.code == "missing-tensor" || d.code == "tensor-shape-mismatch") broken_model = true;
@@ -117,14 +135,13 @@ struct RunCommand {
         if (d.severity == Severity::error) std::cerr << format_diagnostic(d) << "\n";
       std::cerr << "switchyard run: the checkpoint in " << options.model.model_path.string()
                 << " does not match its config.json\n";
-      return 2;
+      return 1;
     }
     if (dry_run || check.diagnostics.has_errors()) {
       std::cout << format_check_table(check, options.budget);
       return check.diagnostics.has_errors() ? 1 : 0;
     }
     for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
-    if (cpu_infer > 0) omp_set_num_threads(cpu_infer);
     apply_cpu_kernels(cpu_kernels);
     const Checkpoint weights = Checkpoint::open(options.model.model_path);
     Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
@@ -138,13 +155,6 @@ struct RunCommand {
     if (const auto graph = lm.graph_device())
       std::printf("decode: one CUDA graph per step on %s\n", graph->str().c_str());
 
-    const std::vector<std::int32_t> ids = parse_ids(prompt_ids);
-    GenerationOptions generation;
-    generation.max_new_tokens = max_new_tokens;
-    generation.seed = seed;
-    generation.sampling.temperature = temperature;
-    generation.sampling.top_k = top_k;
-    generation.sampling.top_p = top_p;
     generation.tracer = &tracer;
     check_generation(lm, ids, generation);  // a bad request is an error before any output
     std::printf("prompt ids: %s\ngenerated ids:", prompt_ids.c_str());
@@ -170,8 +180,9 @@ struct RunCommand {
     std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)\n", static_cast<double>(usage.ru_maxrss) / 1024.0,
                 static_cast<double>(checkpoint_bytes) / (1 << 20));
     if (profile) std::printf("\n%s", tracer.profile_table().c_str());
-    if (!trace_out.empty()) {
-      tracer.write_chrome_trace(trace_out);
+    if (trace_file) {
+      tracer.write_chrome_trace(*trace_file);
+      trace_file->commit();
       std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", trace_out.c_str());
     }
     return 0;
@@ -186,13 +197,20 @@ Runner add_run_command(CLI::App& app) {
   command->model.add_to(*sub, /*profile_required=*/false);
   sub->add_option("--prompt_ids", command->prompt_ids, "prompt token ids, comma separated")->capture_default_str();
   sub->add_option("--prompt", command->prompt, "prompt text (needs a tokenizer)");
-  sub->add_option("--max_new_tokens", command->max_new_tokens, "tokens to generate")->capture_default_str();
-  sub->add_option("--cpu_infer", command->cpu_infer, "CPU threads (default: all cores)");
+  // The generation options' ranges are check_generation_options'; here they are read as numbers.
+  sub->add_option("--max_new_tokens", command->max_new_tokens, "tokens to generate, 1 or more")
+      ->capture_default_str()
+      ->transform(whole_number<int>());
+  add_cpu_threads_option(*sub, "--cpu_infer", command->cpu_infer, "CPU threads (default: all cores)");
   add_cpu_kernels_option(*sub, command->cpu_kernels);
-  sub->add_option("--seed", command->seed, "sampling seed")->capture_default_str();
-  sub->add_option("--temperature", command->temperature, "0: greedy")->capture_default_str();
-  sub->add_option("--top_k", command->top_k, "sample from the k most likely tokens (0: all)")->capture_default_str();
-  sub->add_option("--top_p", command->top_p, "nucleus sampling mass (1: all)")->capture_default_str();
+  sub->add_option("--seed", command->seed, "sampling seed, 0 to 2^64 - 1")
+      ->capture_default_str()
+      ->transform(whole_number<std::uint64_t>());
+  sub->add_option("--temperature", command->temperature, "a finite number >= 0; 0: greedy")->capture_default_str();
+  sub->add_option("--top_k", command->top_k, "sample from the k most likely tokens (0: all)")
+      ->capture_default_str()
+      ->transform(whole_number<int>());
+  sub->add_option("--top_p", command->top_p, "nucleus sampling mass, 0 to 1 (1: all)")->capture_default_str();
   sub->add_flag("--dry_run", command->dry_run, "check the placement and stop (same output as `switchyard check`)");
   sub->add_option("--nvtx_layers", command->nvtx_layers, "NVTX ranges for these layers: 3,22,50 | 0-5 | all | none")
       ->capture_default_str();
@@ -203,7 +221,7 @@ Runner add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--prefill_chunk", command->prefill_chunk, "most prompt tokens per forward pass")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+      ->transform(integer_range(1, 1 << 20));
   return [command] { return command->run(); };
 }
 

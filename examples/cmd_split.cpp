@@ -1,7 +1,7 @@
 // switchyard split: an N-GPU profile from a base profile, balanced by bytes per GPU, then checked.
-#include <fstream>
 #include <iostream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "examples/commands.h"
@@ -30,26 +30,34 @@ struct SplitCommand {
       return 1;
     }
     const SplitResult split = split_profile(base, *model.gpus, target.budget, model.profile);
-    if (out.empty() || out == "-") {
-      std::cout << split.yaml;
-    } else {
-      std::ofstream file(out, std::ios::binary);
-      if (!file || !(file << split.yaml)) throw InputError(out + ": cannot write");
-    }
-    target.profile = out.empty() || out == "-" ? std::string("<split output>") : out;
+    const bool to_file = !out.empty() && out != "-";
+    // The split is checked before it is written: a profile that fails its own check never replaces
+    // the file at --out, and a write that fails (disk full, file-size limit) leaves that file whole.
+    target.profile = to_file ? out : std::string("<split output>");
     target.profile_text = split.yaml;
     const CheckResult check = run_check(target);
-    std::ostream& log = out.empty() || out == "-" ? std::cerr : std::cout;
+    const bool passes = !check.diagnostics.has_errors();
+    if (!to_file) std::cout << split.yaml;
+    std::ostream& log = to_file ? std::cout : std::cerr;
     for (std::size_t g = 0; g < split.gpus.size(); ++g) {
       const GpuShare& s = split.gpus[g];
       log << "cuda:" << g << "  layers " << s.first_layer << "-" << s.last_layer << "  " << format_bytes(s.bytes);
       if (s.budget_bytes) log << " of " << format_bytes(s.budget_bytes);
       log << "\n";
     }
-    for (const Diagnostic& d : check.diagnostics.sorted()) log << format_diagnostic(d) << "\n";
+    for (Diagnostic d : check.diagnostics.sorted()) {
+      // Lines of a profile that was not written point into what would have been written, not
+      // into the file of that name, which is left as it was.
+      if (to_file && !passes && d.location.file == out) d.location.file = out + " (not written)";
+      log << format_diagnostic(d) << "\n";
+    }
+    if (to_file && passes) write_file_atomically(out, split.yaml);
     log << "check of the split profile: " << check.diagnostics.count(Severity::error) << " error(s), "
-        << check.diagnostics.count(Severity::warning) << " warning(s)"
-        << (out.empty() || out == "-" ? "" : "; wrote " + out) << "\n";
+        << check.diagnostics.count(Severity::warning) << " warning(s)";
+    if (to_file && passes) log << "; wrote " << out;
+    if (to_file && !passes)
+      log << "; " << out << " not written (fix the errors above; without -o the split profile goes to standard output)";
+    log << "\n";
     return check.diagnostics.has_errors() ? 1 : 0;
   }
 };

@@ -2,12 +2,40 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <sstream>
 
 #include "core/error.h"
 
 namespace switchyard {
+namespace {
+
+// A float as the user may have written it: "nan", "inf", "-0.5", "2".
+std::string float_text(float value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+}  // namespace
+
+void check_generation_options(const GenerationOptions& options) {
+  if (options.max_new_tokens < 1)
+    throw InputError("--max_new_tokens " + std::to_string(options.max_new_tokens) +
+                     " is not a token count; give 1 or more");
+  const cpu::SamplingParams& s = options.sampling;
+  if (!std::isfinite(s.temperature) || s.temperature < 0)
+    throw InputError("--temperature " + float_text(s.temperature) + " is not a temperature; give a finite number >= 0 (0: greedy)");
+  if (s.top_k < 0)
+    throw InputError("--top_k " + std::to_string(s.top_k) + " is negative; give 0 (all tokens) or the tokens to keep");
+  if (!(s.top_p >= 0 && s.top_p <= 1))  // NaN fails both comparisons
+    throw InputError("--top_p " + float_text(s.top_p) + " is outside 0 to 1 (the probability mass kept; 1: all tokens)");
+}
 
 void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options) {
+  check_generation_options(options);
   if (prompt.empty()) throw InputError("the prompt is empty; give at least one token id");
   model.check_token_ids(prompt);
   if (static_cast<std::int64_t>(prompt.size()) + options.max_new_tokens > model.max_context())
@@ -25,7 +53,6 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   auto is_stop = [&](std::int32_t id) {
     return std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end();
   };
-  if (options.max_new_tokens <= 0) return result;
 
   // Greedy choices are made where the head runs (on a GPU only the id comes back); sampling takes
   // the logits.

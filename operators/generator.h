@@ -32,9 +32,16 @@ struct GenerationResult {
   GenerationStats stats;
 };
 
-// Throws InputError when generate would refuse the request (an empty prompt, an id outside the
-// vocabulary, prompt + max_new_tokens past the model's context), before any work: callers that
-// print a header before the tokens check first.
+// The ranges of the generation options, named by their command-line flags; outside them an
+// InputError (exit 2), which needs no model, so a command checks them before any work:
+//   --max_new_tokens 1 to 2^31 - 1 (the context bounds it further, in check_generation);
+//   --temperature a finite number >= 0 (0: greedy); --top_k >= 0 (0: all tokens);
+//   --top_p from 0 to 1 (1: all tokens). NaN and infinities are refused by name.
+void check_generation_options(const GenerationOptions& options);
+
+// Throws InputError when generate would refuse the request (check_generation_options, an empty
+// prompt, an id outside the vocabulary, prompt + max_new_tokens past the model's context), before
+// any work: callers that print a header before the tokens check first.
 void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options);
 
 // check_generation, then the run. `on_token` sees each generated id as soon as it is chosen.

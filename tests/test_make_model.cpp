@@ -452,3 +452,101 @@ TEST_CASE("make-model: bf16 rounds to nearest, ties to even") {
   CHECK((nan & 0x007f) != 0);  // still a NaN, not inf
   CHECK(sy::f32_from_bf16_bits(0x3f80) == 1.0f);
 }
+
+TEST_CASE("make-model: the safetensors writer writes beside its file and renames it in finish()") {
+  SeededRng rng;
+  INFO("seed " << rng.seed);
+  const TempDir dir;
+  const auto file = dir / "w.safetensors";
+  const std::string old_bytes = rng.bytes(1 + rng.below(4096));
+  write_file(file, old_bytes);
+  const std::vector<sy::SafetensorsEntry> entries = {{"a.weight", sy::DType::bf16, {4, 8}}, {"b.bias", sy::DType::f32, {3}}};
+  const std::string data = rng.bytes(64 + 12);
+  const auto bytes = [&](std::size_t offset, std::size_t n) {
+    return std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.data()) + offset, n);
+  };
+  const auto hidden = [&] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) n += entry.path().filename().string()[0] == '.';
+    return n;
+  };
+  {
+    sy::SafetensorsWriter writer(file, entries);
+    writer.begin_tensor("a.weight");
+    writer.write(bytes(0, 64));
+    CHECK(read_bytes(file) == old_bytes);  // nothing visible before finish
+    CHECK(hidden() == 1);
+  }  // destroyed unfinished: an error path
+  CHECK(read_bytes(file) == old_bytes);
+  CHECK(hidden() == 0);
+  {
+    sy::SafetensorsWriter writer(file, entries);
+    writer.begin_tensor("a.weight");
+    writer.write(bytes(0, 64));
+    CHECK_FALSE(contains(input_error_message([&] { writer.finish(); }), "<no exception>"));  // b.bias missing
+  }
+  CHECK(read_bytes(file) == old_bytes);
+  CHECK(hidden() == 0);
+  {
+    sy::SafetensorsWriter writer(file, entries);
+    writer.begin_tensor("a.weight");
+    writer.write(bytes(0, 64));
+    writer.begin_tensor("b.bias");
+    writer.write(bytes(64, 12));
+    writer.finish();
+  }
+  const std::string written = read_bytes(file);
+  CHECK(written.size() == sy::read_safetensors_header(file).data_offset + 76);
+  CHECK(written.substr(written.size() - 76) == data);
+  CHECK(hidden() == 0);
+}
+
+TEST_CASE("make-model: a failed run takes back the files it placed; config.json comes last") {
+  SeededRng rng;
+  INFO("seed " << rng.seed);
+  // A sharded tiny-mixtral, to learn its shards' names.
+  const TempDir reference;
+  sy::MakeModelOptions options;
+  options.preset = "tiny-mixtral";
+  options.out_dir = reference.path();
+  options.max_shard_bytes = 100'000;
+  options.seed = rng.engine();
+  const sy::MakeModelSummary summary = sy::make_model(options);
+  REQUIRE(summary.files.size() >= 3);
+  // A directory where one of its files goes (a later shard, the index, or config.json) fails the
+  // run there, after the files before it were renamed into place.
+  std::vector<std::string> names;
+  for (std::size_t s = 1; s < summary.files.size(); ++s) names.push_back(summary.files[s].filename().string());
+  names.push_back("model.safetensors.index.json");
+  names.push_back("config.json");
+  const std::string blocked = names[rng.below(names.size())];
+  INFO("blocked: " << blocked);
+  const TempDir dir;
+  std::filesystem::create_directory(dir / blocked);
+  write_file(dir / "notes.txt", "keep");
+  options.out_dir = dir.path();
+  options.force = true;
+  const std::string message = input_error_message([&] { sy::make_model(options); });
+  CHECK(contains(message, blocked));
+  CHECK(contains(message, "is a directory"));
+  std::set<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) left.insert(entry.path().filename().string());
+  CHECK(left == std::set<std::string>{blocked, "notes.txt"});
+  // (Into a folder the run creates, the folder goes too: test_hostile_command_line.cpp.)
+}
+
+TEST_CASE("make-model: temporaries a killed run left make the folder non-empty; --force clears them") {
+  const TempDir dir;
+  write_file(dir / ".model.safetensors.tmp-4242-0", "half a shard");
+  write_file(dir / ".config.json.tmp-4242-1", "{");
+  write_file(dir / ".notes.txt.tmp-1-1", "not a checkpoint's");
+  sy::MakeModelOptions options;
+  options.preset = "tiny-qwen3-moe";
+  options.out_dir = dir.path();
+  CHECK(contains(input_error_message([&] { sy::make_model(options); }), "not empty"));
+  options.force = true;
+  sy::make_model(options);
+  std::set<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) left.insert(entry.path().filename().string());
+  CHECK(left == std::set<std::string>{".notes.txt.tmp-1-1", "config.json", "model.safetensors"});
+}
