@@ -151,8 +151,10 @@ std::vector<int> parse_layer_list(const Fields& f, const std::string& key, int n
   std::vector<int> out;
   for (const json& layer : layers) {
     if (!layer.is_number_integer()) f.fail(key, "must hold integers, got " + layer.dump());
-    const bool in_range = layer.is_number_unsigned() ? layer.get<std::uint64_t>() < static_cast<std::uint64_t>(num_layers)
-                                                     : layer.get<std::int64_t>() >= 0 && layer.get<std::int64_t>() < num_layers;
+    // JSON keeps non-negative integers unsigned, and they may pass int64's range.
+    const bool in_range = layer.is_number_unsigned()
+                              ? layer.get<std::uint64_t>() < static_cast<std::uint64_t>(num_layers)
+                              : layer.get<std::int64_t>() >= 0 && layer.get<std::int64_t>() < num_layers;
     if (!in_range)
       f.fail(key, "holds " + layer.dump() + "; layer numbers are in [0, num_hidden_layers = " +
                       std::to_string(num_layers) + ")");
@@ -302,7 +304,8 @@ void validate_model_config(const ModelConfig& c) {
                            " (when absent: hidden_size / num_attention_heads); RoPE rotates pairs of dimensions, so "
                            "it must be even, in [2, " + std::to_string(kMaxRopeDim) + "]");
     if (c.num_attention_heads % c.num_key_value_heads)
-      fail("num_key_value_heads", "is " + std::to_string(c.num_key_value_heads) + ", which must divide num_attention_heads (" +
+      fail("num_key_value_heads", "is " + std::to_string(c.num_key_value_heads) +
+                                      ", which must divide num_attention_heads (" +
                                       std::to_string(c.num_attention_heads) + ")");
   }
   for (const int layer : c.mlp_only_layers)
@@ -360,8 +363,9 @@ ModelConfig load_model_config(const std::filesystem::path& path) {
     // e.what(): "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     const std::string detail = e.what();
     const auto at = detail.find("] ");
-    throw InputError(path.string() + ": not valid JSON (" + (at == std::string::npos ? detail : detail.substr(at + 2)) + ")",
-                     kExitBadContent);
+    throw InputError(
+        path.string() + ": not valid JSON (" + (at == std::string::npos ? detail : detail.substr(at + 2)) + ")",
+        kExitBadContent);
   }
   return parse_model_config(j, path.string());
 }

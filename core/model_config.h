@@ -85,11 +85,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
 // cannot be read, exit 1 when it is not valid JSON or parse_model_config refuses it).
 ModelConfig load_model_config(const std::filesystem::path& config_json);
 // The rules between fields: RoPE widths even and at most 1024 (the kernels' limit), KV heads that
-// divide the heads,
-// DeepSeek routing that can pick num_experts_per_tok experts from topk_group groups and the scoring
-// and top-k method the MoE gate implements, mlp_only_layers inside [0, num_hidden_layers), untied
-// embeddings. Throws InputError (exit 1) naming `config.source` and the field. parse_model_config
-// calls it; call it again after changing a parsed config (make-model's --layers).
+// divide the heads, DeepSeek routing that can pick num_experts_per_tok experts from topk_group
+// groups with the scoring and top-k method the MoE gate implements, mlp_only_layers inside
+// [0, num_hidden_layers), untied embeddings. Throws InputError (exit 1) naming `config.source` and
+// the field. parse_model_config calls it; call it again after changing a parsed config
+// (make-model's --layers).
 void validate_model_config(const ModelConfig& config);
 // HF-style config.json for `config`; parse_model_config(model_config_to_json(c)) == c.
 nlohmann::json model_config_to_json(const ModelConfig& config);

@@ -105,8 +105,8 @@ SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   // The crate's rule: the tensors tile the data section from byte 0 to its last byte, without a gap
-  // or an overlap. A header length that is off by a few bytes shifts the data section and breaks
-  // the tiling, so every tensor is not read a few bytes off.
+  // or an overlap. A header length a few bytes off shifts the data section, which breaks the
+  // tiling; without the rule such a file would load with every tensor read a few bytes off.
   std::uint64_t covered = 0;
   for (std::size_t i = 0; i < h.tensors.size(); ++i) {
     const SafetensorsTensor& t = h.tensors[i];
@@ -162,7 +162,8 @@ CheckpointIndex read_checkpoint_index(const fs::path& dir) {
   if (present(index_file)) {
     const std::string text = read_input_file(index_file, "safetensors index", kMaxIndexJsonBytes);
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    if (j.is_discarded()) fail(index_file, "is not valid JSON");
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(index_file, "needs a \"weight_map\" object of tensor name -> shard file");
     std::set<std::string> names;
     for (const auto& [tensor, shard] : j["weight_map"].items()) {

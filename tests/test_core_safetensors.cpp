@@ -488,7 +488,7 @@ TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
   CHECK(contains(input_error_message([&] { sy::read_checkpoint_index(dir.path()); }), "holds no .safetensors files"));
 
   write_file(dir / "model.safetensors", safetensors_file({{"a.weight", "F32", {2}}}, rng));
-  for (const std::string shard : {"../elsewhere/model.safetensors", "sub/model.safetensors", "/etc/passwd", ".."}) {
+  for (const std::string shard : {"../elsewhere/model.safetensors", "sub/model.safetensors", "/etc/passwd", "..", ".", ""}) {
     INFO("shard " << shard);
     write_file(dir / "model.safetensors.index.json", json{{"weight_map", {{"a.weight", shard}}}}.dump());
     const std::string message = input_error_message([&] { sy::read_checkpoint_index(dir.path()); });
@@ -500,7 +500,9 @@ TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
     write_file(dir / "model.safetensors.index.json", index);
     const std::string message = input_error_message([&] { sy::read_checkpoint_index(dir.path()); });
     CHECK(contains(message, "model.safetensors.index.json"));
-    CHECK((contains(message, "needs a \"weight_map\"") || contains(message, "is not a file name")));
+    CHECK((contains(message, "needs a \"weight_map\"") || contains(message, "is not a file name") ||
+           contains(message, "is not valid JSON")));
+    CHECK(input_error_exit_code([&] { sy::read_checkpoint_index(dir.path()); }) == sy::kExitBadContent);
   }
 }
 
