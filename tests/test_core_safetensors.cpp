@@ -1,8 +1,14 @@
 // safetensors headers from real files written here (valid, sharded, hostile, randomly mutated),
 // and describe_model reading a checkpoint directory against its config.json.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <map>
 #include <string>
 #include <string_view>
@@ -15,6 +21,7 @@
 #include "core/checkpoint.h"
 #include "core/diagnostics.h"
 #include "core/input_file.h"
+#include "core/mapped_file.h"
 #include "core/model_description.h"
 #include "core/safetensors.h"
 #include "core_test_support.h"
@@ -479,6 +486,19 @@ TEST_CASE("core: tensors the format leaves unaligned load with the same values, 
     offset += spec.bytes();
   }
   CHECK(copied > 0);
+}
+
+TEST_CASE("core: MappedFile refuses what is not a regular file without waiting on it") {
+  const TempDir dir;
+  const std::filesystem::path fifo = dir / "model.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto opening = std::async(std::launch::async, [&] { return input_error_message([&] { sy::MappedFile::open(fifo); }); });
+  const bool answered = opening.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  CHECK_MESSAGE(answered, "MappedFile::open waited for a writer of the FIFO");
+  if (!answered) ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // lets the blocked open return
+  CHECK(contains(opening.get(), "not a regular file"));
+  std::filesystem::create_directory(dir / "folder");
+  CHECK(contains(input_error_message([&] { sy::MappedFile::open(dir / "folder"); }), "not a regular file"));
 }
 
 TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
