@@ -1,5 +1,7 @@
 #include "core/checkpoint.h"
 
+#include <cstring>
+
 #include "core/error.h"
 
 namespace switchyard {
@@ -38,12 +40,13 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
 Tensor Checkpoint::get(const std::string& name, const std::vector<std::int64_t>& shape,
                        std::initializer_list<DType> dtypes) const {
   const auto it = by_name_.find(name);
-  if (it == by_name_.end()) throw InputError("tensor '" + name + "' is not in the checkpoint");
+  if (it == by_name_.end()) throw InputError("tensor '" + name + "' is not in the checkpoint", kExitBadContent);
   const CheckpointTensor& ct = index_.tensors[it->second];
   const SafetensorsHeader& shard = index_.shards[ct.shard];
   const std::string where = "tensor '" + name + "' in " + shard.file.string();
   if (ct.tensor.shape != shape)
-    throw InputError(where + " has shape " + shape_text(ct.tensor.shape) + " but the model expects " + shape_text(shape));
+    throw InputError(where + " has shape " + shape_text(ct.tensor.shape) + " but the model expects " + shape_text(shape),
+                     kExitBadContent);
   bool dtype_ok = false;
   std::string wanted;
   for (DType d : dtypes) {
@@ -51,8 +54,21 @@ Tensor Checkpoint::get(const std::string& name, const std::vector<std::int64_t>&
     wanted += (wanted.empty() ? "" : " or ") + std::string(dtype_name(d));
   }
   if (!dtype_ok)
-    throw InputError(where + " is " + dtype_name(ct.tensor.dtype) + " but this operator takes " + wanted);
-  return Tensor(ct.tensor.dtype, ct.tensor.shape, shards_[ct.shard], shard.data_offset + ct.tensor.begin);
+    throw InputError(where + " is " + dtype_name(ct.tensor.dtype) + " but this operator takes " + wanted,
+                     kExitBadContent);
+  const std::size_t offset = shard.data_offset + ct.tensor.begin;
+  // The format aligns nothing: a header length that is not a multiple of 8, or an odd-sized tensor
+  // before this one, can start its elements at any byte. Kernels read elements through typed
+  // pointers, so such a tensor gets an aligned copy of its own; the files common writers produce
+  // (headers padded to 8 bytes) stay zero-copy.
+  const auto element_bytes = static_cast<std::size_t>(dtype_info(ct.tensor.dtype).block_bytes);
+  const Storage& mapped = *shards_[ct.shard];
+  if ((reinterpret_cast<std::uintptr_t>(mapped.data) + offset) % element_bytes == 0)
+    return Tensor(ct.tensor.dtype, ct.tensor.shape, shards_[ct.shard], offset);
+  const std::size_t bytes = ct.tensor.end - ct.tensor.begin;
+  std::shared_ptr<Storage> copy = allocate_host(bytes);
+  if (bytes > 0) std::memcpy(copy->data, mapped.data + offset, bytes);
+  return Tensor(ct.tensor.dtype, ct.tensor.shape, std::move(copy));
 }
 
 }  // namespace switchyard

@@ -21,8 +21,9 @@ class Checkpoint {
   static Checkpoint open(const std::filesystem::path& model_dir);
 
   bool has(const std::string& name) const { return by_name_.count(name) > 0; }
-  // The tensor as stored; throws InputError when it is missing, has another shape, or a dtype
-  // outside `dtypes`.
+  // The tensor as stored, in place in the mapping, or copied into aligned memory when its first
+  // element is not aligned to the element size (the format allows any offset). Throws InputError
+  // (exit 1) when it is missing, has another shape, or a dtype outside `dtypes`.
   Tensor get(const std::string& name, const std::vector<std::int64_t>& shape, std::initializer_list<DType> dtypes) const;
   const CheckpointIndex& index() const { return index_; }
 

@@ -54,6 +54,7 @@ ModelConfig preset_config(const MakeModelOptions& o) {
     if (*o.layers < 1 || *o.layers > 1024)
       throw InputError("--layers " + std::to_string(*o.layers) + " is outside [1, 1024]");
     config.num_hidden_layers = *o.layers;
+    validate_model_config(config);  // the rules that depend on the layer count
   }
   config.torch_dtype = o.dtype == "f32" ? "float32" : "bfloat16";
   return config;

@@ -14,12 +14,14 @@
 namespace switchyard {
 
 MappedFile MappedFile::open(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any
+  // non-regular file. The flag does not change how a regular file's mapping reads.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw InputError(file.string() + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw InputError(file.string() + ": not a regular file");
+    throw InputError(file.string() + ": not a regular file; weights are mapped from regular files only");
   }
   MappedFile mapped;
   mapped.path_ = file;

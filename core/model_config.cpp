@@ -1,12 +1,13 @@
 #include "core/model_config.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cmath>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace switchyard {
 namespace {
@@ -18,14 +19,41 @@ constexpr std::int64_t kMaxWidth = 1 << 22;
 constexpr std::int64_t kMaxVocab = 1 << 24;
 constexpr int kMaxLayers = 1024;
 constexpr int kMaxExperts = 4096;
+// The RoPE kernels (CPU and CUDA) rotate at most this many dimensions of a head.
+constexpr int kMaxRopeDim = 1024;
+
+// A closed or half-open interval of a floating-point field; its text is part of the error.
+struct NumberRange {
+  double low;
+  double high;
+  bool low_inclusive;
+  bool contains(double v) const { return std::isfinite(v) && (low_inclusive ? v >= low : v > low) && v <= high; }
+  std::string text() const {
+    char out[64];
+    std::snprintf(out, sizeof out, "%c%g, %g]", low_inclusive ? '[' : '(', low, high);
+    return out;
+  }
+};
+
+// Ranges far wider than any released model's values, narrow enough that none of them makes the
+// engine compute NaN or infinity (an eps of 0 divides a zero row by zero; a theta of 1 takes the
+// log of 1 as a divisor in YaRN; a scaling factor of 0 gives 1/0 frequencies).
+constexpr NumberRange kRmsNormEps{1e-30, 1.0, true};  // stays a normal number as f32
+constexpr NumberRange kRopeTheta{1.0, 1e12, false};
+constexpr NumberRange kRoutedScalingFactor{0.0, 1000.0, false};
+constexpr NumberRange kYarnFactor{1.0, 1e6, true};
+constexpr NumberRange kYarnBeta{0.0, 1e4, false};
+constexpr NumberRange kYarnMscale{0.0, 1000.0, true};
+
+[[noreturn]] void fail_field(const std::string& source, const std::string& key, const std::string& what) {
+  throw InputError(source + ": field '" + key + "' " + what, kExitBadContent);
+}
 
 class Fields {
  public:
   Fields(const json& object, std::string source) : object_(object), source_(std::move(source)) {}
 
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InputError(source_ + ": field '" + key + "' " + what);
-  }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const { fail_field(source_, key, what); }
   bool has(const std::string& key) const { return object_.contains(key) && !object_.at(key).is_null(); }
   const json& at(const std::string& key) const { return object_.at(key); }
 
@@ -33,6 +61,8 @@ class Fields {
     if (!has(key)) fail(key, "is missing");
     const json& value = at(key);
     if (!value.is_number_integer()) fail(key, "must be an integer, got " + value.dump());
+    if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(high))
+      fail(key, "is " + value.dump() + ", outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
     const std::int64_t v = value.get<std::int64_t>();
     if (v < low || v > high)
       fail(key, "is " + std::to_string(v) + ", outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
@@ -41,10 +71,13 @@ class Fields {
   std::int64_t integer_or(const std::string& key, std::int64_t fallback, std::int64_t low, std::int64_t high) const {
     return has(key) ? integer(key, low, high) : fallback;
   }
-  double number_or(const std::string& key, double fallback) const {
+  // A JSON number (integer or not) in `range`, or `fallback` when the field is absent or null.
+  double number_or(const std::string& key, double fallback, const NumberRange& range) const {
     if (!has(key)) return fallback;
     if (!at(key).is_number()) fail(key, "must be a number, got " + at(key).dump());
-    return at(key).get<double>();
+    const double v = at(key).get<double>();
+    if (!range.contains(v)) fail(key, "is " + at(key).dump() + ", outside " + range.text());
+    return v;
   }
   bool boolean_or(const std::string& key, bool fallback) const {
     if (!has(key)) return fallback;
@@ -62,20 +95,29 @@ class Fields {
   std::string source_;
 };
 
-std::optional<RopeScaling> parse_rope(const json& rope, const std::string& source, const std::string& key) {
+// The rope scaling object of config.json (`key`: rope_scaling, or transformers v5's rope_parameters).
+// Only YaRN changes the frequencies here; any other scaling type is refused, since the attention
+// operators implement none other.
+std::optional<RopeScaling> parse_rope(const json& rope, const std::string& source, const std::string& key,
+                                      std::int64_t max_position_embeddings) {
   if (rope.is_null()) return std::nullopt;
-  if (!rope.is_object()) throw InputError(source + ": field '" + key + "' must be an object");
+  if (!rope.is_object()) fail_field(source, key, "must be an object");
   const Fields f(rope, source + ": " + key);
-  std::string type = f.string_or("rope_type", f.string_or("type", "default"));
+  const std::string type_key = f.has("rope_type") ? "rope_type" : "type";
+  std::string type = f.string_or(type_key, "default");
   if (type == "default") return std::nullopt;
+  if (type != "yarn")
+    f.fail(type_key, "is '" + type + "', which is not supported; supported: default (no scaling), yarn");
   RopeScaling r;
   r.type = type;
-  r.factor = f.number_or("factor", 1.0);
-  r.original_max_position_embeddings = f.integer_or("original_max_position_embeddings", 0, 0, 1LL << 32);
-  r.beta_fast = f.number_or("beta_fast", 32.0);
-  r.beta_slow = f.number_or("beta_slow", 1.0);
-  r.mscale = f.number_or("mscale", 1.0);
-  r.mscale_all_dim = f.number_or("mscale_all_dim", 0.0);
+  r.factor = f.number_or("factor", 1.0, kYarnFactor);
+  // transformers falls back to max_position_embeddings when the original length is not given.
+  r.original_max_position_embeddings =
+      f.integer_or("original_max_position_embeddings", max_position_embeddings, 1, 1LL << 32);
+  r.beta_fast = f.number_or("beta_fast", 32.0, kYarnBeta);
+  r.beta_slow = f.number_or("beta_slow", 1.0, kYarnBeta);
+  r.mscale = f.number_or("mscale", 1.0, kYarnMscale);
+  r.mscale_all_dim = f.number_or("mscale_all_dim", 0.0, kYarnMscale);
   return r;
 }
 
@@ -88,15 +130,37 @@ void parse_attention(const Fields& f, ModelConfig& c) {
     if (f.has("q_lora_rank")) c.q_lora_rank = f.integer("q_lora_rank", 1, kMaxWidth);
     c.kv_lora_rank = f.integer("kv_lora_rank", 1, kMaxWidth);
     c.qk_nope_head_dim = static_cast<int>(f.integer("qk_nope_head_dim", 1, 4096));
-    c.qk_rope_head_dim = static_cast<int>(f.integer("qk_rope_head_dim", 2, 4096));
+    c.qk_rope_head_dim = static_cast<int>(f.integer("qk_rope_head_dim", 2, kMaxRopeDim));
     c.v_head_dim = static_cast<int>(f.integer("v_head_dim", 1, 4096));
-    if (c.qk_rope_head_dim % 2) f.fail("qk_rope_head_dim", "must be even");
+  } else if (f.has("head_dim")) {
+    c.head_dim = static_cast<int>(f.integer("head_dim", 2, kMaxRopeDim));
   } else {
-    const std::int64_t fallback = c.hidden_size / c.num_attention_heads;
-    c.head_dim = static_cast<int>(f.integer_or("head_dim", fallback, 2, 4096));
-    if (c.num_attention_heads % c.num_key_value_heads)
-      f.fail("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
+    // transformers' default; validate_model_config checks the result like a given head_dim.
+    if (c.hidden_size % c.num_attention_heads)
+      f.fail("head_dim", "is absent, and its default hidden_size / num_attention_heads = " +
+                             std::to_string(c.hidden_size) + " / " + std::to_string(c.num_attention_heads) +
+                             " is not a whole number; give head_dim, or a hidden_size that num_attention_heads divides");
+    c.head_dim = static_cast<int>(c.hidden_size / c.num_attention_heads);
   }
+}
+
+// The layer numbers of Qwen3-MoE's mlp_only_layers, each an integer in [0, num_hidden_layers).
+std::vector<int> parse_layer_list(const Fields& f, const std::string& key, int num_layers) {
+  const json& layers = f.at(key);
+  if (!layers.is_array()) f.fail(key, "must be a list of layer numbers");
+  std::vector<int> out;
+  for (const json& layer : layers) {
+    if (!layer.is_number_integer()) f.fail(key, "must hold integers, got " + layer.dump());
+    // JSON keeps non-negative integers unsigned, and they may pass int64's range.
+    const bool in_range = layer.is_number_unsigned()
+                              ? layer.get<std::uint64_t>() < static_cast<std::uint64_t>(num_layers)
+                              : layer.get<std::int64_t>() >= 0 && layer.get<std::int64_t>() < num_layers;
+    if (!in_range)
+      f.fail(key, "holds " + layer.dump() + "; layer numbers are in [0, num_hidden_layers = " +
+                      std::to_string(num_layers) + ")");
+    out.push_back(static_cast<int>(layer.get<std::int64_t>()));
+  }
+  return out;
 }
 
 void parse_moe(const Fields& f, ModelConfig& c) {
@@ -112,12 +176,9 @@ void parse_moe(const Fields& f, ModelConfig& c) {
       c.topk_group = static_cast<int>(f.integer_or("topk_group", 1, 1, c.n_group));
       c.topk_method = f.string_or("topk_method", c.arch == Architecture::deepseek_v3 ? "noaux_tc" : "greedy");
       c.scoring_func = f.string_or("scoring_func", c.arch == Architecture::deepseek_v3 ? "sigmoid" : "softmax");
-      c.routed_scaling_factor = f.number_or("routed_scaling_factor", 1.0);
+      c.routed_scaling_factor = f.number_or("routed_scaling_factor", 1.0, kRoutedScalingFactor);
       c.norm_topk_prob = f.boolean_or("norm_topk_prob", false);
       c.num_nextn_predict_layers = static_cast<int>(f.integer_or("num_nextn_predict_layers", 0, 0, 16));
-      if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" && c.topk_method != "noaux_tc")
-        f.fail("topk_method", "is '" + c.topk_method + "'; expected greedy, group_limited_greedy or noaux_tc");
-      if (c.n_routed_experts % c.n_group) f.fail("n_group", "must divide n_routed_experts");
       break;
     case Architecture::qwen3_moe:
       // Qwen's releases say num_experts; transformers >= 5 saves it as num_local_experts.
@@ -126,14 +187,7 @@ void parse_moe(const Fields& f, ModelConfig& c) {
       c.moe_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxWidth);
       c.decoder_sparse_step = static_cast<int>(f.integer_or("decoder_sparse_step", 1, 1, kMaxLayers));
       c.norm_topk_prob = f.boolean_or("norm_topk_prob", false);
-      if (f.has("mlp_only_layers")) {
-        const json& layers = f.at("mlp_only_layers");
-        if (!layers.is_array()) f.fail("mlp_only_layers", "must be a list of layer numbers");
-        for (const json& layer : layers) {
-          if (!layer.is_number_integer()) f.fail("mlp_only_layers", "must hold integers, got " + layer.dump());
-          c.mlp_only_layers.push_back(layer.get<int>());
-        }
-      }
+      if (f.has("mlp_only_layers")) c.mlp_only_layers = parse_layer_list(f, "mlp_only_layers", c.num_hidden_layers);
       break;
     case Architecture::mixtral:
       c.n_routed_experts = static_cast<int>(f.integer("num_local_experts", 1, kMaxExperts));
@@ -142,6 +196,38 @@ void parse_moe(const Fields& f, ModelConfig& c) {
       break;
   }
   c.num_experts_per_tok = static_cast<int>(f.integer("num_experts_per_tok", 1, c.n_routed_experts));
+}
+
+// DeepSeek's routing as the MoE gate runs it (operators/cpu/moe_gate.h): V3 scores with a sigmoid
+// and always routes within groups (noaux_tc, a group scored by its two best experts); V2 scores
+// with a softmax, greedily or within groups (group_limited_greedy, a group scored by its best).
+void validate_deepseek_routing(const ModelConfig& c) {
+  const auto fail = [&](const std::string& key, const std::string& what) { fail_field(c.source, key, what); };
+  const bool v3 = c.arch == Architecture::deepseek_v3;
+  const char* scoring = v3 ? "sigmoid" : "softmax";
+  if (c.scoring_func != scoring)
+    fail("scoring_func", "is '" + c.scoring_func + "', but " + c.model_type + " routes with " + scoring +
+                             " scores, the only scoring this engine implements for it");
+  if (v3 && c.topk_method != "noaux_tc")
+    fail("topk_method", "is '" + c.topk_method + "', but deepseek_v3 routes with noaux_tc only");
+  if (!v3 && c.topk_method != "greedy" && c.topk_method != "group_limited_greedy")
+    fail("topk_method", "is '" + c.topk_method + "'; deepseek_v2 routes with greedy or group_limited_greedy");
+  if (!v3 && c.topk_method != "group_limited_greedy") return;  // greedy: n_group and topk_group unused
+  if (c.n_routed_experts % c.n_group)
+    fail("n_group", "is " + std::to_string(c.n_group) + ", which must divide n_routed_experts (" +
+                        std::to_string(c.n_routed_experts) + ") into equal groups");
+  const int per_group = c.n_routed_experts / c.n_group;
+  if (v3 && per_group < 2)
+    fail("n_group", "is " + std::to_string(c.n_group) + ": groups of " + std::to_string(per_group) +
+                        " expert, but noaux_tc scores a group by its two best experts; n_group must be at most "
+                        "n_routed_experts / 2 = " + std::to_string(c.n_routed_experts / 2));
+  if (static_cast<std::int64_t>(c.topk_group) * per_group < c.num_experts_per_tok) {
+    const int needed = (c.num_experts_per_tok + per_group - 1) / per_group;
+    fail("topk_group", "is " + std::to_string(c.topk_group) + ": the kept groups of " + std::to_string(per_group) +
+                           " experts each hold fewer than num_experts_per_tok = " +
+                           std::to_string(c.num_experts_per_tok) + " experts; topk_group must be at least " +
+                           std::to_string(needed));
+  }
 }
 
 // Beginning- and end-of-text token ids of each family's released tokenizer.
@@ -203,8 +289,35 @@ std::uint64_t ModelConfig::kv_cache_bytes_per_token_per_layer(int element_bytes)
   return elements * static_cast<std::uint64_t>(element_bytes);
 }
 
+void validate_model_config(const ModelConfig& c) {
+  const auto fail = [&](const std::string& key, const std::string& what) { fail_field(c.source, key, what); };
+  if (c.is_deepseek()) {
+    if (c.qk_rope_head_dim < 2 || c.qk_rope_head_dim > kMaxRopeDim || c.qk_rope_head_dim % 2)
+      fail("qk_rope_head_dim", "is " + std::to_string(c.qk_rope_head_dim) +
+                                   "; RoPE rotates pairs of dimensions, so it must be even, in [2, " +
+                                   std::to_string(kMaxRopeDim) + "]");
+    validate_deepseek_routing(c);
+  } else {
+    // RoPE rotates the whole head (half-split pairs).
+    if (c.head_dim < 2 || c.head_dim > kMaxRopeDim || c.head_dim % 2)
+      fail("head_dim", "is " + std::to_string(c.head_dim) +
+                           " (when absent: hidden_size / num_attention_heads); RoPE rotates pairs of dimensions, so "
+                           "it must be even, in [2, " + std::to_string(kMaxRopeDim) + "]");
+    if (c.num_attention_heads % c.num_key_value_heads)
+      fail("num_key_value_heads", "is " + std::to_string(c.num_key_value_heads) +
+                                      ", which must divide num_attention_heads (" +
+                                      std::to_string(c.num_attention_heads) + ")");
+  }
+  for (const int layer : c.mlp_only_layers)
+    if (layer < 0 || layer >= c.num_hidden_layers)
+      fail("mlp_only_layers", "holds " + std::to_string(layer) + "; layer numbers are in [0, num_hidden_layers = " +
+                                  std::to_string(c.num_hidden_layers) + ")");
+  if (c.tie_word_embeddings)
+    fail("tie_word_embeddings", "is true, which is not supported yet: lm_head.weight must be a tensor of its own");
+}
+
 ModelConfig parse_model_config(const json& j, const std::string& source) {
-  if (!j.is_object()) throw InputError(source + ": expected a JSON object");
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object", kExitBadContent);
   const Fields f(j, source);
   ModelConfig c;
   c.source = source;
@@ -221,31 +334,39 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   c.intermediate_size = f.integer("intermediate_size", 1, kMaxWidth);
   c.num_hidden_layers = static_cast<int>(f.integer("num_hidden_layers", 1, kMaxLayers));
   c.max_position_embeddings = f.integer_or("max_position_embeddings", 4096, 1, 1LL << 32);
-  c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
+  c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6, kRmsNormEps);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", "bfloat16"));
   parse_attention(f, c);
   parse_moe(f, c);
 
-  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  c.rope_theta = f.number_or("rope_theta", 10000.0, kRopeTheta);
   if (f.has("rope_parameters")) {
+    // transformers v5 keeps rope_theta among the rope parameters.
     const json& params = f.at("rope_parameters");
-    if (params.is_object() && params.contains("rope_theta") && params["rope_theta"].is_number())
-      c.rope_theta = params["rope_theta"].get<double>();
-    c.rope_scaling = parse_rope(params, source, "rope_parameters");
+    if (!params.is_object()) f.fail("rope_parameters", "must be an object");
+    c.rope_theta = Fields(params, source + ": rope_parameters").number_or("rope_theta", c.rope_theta, kRopeTheta);
+    c.rope_scaling = parse_rope(params, source, "rope_parameters", c.max_position_embeddings);
   } else if (f.has("rope_scaling")) {
-    c.rope_scaling = parse_rope(f.at("rope_scaling"), source, "rope_scaling");
+    c.rope_scaling = parse_rope(f.at("rope_scaling"), source, "rope_scaling", c.max_position_embeddings);
   }
+  validate_model_config(c);
   return c;
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open (does the model directory hold a config.json?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw InputError(path.string() + ": not valid JSON");
+  const std::string text = read_input_file(path, "config.json", kMaxConfigJsonBytes);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
+    // e.what(): "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    const std::string detail = e.what();
+    const auto at = detail.find("] ");
+    throw InputError(
+        path.string() + ": not valid JSON (" + (at == std::string::npos ? detail : detail.substr(at + 2)) + ")",
+        kExitBadContent);
+  }
   return parse_model_config(j, path.string());
 }
 

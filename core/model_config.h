@@ -75,9 +75,22 @@ struct ModelConfig {
   std::uint64_t kv_cache_bytes_per_token_per_layer(int element_bytes) const;
 };
 
-// Throws InputError naming `source` and the field at fault.
+// Throws InputError (exit 1) naming `source` and the field at fault: a value of the wrong type or
+// outside its range (every float finite, in a range stated in the message), a default head_dim
+// that hidden_size / num_attention_heads does not give whole, a rope scaling other than YaRN, or a
+// config the engine cannot run (validate_model_config). Whatever `run` would refuse in a config is
+// refused here, so `check` refuses it first.
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source);
+// Reads `config_json` as a regular file of at most kMaxConfigJsonBytes (InputError exit 2 when it
+// cannot be read, exit 1 when it is not valid JSON or parse_model_config refuses it).
 ModelConfig load_model_config(const std::filesystem::path& config_json);
+// The rules between fields: RoPE widths even and at most 1024 (the kernels' limit), KV heads that
+// divide the heads, DeepSeek routing that can pick num_experts_per_tok experts from topk_group
+// groups with the scoring and top-k method the MoE gate implements, mlp_only_layers inside
+// [0, num_hidden_layers), untied embeddings. Throws InputError (exit 1) naming `config.source` and
+// the field. parse_model_config calls it; call it again after changing a parsed config
+// (make-model's --layers).
+void validate_model_config(const ModelConfig& config);
 // HF-style config.json for `config`; parse_model_config(model_config_to_json(c)) == c.
 nlohmann::json model_config_to_json(const ModelConfig& config);
 

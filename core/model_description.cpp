@@ -97,8 +97,13 @@ ModuleTree describe_model(const ModelSpec& spec, Diagnostics& diagnostics) {
                      "; known: " + join(names, ", "));
   }
   if (!spec.model_path.empty()) {
-    if (!std::filesystem::is_directory(spec.model_path))
-      throw InputError(spec.model_path.string() + ": not a directory (--model_path takes a checkpoint directory)");
+    std::error_code ec;  // a link loop or an unreadable parent is an error to report, not to throw
+    const bool directory = std::filesystem::is_directory(spec.model_path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      throw InputError(spec.model_path.string() + ": cannot read the model directory (" + ec.message() + ")");
+    if (!directory)
+      throw InputError(spec.model_path.string() + (ec ? ": no such directory" : ": not a directory") +
+                       " (--model_path takes a checkpoint directory)");
     ModuleTree tree = build_module_tree(load_model_config(spec.model_path / "config.json"), *scheme);
     apply_checkpoint(tree, read_checkpoint_index(spec.model_path), diagnostics);
     return tree;

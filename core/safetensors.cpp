@@ -1,23 +1,25 @@
 #include "core/safetensors.h"
 
-#include <cstdint>
 #include <algorithm>
-#include <fstream>
+#include <cstdint>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace switchyard {
 namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
-  throw InputError(file.string() + ": " + what);
+namespace fs = std::filesystem;
+
+// What the file holds is wrong (exit 1); a file that cannot be read is InputFile's error (exit 2).
+[[noreturn]] void fail(const fs::path& file, const std::string& what) {
+  throw InputError(file.string() + ": " + what, kExitBadContent);
 }
 
 std::uint64_t checked_elements(const std::vector<std::int64_t>& shape, const std::filesystem::path& file,
@@ -102,24 +104,42 @@ SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::
   std::sort(h.tensors.begin(), h.tensors.end(), [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  for (std::size_t i = 1; i < h.tensors.size(); ++i)
-    if (h.tensors[i].begin < h.tensors[i - 1].end)
-      fail(file, "tensors '" + h.tensors[i - 1].name + "' and '" + h.tensors[i].name + "' overlap");
+  // The crate's rule: the tensors tile the data section from byte 0 to its last byte, without a gap
+  // or an overlap. A header length a few bytes off shifts the data section, which breaks the
+  // tiling; without the rule such a file would load with every tensor read a few bytes off.
+  std::uint64_t covered = 0;
+  for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+    const SafetensorsTensor& t = h.tensors[i];
+    if (t.begin < covered)
+      fail(file, "tensors '" + h.tensors[i - 1].name + "' and '" + t.name + "' overlap");
+    if (t.begin > covered)
+      fail(file, "tensor '" + t.name + "' begins at byte " + std::to_string(t.begin) + " of the data section, but " +
+                     (i == 0 ? std::string("the data section begins at byte 0")
+                             : "the tensor before it ('" + h.tensors[i - 1].name + "') ends at byte " +
+                                   std::to_string(covered)) +
+                     "; safetensors data must be contiguous (a gap of " + std::to_string(t.begin - covered) + " bytes)");
+    covered = t.end;
+  }
+  if (covered != data_bytes)
+    fail(file, "the data section holds " + std::to_string(data_bytes) + " bytes but its tensors cover " +
+                   std::to_string(covered) + " (" + std::to_string(data_bytes - covered) +
+                   " bytes after the last tensor; is the header length at the start of the file wrong, or is "
+                   "something appended?)");
   return h;
 }
 
-SafetensorsHeader read_safetensors_header(const std::filesystem::path& file) {
-  std::error_code ec;
-  const std::uint64_t file_bytes = std::filesystem::file_size(file, ec);
-  if (ec) fail(file, "cannot read (" + ec.message() + ")");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file, "cannot open");
+SafetensorsHeader read_safetensors_header(const fs::path& file) {
+  return read_safetensors_header(file, "safetensors file");
+}
+
+SafetensorsHeader read_safetensors_header(const fs::path& file, std::string_view what) {
+  const InputFile in = InputFile::open(file, what);
   char prefix[8] = {};
-  if (file_bytes >= 8 && !in.read(prefix, 8)) fail(file, "cannot read the header length");
-  const std::uint64_t header_bytes = checked_header_length(std::string_view(prefix, 8), file_bytes, file);
+  if (in.size() >= 8) in.read_at(0, prefix, 8);
+  const std::uint64_t header_bytes = checked_header_length(std::string_view(prefix, 8), in.size(), file);
   std::string header(header_bytes, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(header_bytes))) fail(file, "cannot read the header");
-  return parse_safetensors_header(header, file_bytes, file);
+  in.read_at(8, header.data(), header_bytes);
+  return parse_safetensors_header(header, in.size(), file);
 }
 
 SafetensorsHeader parse_safetensors_bytes(std::string_view file_bytes, const std::filesystem::path& file) {
@@ -127,41 +147,51 @@ SafetensorsHeader parse_safetensors_bytes(std::string_view file_bytes, const std
   return parse_safetensors_header(std::string(file_bytes.substr(8, header_bytes)), file_bytes.size(), file);
 }
 
-CheckpointIndex read_checkpoint_index(const std::filesystem::path& dir) {
+CheckpointIndex read_checkpoint_index(const fs::path& dir) {
+  // Whether anything is at `path`, a dangling or looping link included, so that reading it
+  // reports what is wrong instead of the path being skipped. No filesystem call here throws.
+  const auto present = [](const fs::path& path) {
+    std::error_code ec;
+    const fs::file_status status = fs::symlink_status(path, ec);
+    return ec ? ec != std::errc::no_such_file_or_directory : fs::exists(status);
+  };
   CheckpointIndex index;
-  std::vector<std::filesystem::path> shard_files;
-  const std::filesystem::path index_file = dir / "model.safetensors.index.json";
-  if (std::filesystem::exists(index_file)) {
-    std::ifstream in(index_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    const json j = json::parse(text.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+  std::vector<fs::path> shard_files;
+  const char* shard_what = "safetensors file";
+  const fs::path index_file = dir / "model.safetensors.index.json";
+  if (present(index_file)) {
+    const std::string text = read_input_file(index_file, "safetensors index", kMaxIndexJsonBytes);
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) fail(index_file, "is not valid JSON");
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(index_file, "needs a \"weight_map\" object of tensor name -> shard file");
     std::set<std::string> names;
     for (const auto& [tensor, shard] : j["weight_map"].items()) {
       if (!shard.is_string()) fail(index_file, "weight_map entry '" + tensor + "' is not a file name");
       const std::string shard_name = shard.get<std::string>();
-      if (shard_name.find('/') != std::string::npos || shard_name == "..")
+      if (shard_name.empty() || shard_name.find('/') != std::string::npos || shard_name == "." || shard_name == "..")
         fail(index_file, "shard '" + shard_name + "' must be a file in the model directory");
       names.insert(shard_name);
     }
     for (const std::string& name : names) shard_files.push_back(dir / name);
-  } else if (std::filesystem::exists(dir / "model.safetensors")) {
+    shard_what = "shard named in model.safetensors.index.json";
+  } else if (present(dir / "model.safetensors")) {
     // What save_pretrained writes for a single shard; other .safetensors files beside it
     // (adapters, reference outputs) are not part of the model.
     shard_files.push_back(dir / "model.safetensors");
   } else {
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-      if (entry.path().extension() == ".safetensors") shard_files.push_back(entry.path());
-    if (ec) fail(dir, "cannot list the model directory (" + ec.message() + ")");
+    fs::directory_iterator entry(dir, ec);
+    for (; !ec && entry != fs::directory_iterator(); entry.increment(ec))
+      if (entry->path().extension() == ".safetensors") shard_files.push_back(entry->path());
+    if (ec) throw InputError(dir.string() + ": cannot list the model directory (" + ec.message() + ")");
     std::sort(shard_files.begin(), shard_files.end());
-    if (shard_files.empty()) fail(dir, "holds no .safetensors files");
+    if (shard_files.empty())
+      throw InputError(dir.string() + ": holds no .safetensors files (is this the checkpoint directory?)");
   }
   std::map<std::string, std::size_t> seen;
-  for (const std::filesystem::path& file : shard_files) {
-    index.shards.push_back(read_safetensors_header(file));
+  for (const fs::path& file : shard_files) {
+    index.shards.push_back(read_safetensors_header(file, shard_what));
     const std::size_t shard = index.shards.size() - 1;
     for (const SafetensorsTensor& t : index.shards.back().tensors) {
       if (!seen.emplace(t.name, shard).second) fail(file, "tensor '" + t.name + "' also appears in another shard");

@@ -2,6 +2,7 @@
 // plan and estimates memory per device, without touching weights.
 #include <chrono>
 #include <iostream>
+#include <new>
 
 #include "core/error.h"
 #include "examples/commands.h"
@@ -11,43 +12,69 @@
 namespace switchyard::cli {
 namespace {
 
+// JSON text that cannot fail: bytes that are not UTF-8 (a path, a rule's regex) become U+FFFD
+// instead of making dump() throw.
+std::string json_text(const nlohmann::ordered_json& doc) {
+  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 struct CheckCommand {
   ModelOptions model;
   std::string format = "table";
   std::string explain;
 
+  // `--format json` promises one JSON document on stdout whatever happens, so every failure, an
+  // unexpected exception included, is reported as one; the table format prints errors on stderr.
   int run() const {
-    const auto start = std::chrono::steady_clock::now();
-    CheckOptions options;
     try {
-      options = model.to_check_options();
-      const CheckResult result = run_check(options);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (!explain.empty()) {
-        bool found = false;
-        std::cout << explain_module(result, explain, found);
-        if (!found) return 2;
-      } else if (format == "json") {
-        std::cout << check_to_json(result, options.budget).dump(2) << "\n";
-      } else {
-        std::cout << format_check_table(result, options.budget);
-        std::cout << "checked " << result.plan.visited.size() << " modules in " << static_cast<int>(ms + 0.5) << " ms\n";
-      }
-      return result.diagnostics.has_errors() ? 1 : 0;
+      return check();
     } catch (const InputError& e) {
-      if (format == "json") {
-        nlohmann::ordered_json doc = {{"model", nullptr},       {"modules", nlohmann::ordered_json::array()},
-                                      {"transfer_map", nlohmann::ordered_json::object()},
-                                      {"devices", nlohmann::ordered_json::array()},
-                                      {"diagnostics", {{{"severity", "error"}, {"code", "input"}, {"message", e.what()},
-                                                        {"file", nullptr}, {"line", nullptr}, {"column", nullptr},
-                                                        {"rule", nullptr}}}}};
-        std::cout << doc.dump(2) << "\n";
-      } else {
-        std::cerr << "switchyard check: error: " << e.what() << "\n";
-      }
-      return e.exit_code();
+      return fail("input", e.what(), e.exit_code());
+    } catch (const std::bad_alloc&) {
+      if (format != "json") throw;  // main reports it
+      return fail("out-of-memory", "out of memory", kExitUsageOrIo);
+    } catch (const std::exception& e) {
+      if (format != "json") throw;  // main reports it as an internal error
+      return fail("internal", std::string("internal error: ") + e.what(), kExitUsageOrIo);
+    } catch (...) {
+      if (format != "json") throw;
+      return fail("internal", "internal error: an unknown exception", kExitUsageOrIo);
     }
+  }
+
+  int check() const {
+    const auto start = std::chrono::steady_clock::now();
+    const CheckOptions options = model.to_check_options();
+    const CheckResult result = run_check(options);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!explain.empty()) {
+      bool found = false;
+      std::cout << explain_module(result, explain, found);
+      if (!found) return kExitUsageOrIo;
+    } else if (format == "json") {
+      std::cout << json_text(check_to_json(result, options.budget)) << "\n";
+    } else {
+      std::cout << format_check_table(result, options.budget);
+      std::cout << "checked " << result.plan.visited.size() << " modules in " << static_cast<int>(ms + 0.5) << " ms\n";
+    }
+    return result.diagnostics.has_errors() ? kExitBadContent : 0;
+  }
+
+  int fail(const char* code, const std::string& message, int exit_code) const {
+    if (format == "json") {
+      const nlohmann::ordered_json doc = {
+          {"model", nullptr},
+          {"modules", nlohmann::ordered_json::array()},
+          {"transfer_map", nlohmann::ordered_json::object()},
+          {"devices", nlohmann::ordered_json::array()},
+          {"diagnostics",
+           {{{"severity", "error"}, {"code", code}, {"message", message}, {"file", nullptr}, {"line", nullptr},
+             {"column", nullptr}, {"rule", nullptr}}}}};
+      std::cout << json_text(doc) << "\n";
+    } else {
+      std::cerr << "switchyard check: error: " << message << "\n";
+    }
+    return exit_code;
   }
 };
 

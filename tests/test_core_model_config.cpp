@@ -1,8 +1,13 @@
 // ModelConfig parsing (config.json in its HF and transformers-v5 spellings), the built-in presets,
 // and the per-layer facts the placement relies on: which layers are MoE, KV-cache bytes.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,9 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/arch_presets.h"
+#include "core/input_file.h"
 #include "core/model_config.h"
 #include "core/module_tree.h"
 #include "core_test_support.h"
+#include "operators/attention_op.h"
+#include "operators/cpu/moe_gate.h"
+#include "operators/cpu/rope.h"
+#include "operators/feed_forward_op.h"
 
 namespace sy = switchyard;
 using nlohmann::json;
@@ -77,6 +87,18 @@ void check_same_config(const sy::ModelConfig& a, const sy::ModelConfig& b) {
   CHECK(a.attention_bias == b.attention_bias);
   CHECK(a.num_nextn_predict_layers == b.num_nextn_predict_layers);
   CHECK(a.torch_dtype == b.torch_dtype);
+}
+
+// The exit status an InputError from `action` carries; -1 when it throws none.
+template <typename Action>
+int input_error_exit_code(Action&& action) {
+  try {
+    action();
+  } catch (const sy::InputError& error) {
+    return error.exit_code();
+  } catch (...) {
+  }
+  return -1;
 }
 
 std::vector<int> moe_layers(const sy::ModelConfig& config) {
@@ -238,7 +260,7 @@ TEST_CASE("core: broken config.json fields throw InputError naming the field") {
 
 TEST_CASE("core: load_model_config reports unreadable and invalid files") {
   const sy::core_testing::TempDir dir;
-  CHECK(contains(input_error_message([&] { sy::load_model_config(dir / "config.json"); }), "cannot open"));
+  CHECK(contains(input_error_message([&] { sy::load_model_config(dir / "config.json"); }), "no such file"));
   sy::core_testing::write_file(dir / "config.json", "{\"model_type\": \"mixtral\",");
   CHECK(contains(input_error_message([&] { sy::load_model_config(dir / "config.json"); }), "not valid JSON"));
   const sy::ModelConfig preset = sy::preset_model_config("tiny-qwen3-moe");
@@ -321,5 +343,296 @@ TEST_CASE("core: KV-cache bytes per token per layer for MLA and GQA") {
     const std::uint64_t gqa = sy::parse_model_config(qwen, "2 kv").kv_cache_bytes_per_token_per_layer(2);
     qwen["num_key_value_heads"] = 2 * qwen["num_key_value_heads"].get<int>();
     CHECK(sy::parse_model_config(qwen, "4 kv").kv_cache_bytes_per_token_per_layer(2) == 2 * gqa);
+  }
+}
+
+TEST_CASE("core: config values that run would refuse or turn into NaN are refused, naming the field (exit 1)") {
+  struct Case {
+    const char* preset;
+    const char* field;
+    std::function<void(json&)> mutate;
+    std::vector<const char*> problem;  // parts of the message after the field name
+  };
+  const std::vector<Case> cases = {
+      // The MoE gate's own checks (operators/cpu/moe_gate.cpp), which run met first as "internal error".
+      {"tiny-deepseek-v3", "n_group", [](json& j) { j["n_group"] = j["n_routed_experts"]; }, {"at most n_routed_experts / 2 = 8"}},
+      {"tiny-deepseek-v3", "topk_group", [](json& j) { j["n_group"] = 8; j["topk_group"] = 1; j["num_experts_per_tok"] = 3; },
+       {"fewer than num_experts_per_tok = 3", "at least 2"}},
+      {"deepseek-v2", "topk_group", [](json& j) { j["topk_group"] = 1; j["num_experts_per_tok"] = 21; },
+       {"kept groups of 20 experts", "at least 2"}},
+      {"deepseek-v2", "n_group", [](json& j) { j["n_group"] = 7; }, {"must divide n_routed_experts (160)"}},
+      // RoPE rotates pairs, at most 1024 dimensions.
+      {"tiny-mixtral", "head_dim", [](json& j) { j["head_dim"] = 15; }, {"is 15", "must be even"}},
+      {"tiny-qwen3-moe", "head_dim", [](json& j) { j["head_dim"] = 2048; }, {"outside [2, 1024]"}},
+      {"tiny-mixtral", "head_dim", [](json& j) { j["num_attention_heads"] = 6; j["num_key_value_heads"] = 2; },
+       {"is absent", "64 / 6 is not a whole number"}},
+      {"tiny-mixtral", "head_dim", [](json& j) { j["hidden_size"] = 60; }, {"is 15", "hidden_size / num_attention_heads", "even"}},
+      {"tiny-mixtral", "head_dim", [](json& j) { j["hidden_size"] = 4; }, {"is 1", "even"}},
+      {"tiny-deepseek-v3", "qk_rope_head_dim", [](json& j) { j["qk_rope_head_dim"] = 1026; }, {"outside [2, 1024]"}},
+      // Values that ran, silently, to NaN (every generated id 0).
+      {"tiny-mixtral", "rms_norm_eps", [](json& j) { j["rms_norm_eps"] = 0; }, {"is 0, outside [1e-30, 1]"}},
+      {"tiny-mixtral", "rms_norm_eps", [](json& j) { j["rms_norm_eps"] = -1e-6; }, {"outside [1e-30, 1]"}},
+      {"tiny-mixtral", "rms_norm_eps", [](json& j) { j["rms_norm_eps"] = 1e300; }, {"outside [1e-30, 1]"}},
+      {"tiny-mixtral", "rms_norm_eps", [](json& j) { j["rms_norm_eps"] = 1e-40; }, {"outside [1e-30, 1]"}},
+      {"tiny-mixtral", "rope_theta", [](json& j) { j["rope_theta"] = 0; }, {"is 0, outside (1, 1e+12]"}},
+      {"tiny-mixtral", "rope_theta", [](json& j) { j["rope_theta"] = -10000.0; }, {"outside (1, 1e+12]"}},
+      {"tiny-qwen3-moe", "rope_theta", [](json& j) { j["rope_theta"] = 1; }, {"outside (1, 1e+12]"}},
+      {"tiny-deepseek-v3", "factor", [](json& j) { j["rope_scaling"]["factor"] = 0; }, {"rope_scaling", "outside [1, 1e+06]"}},
+      {"tiny-deepseek-v3", "beta_fast", [](json& j) { j["rope_scaling"]["beta_fast"] = 0; }, {"outside (0, 10000]"}},
+      {"tiny-deepseek-v3", "beta_slow", [](json& j) { j["rope_scaling"]["beta_slow"] = -1; }, {"outside (0, 10000]"}},
+      {"tiny-deepseek-v3", "mscale_all_dim", [](json& j) { j["rope_scaling"]["mscale_all_dim"] = -2.5; }, {"outside [0, 1000]"}},
+      {"tiny-deepseek-v3", "routed_scaling_factor", [](json& j) { j["routed_scaling_factor"] = -1e308; },
+       {"is -1e+308, outside (0, 1000]"}},
+      {"tiny-deepseek-v3", "routed_scaling_factor", [](json& j) { j["routed_scaling_factor"] = 0; }, {"outside (0, 1000]"}},
+      // Accepted silently before, and run as something else.
+      {"tiny-deepseek-v3", "scoring_func", [](json& j) { j["scoring_func"] = "relu"; }, {"is 'relu'", "sigmoid"}},
+      {"tiny-deepseek-v3", "scoring_func", [](json& j) { j["scoring_func"] = "softmax"; }, {"is 'softmax'", "sigmoid"}},
+      {"tiny-deepseek-v2", "scoring_func", [](json& j) { j["scoring_func"] = "sigmoid"; }, {"is 'sigmoid'", "softmax"}},
+      {"tiny-deepseek-v3", "topk_method", [](json& j) { j["topk_method"] = "greedy"; }, {"is 'greedy'", "noaux_tc only"}},
+      {"tiny-deepseek-v2", "topk_method", [](json& j) { j["topk_method"] = "noaux_tc"; }, {"is 'noaux_tc'", "group_limited_greedy"}},
+      {"tiny-mixtral", "rope_theta", [](json& j) { j["rope_theta"] = "1e6"; }, {"must be a number, got \"1e6\""}},
+      {"tiny-mixtral", "rope_theta",
+       [](json& j) { j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", "1e6"}}; },
+       {"rope_parameters", "must be a number"}},
+      {"tiny-qwen3-moe", "mlp_only_layers", [](json& j) { j["mlp_only_layers"] = {-1}; }, {"holds -1", "[0, num_hidden_layers = 3)"}},
+      {"tiny-qwen3-moe", "mlp_only_layers", [](json& j) { j["mlp_only_layers"] = {0, 1000000000000LL}; }, {"holds 1000000000000"}},
+      {"tiny-qwen3-moe", "mlp_only_layers", [](json& j) { j["mlp_only_layers"] = {3}; }, {"holds 3"}},
+      {"tiny-qwen3-moe", "mlp_only_layers", [](json& j) { j["mlp_only_layers"] = {1e12}; }, {"must hold integers"}},
+      {"tiny-qwen3-moe", "mlp_only_layers",
+       [](json& j) { j["mlp_only_layers"] = {std::numeric_limits<std::uint64_t>::max()}; }, {"holds 18446744073709551615"}},
+      // What run refused after check had passed it.
+      {"tiny-deepseek-v3", "type", [](json& j) { j["rope_scaling"]["type"] = "linear"; }, {"'linear'", "not supported"}},
+      {"tiny-qwen3-moe", "rope_type", [](json& j) { j["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 2.0}}; },
+       {"rope_parameters", "'dynamic'"}},
+      {"tiny-mixtral", "tie_word_embeddings", [](json& j) { j["tie_word_embeddings"] = true; }, {"not supported"}},
+      {"tiny-mixtral", "num_hidden_layers", [](json& j) { j["num_hidden_layers"] = 18446744073709551615ULL; },
+       {"is 18446744073709551615, outside [1, 1024]"}},
+  };
+  for (const Case& c : cases) {
+    json config = preset_json(c.preset);
+    c.mutate(config);
+    const std::string message = input_error_message([&] { sy::parse_model_config(config, "models/x/config.json"); });
+    INFO(c.preset << " with bad " << c.field << ": " << message);
+    CHECK(contains(message, "models/x/config.json"));
+    CHECK(contains(message, "'" + std::string(c.field) + "'"));
+    for (const char* part : c.problem) CHECK(contains(message, part));
+    CHECK(input_error_exit_code([&] { sy::parse_model_config(config, "models/x/config.json"); }) == sy::kExitBadContent);
+  }
+}
+
+TEST_CASE("core: the edges of each float range are accepted") {
+  struct Edge {
+    const char* preset;
+    std::function<void(json&)> mutate;
+  };
+  const std::vector<Edge> edges = {
+      {"tiny-mixtral", [](json& j) { j["rms_norm_eps"] = 1e-30; }},
+      {"tiny-mixtral", [](json& j) { j["rms_norm_eps"] = 1; }},
+      {"tiny-mixtral", [](json& j) { j["rope_theta"] = 1.0001; }},
+      {"tiny-mixtral", [](json& j) { j["rope_theta"] = 1e12; }},
+      {"tiny-deepseek-v3", [](json& j) { j["routed_scaling_factor"] = 1e-9; }},
+      {"tiny-deepseek-v3", [](json& j) { j["routed_scaling_factor"] = 1000; }},
+      {"tiny-deepseek-v3", [](json& j) { j["rope_scaling"]["factor"] = 1; }},
+      {"tiny-deepseek-v3", [](json& j) { j["rope_scaling"]["mscale"] = 0; }},
+      {"tiny-deepseek-v3", [](json& j) { j["n_group"] = 8; j["topk_group"] = 2; }},  // 2 groups of 2 hold the 4
+  };
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    json config = preset_json(edges[i].preset);
+    edges[i].mutate(config);
+    INFO("edge " << i << ": " << config.dump());
+    CHECK_NOTHROW(sy::parse_model_config(config, "edge"));
+  }
+  SUBCASE("YaRN without original_max_position_embeddings uses max_position_embeddings, as transformers") {
+    json config = preset_json("tiny-deepseek-v3");
+    config["rope_scaling"].erase("original_max_position_embeddings");
+    const sy::ModelConfig c = sy::parse_model_config(config, "no original");
+    REQUIRE(c.rope_scaling.has_value());
+    CHECK(c.rope_scaling->original_max_position_embeddings == config["max_position_embeddings"].get<std::int64_t>());
+  }
+}
+
+TEST_CASE("core: DeepSeek routing is accepted exactly when the MoE gate can route it") {
+  sy::core_testing::SeededRng rng;
+  INFO("seed " << rng.seed);
+  int accepted = 0, refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    sy::ModelConfig c = sy::preset_model_config(rng.below(2) ? "tiny-deepseek-v3" : "deepseek-v2");
+    c.n_routed_experts = static_cast<int>(rng.between(1, 64));
+    c.n_group = static_cast<int>(rng.between(1, c.n_routed_experts));
+    c.topk_group = static_cast<int>(rng.between(1, c.n_group));  // parse_model_config's own range
+    c.num_experts_per_tok = static_cast<int>(rng.between(1, c.n_routed_experts));
+    if (c.arch == sy::Architecture::deepseek_v2) c.topk_method = rng.below(2) ? "greedy" : "group_limited_greedy";
+    INFO(c.model_type << " " << c.topk_method << ": " << c.n_routed_experts << " experts, n_group " << c.n_group
+                      << ", topk_group " << c.topk_group << ", top_k " << c.num_experts_per_tok);
+    const std::vector<float> bias(static_cast<std::size_t>(c.n_routed_experts), 0.0f);
+    bool gate_routes = true;
+    try {  // with no tokens the gate validates its config and touches nothing else
+      sy::cpu::moe_gate(sy::gate_config(c, bias.data()), nullptr, 0, nullptr, nullptr);
+    } catch (const std::invalid_argument&) {
+      gate_routes = false;
+    }
+    const std::string message = input_error_message([&] { sy::validate_model_config(c); });
+    REQUIRE((message == "<no exception>") == gate_routes);
+    if (!gate_routes) {
+      CHECK((contains(message, "'n_group'") || contains(message, "'topk_group'")));
+      ++refused;
+    } else {
+      ++accepted;
+    }
+  }
+  CHECK(accepted > 100);
+  CHECK(refused > 100);
+}
+
+TEST_CASE("core: head widths are accepted exactly when the RoPE kernel rotates them") {
+  sy::core_testing::SeededRng rng;
+  INFO("seed " << rng.seed);
+  const auto rope_rotates = [](std::int64_t dim) {
+    try {
+      sy::cpu::rope_frequencies_default(static_cast<int>(dim), 10000.0);
+      return true;
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
+  int accepted = 0;
+  for (int round = 0; round < 2000; ++round) {
+    json config = preset_json(rng.below(2) ? "tiny-mixtral" : "tiny-qwen3-moe");
+    const std::int64_t heads = rng.between(1, 16);
+    config["num_attention_heads"] = heads;
+    config["num_key_value_heads"] = 1;
+    std::int64_t head_dim = 0;
+    if (rng.below(2)) {
+      head_dim = rng.between(2, 1100);
+      config["head_dim"] = head_dim;
+    } else {  // the default: hidden_size / num_attention_heads, when whole
+      config.erase("head_dim");
+      config["hidden_size"] = rng.between(1, 4096);
+      head_dim = config["hidden_size"].get<std::int64_t>() % heads ? 0 : config["hidden_size"].get<std::int64_t>() / heads;
+    }
+    INFO(config.dump());
+    const std::string message = input_error_message([&] { sy::parse_model_config(config, "heads"); });
+    const bool expected = head_dim > 0 && rope_rotates(head_dim);
+    REQUIRE((message == "<no exception>") == expected);
+    if (!expected) CHECK(contains(message, "'head_dim'"));
+    accepted += expected;
+  }
+  CHECK(accepted > 100);
+}
+
+TEST_CASE("core: every float a config.json can hold is refused or gives finite RoPE and routing factors") {
+  sy::core_testing::SeededRng rng;
+  INFO("seed " << rng.seed);
+  // Log-uniform magnitudes from 1e-45 to 1e300, either sign, and the values at the edges.
+  const auto any_double = [&] {
+    switch (rng.below(6)) {
+      case 0: return 0.0;
+      case 1: return static_cast<double>(rng.between(-4, 70000));
+      default: {
+        const double magnitude = std::pow(10.0, static_cast<double>(rng.between(-45, 300)) + static_cast<double>(rng.below(1000)) / 1000);
+        return rng.below(4) ? magnitude : -magnitude;
+      }
+    }
+  };
+  const char* rope_fields[] = {"factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim"};
+  int accepted = 0, refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    json config = preset_json("tiny-deepseek-v3");
+    std::vector<std::string> changed;
+    for (const char* top : {"rms_norm_eps", "rope_theta", "routed_scaling_factor"})
+      if (rng.below(3) == 0) {
+        config[top] = any_double();
+        changed.push_back(top);
+      }
+    for (const char* field : rope_fields)
+      if (rng.below(3) == 0) {
+        config["rope_scaling"][field] = any_double();
+        changed.push_back(field);
+      }
+    INFO(config.dump());
+    sy::ModelConfig c;
+    const std::string message = input_error_message([&] { c = sy::parse_model_config(config, "floats"); });
+    if (message != "<no exception>") {
+      bool names_a_changed_field = false;
+      for (const std::string& field : changed) names_a_changed_field |= contains(message, "'" + field + "'");
+      CHECK_MESSAGE(names_a_changed_field, message);
+      ++refused;
+      continue;
+    }
+    ++accepted;
+    const auto eps = static_cast<float>(c.rms_norm_eps);
+    CHECK(std::isnormal(eps));
+    CHECK(eps > 0);
+    CHECK(std::isfinite(static_cast<float>(c.routed_scaling_factor)));
+    CHECK(c.routed_scaling_factor > 0);
+    const sy::cpu::RopeFrequencies f = sy::rope_frequencies(c, c.qk_rope_head_dim);
+    CHECK(std::isfinite(f.attention_factor));
+    CHECK(f.attention_factor > 0);
+    for (const float inv_freq : f.inv_freq) REQUIRE(std::isfinite(inv_freq));
+    CHECK(std::isfinite(sy::mla_softmax_scale(c)));
+  }
+  CHECK(accepted > 50);
+  CHECK(refused > 50);
+}
+
+TEST_CASE("core: validate_model_config holds a changed layer count to mlp_only_layers") {
+  json config = preset_json("tiny-qwen3-moe");
+  config["num_hidden_layers"] = 6;
+  config["mlp_only_layers"] = {4};
+  sy::ModelConfig c = sy::parse_model_config(config, "six layers");
+  c.num_hidden_layers = 5;
+  CHECK_NOTHROW(sy::validate_model_config(c));
+  c.num_hidden_layers = 4;  // as make-model --layers 4 would
+  const std::string message = input_error_message([&] { sy::validate_model_config(c); });
+  CHECK(contains(message, "six layers: field 'mlp_only_layers' holds 4"));
+  CHECK(contains(message, "num_hidden_layers = 4"));
+}
+
+TEST_CASE("core: load_model_config reads only a regular config.json under its cap") {
+  sy::core_testing::SeededRng rng;
+  INFO("seed " << rng.seed);
+  const sy::core_testing::TempDir dir;
+  const std::filesystem::path config = dir / "config.json";
+  const auto load = [&] { sy::load_model_config(config); };
+
+  SUBCASE("a directory is named as one, not as bad JSON (exit 2)") {
+    std::filesystem::create_directory(config);
+    CHECK(contains(input_error_message(load), "is a directory"));
+    CHECK(input_error_exit_code(load) == sy::kExitUsageOrIo);
+  }
+  SUBCASE("a link to /dev/zero is refused, not read forever (exit 2)") {
+    std::filesystem::create_symlink("/dev/zero", config);
+    CHECK(contains(input_error_message(load), "is a character device"));
+    CHECK(input_error_exit_code(load) == sy::kExitUsageOrIo);
+  }
+  SUBCASE("a FIFO is refused without waiting for a writer (exit 2)") {
+    REQUIRE(::mkfifo(config.c_str(), 0600) == 0);
+    CHECK(contains(input_error_message(load), "is a FIFO"));
+  }
+  SUBCASE("a link loop is an InputError naming the file") {
+    std::filesystem::create_symlink(dir / "loop", config);
+    std::filesystem::create_symlink(config, dir / "loop");
+    const std::string message = input_error_message(load);
+    CHECK(contains(message, config.string()));
+    CHECK(input_error_exit_code(load) == sy::kExitUsageOrIo);
+  }
+  SUBCASE("a file larger than 16 MiB is refused by size, not parsed") {
+    sy::core_testing::write_file(config, "{");
+    std::filesystem::resize_file(config, sy::kMaxConfigJsonBytes + 1 + rng.below(1 << 20));
+    CHECK(contains(input_error_message(load), "config.json larger than 16.0 MiB"));
+  }
+  SUBCASE("content errors exit 1: invalid JSON, a number past a double's range, a bad value") {
+    json zero_eps = sy::model_config_to_json(sy::preset_model_config("tiny-mixtral"));
+    zero_eps["rms_norm_eps"] = 0;
+    for (const std::string& text : {std::string("{\"model_type\": \"mixtral\","), std::string("{\"rope_theta\": 1e999}"),
+                                    std::string("[1, 2]"), zero_eps.dump()}) {
+      INFO(text.substr(0, 80));
+      sy::core_testing::write_file(config, text);
+      const std::string message = input_error_message(load);
+      CHECK(contains(message, config.string()));
+      CHECK_FALSE(contains(message, "<not an InputError"));
+      CHECK(input_error_exit_code(load) == sy::kExitBadContent);
+    }
+    CHECK(contains(input_error_message(load), "'rms_norm_eps'"));
   }
 }

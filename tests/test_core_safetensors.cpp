@@ -1,7 +1,14 @@
 // safetensors headers from real files written here (valid, sharded, hostile, randomly mutated),
 // and describe_model reading a checkpoint directory against its config.json.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <future>
 #include <map>
 #include <string>
 #include <string_view>
@@ -11,7 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/arch_presets.h"
+#include "core/checkpoint.h"
 #include "core/diagnostics.h"
+#include "core/input_file.h"
+#include "core/mapped_file.h"
 #include "core/model_description.h"
 #include "core/safetensors.h"
 #include "core_test_support.h"
@@ -103,6 +113,29 @@ std::string diagnostics_text(const sy::Diagnostics& diagnostics) {
   return out;
 }
 
+// The exit status an InputError from `action` carries; -1 when it throws none.
+template <typename Action>
+int input_error_exit_code(Action&& action) {
+  try {
+    action();
+  } catch (const sy::InputError& error) {
+    return error.exit_code();
+  } catch (...) {
+  }
+  return -1;
+}
+
+// Whether `h`'s tensors tile its data section: in order, each beginning where the one before it
+// ends, from byte 0 to the last byte (the reference reader's rule).
+bool tiles_data_section(const sy::SafetensorsHeader& h) {
+  std::uint64_t end = 0;
+  for (const sy::SafetensorsTensor& t : h.tensors) {
+    if (t.begin != end || t.end < t.begin) return false;
+    end = t.end;
+  }
+  return h.data_offset <= h.file_bytes && end == h.file_bytes - h.data_offset;
+}
+
 std::vector<sy::Diagnostic> with_code(const sy::Diagnostics& diagnostics, const std::string& code) {
   std::vector<sy::Diagnostic> out;
   for (const sy::Diagnostic& d : diagnostics.items())
@@ -180,6 +213,12 @@ TEST_CASE("core: hostile safetensors files throw InputError naming the problem")
   const std::string valid_data = rng.bytes(data_bytes(valid));
   const std::string valid_file = frame(valid_header, valid_data);
   const std::uint64_t cut = static_cast<std::uint64_t>(rng.between(1, static_cast<std::int64_t>(valid[1].bytes())));
+  // A header that ends in spaces still parses when its stated length leaves some of them off: the
+  // data section then starts that many bytes early.
+  const std::string padded_header = valid_header + std::string(static_cast<std::size_t>(rng.between(1, 8)), ' ');
+  const std::uint64_t short_by = static_cast<std::uint64_t>(rng.between(1, static_cast<std::int64_t>(padded_header.size() - valid_header.size())));
+  const std::uint64_t trailing = static_cast<std::uint64_t>(rng.between(1, 64));
+  const std::uint64_t gap = static_cast<std::uint64_t>(rng.between(1, 12));
 
   struct Case {
     std::string label;
@@ -219,6 +258,23 @@ TEST_CASE("core: hostile safetensors files throw InputError naming the problem")
       {"overlapping tensors",
        frame(json{{"a.weight", f32({4}, {0, 16})}, {"b.weight", f32({4}, {8, 24})}}.dump(), rng.bytes(24)),
        {"'a.weight' and 'b.weight' overlap"}},
+      // The reference reader's tiling rule: the tensors cover the data section exactly.
+      {"header length short by the padding it ends in",
+       frame(padded_header, valid_data, padded_header.size() - short_by),
+       {"holds " + std::to_string(valid_data.size() + short_by) + " bytes but its tensors cover " +
+            std::to_string(valid_data.size()),
+        "after the last tensor", "header length"}},
+      {"bytes after the last tensor", frame(valid_header, valid_data + rng.bytes(trailing)),
+       {std::to_string(trailing) + " bytes after the last tensor"}},
+      {"data but no tensors", frame("{\"__metadata__\": {\"format\": \"pt\"}}", rng.bytes(trailing)),
+       {"holds " + std::to_string(trailing) + " bytes but its tensors cover 0"}},
+      {"a gap between tensors",
+       frame(json{{"a.weight", f32({4}, {0, 16})}, {"b.weight", f32({4}, {16 + gap, 32 + gap})}}.dump(),
+             rng.bytes(32 + gap)),
+       {"tensor 'b.weight' begins at byte " + std::to_string(16 + gap), "('a.weight') ends at byte 16",
+        "gap of " + std::to_string(gap) + " bytes"}},
+      {"first tensor after byte 0", frame(json{{"a.weight", f32({4}, {gap, 16 + gap})}}.dump(), rng.bytes(16 + gap)),
+       {"tensor 'a.weight' begins at byte " + std::to_string(gap), "the data section begins at byte 0"}},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -230,8 +286,22 @@ TEST_CASE("core: hostile safetensors files throw InputError naming the problem")
     CHECK(contains(from_file, path.string()));
     for (const std::string& part : c.expected) CHECK(contains(from_file, part));
     CHECK(from_memory == from_file);
+    CHECK(input_error_exit_code([&] { sy::read_safetensors_header(path); }) == sy::kExitBadContent);
   }
-  CHECK(contains(input_error_message([&] { sy::read_safetensors_header(dir / "absent.safetensors"); }), "cannot read"));
+  // Files that cannot be read as safetensors files are I/O errors (exit 2), named as such.
+  const auto unreadable = [&](const std::filesystem::path& path, const std::string& expected) {
+    INFO(path << ": " << input_error_message([&] { sy::read_safetensors_header(path); }));
+    CHECK(contains(input_error_message([&] { sy::read_safetensors_header(path); }), expected));
+    CHECK(input_error_exit_code([&] { sy::read_safetensors_header(path); }) == sy::kExitUsageOrIo);
+  };
+  unreadable(dir / "absent.safetensors", "no such file");
+  std::filesystem::create_directory(dir / "folder.safetensors");
+  unreadable(dir / "folder.safetensors", "is a directory");
+  std::filesystem::create_symlink("/dev/zero", dir / "zero.safetensors");
+  unreadable(dir / "zero.safetensors", "is a character device");
+  std::filesystem::create_symlink(dir / "loop-b.safetensors", dir / "loop-a.safetensors");
+  std::filesystem::create_symlink(dir / "loop-a.safetensors", dir / "loop-b.safetensors");
+  unreadable(dir / "loop-a.safetensors", "loop-a.safetensors");
 }
 
 TEST_CASE("core: random mutations of a valid file never escape as anything but InputError") {
@@ -264,7 +334,11 @@ TEST_CASE("core: random mutations of a valid file never escape as anything but I
     INFO("round " << round << ", mutation kind " << kind << ": " << from_file);
     REQUIRE_FALSE(contains(from_file, "<not an InputError"));
     REQUIRE(from_memory == from_file);
-    if (from_file != "<no exception>") ++rejected;
+    if (from_file != "<no exception>") {
+      ++rejected;
+    } else {  // what is accepted obeys the reference reader's tiling rule
+      REQUIRE(tiles_data_section(sy::parse_safetensors_bytes(mutant, path)));
+    }
   }
   CHECK(rejected > 0);
 }
@@ -311,6 +385,122 @@ TEST_CASE("core: a sharded checkpoint is read through model.safetensors.index.js
   }
 }
 
+TEST_CASE("core: a shard, an index or a model directory that cannot be read is an InputError naming it (exit 2)") {
+  SeededRng rng;
+  INFO("seed " << rng.seed);
+  const TempDir dir;
+  const std::string shard1 = "model-00001-of-00002.safetensors", shard2 = "model-00002-of-00002.safetensors";
+  write_file(dir / shard1, safetensors_file({{"a.weight", "F32", {2}}}, rng));
+  write_file(dir / "model.safetensors.index.json",
+             json{{"weight_map", {{"a.weight", shard1}, {"b.weight", shard2}}}}.dump());
+  const auto expect = [&](const std::filesystem::path& model_dir, const std::vector<std::string>& parts) {
+    const std::string message = input_error_message([&] { sy::read_checkpoint_index(model_dir); });
+    INFO(message);
+    for (const std::string& part : parts) CHECK(contains(message, part));
+    CHECK(input_error_exit_code([&] { sy::read_checkpoint_index(model_dir); }) == sy::kExitUsageOrIo);
+  };
+  const std::string named = "the shard named in model.safetensors.index.json";
+  SUBCASE("a shard the index names is missing") { expect(dir.path(), {shard2, "no such file", named}); }
+  SUBCASE("a shard the index names is a directory") {
+    std::filesystem::create_directory(dir / shard2);
+    expect(dir.path(), {shard2, "is a directory", named});
+  }
+  SUBCASE("a shard the index names is a link loop") {
+    std::filesystem::create_symlink(dir / shard2, dir / shard2);
+    expect(dir.path(), {shard2});
+  }
+  SUBCASE("the index is a directory") {
+    std::filesystem::remove(dir / "model.safetensors.index.json");
+    std::filesystem::create_directory(dir / "model.safetensors.index.json");
+    expect(dir.path(), {"model.safetensors.index.json", "is a directory"});
+  }
+  SUBCASE("the index is a link loop, or a dangling link, not skipped") {
+    std::filesystem::remove(dir / "model.safetensors.index.json");
+    std::filesystem::create_symlink(dir / "model.safetensors.index.json", dir / "model.safetensors.index.json");
+    expect(dir.path(), {"model.safetensors.index.json"});
+    std::filesystem::remove(dir / "model.safetensors.index.json");
+    std::filesystem::create_symlink(dir / "gone.json", dir / "model.safetensors.index.json");
+    expect(dir.path(), {"model.safetensors.index.json", "no such file"});
+  }
+  SUBCASE("the index is larger than its cap") {
+    write_file(dir / "model.safetensors.index.json", "{");
+    std::filesystem::resize_file(dir / "model.safetensors.index.json", sy::kMaxIndexJsonBytes + 1);
+    expect(dir.path(), {"model.safetensors.index.json", "larger than 256.0 MiB"});
+  }
+  SUBCASE("model.safetensors is a link loop") {
+    const TempDir single;
+    std::filesystem::create_symlink(single / "model.safetensors", single / "model.safetensors");
+    expect(single.path(), {"model.safetensors"});
+  }
+  SUBCASE("the model directory is a link loop: describe_model names it") {
+    const TempDir parent;
+    std::filesystem::create_symlink(parent / "b", parent / "a");
+    std::filesystem::create_symlink(parent / "a", parent / "b");
+    sy::ModelSpec spec;
+    spec.model_path = parent / "a";
+    sy::Diagnostics diagnostics;
+    const std::string message = input_error_message([&] { sy::describe_model(spec, diagnostics); });
+    CHECK(contains(message, (parent / "a").string()));
+    CHECK(contains(message, "cannot read the model directory"));
+    CHECK(input_error_exit_code([&] { sy::describe_model(spec, diagnostics); }) == sy::kExitUsageOrIo);
+    spec.model_path = parent / "absent";
+    CHECK(contains(input_error_message([&] { sy::describe_model(spec, diagnostics); }), "no such directory"));
+  }
+}
+
+TEST_CASE("core: tensors the format leaves unaligned load with the same values, aligned") {
+  SeededRng rng;
+  INFO("seed " << rng.seed);
+  const TempDir dir;
+  // Odd-sized U8 tensors between the others, and a header whose length is not a multiple of 8, put
+  // elements at offsets the format allows but a typed load must not use as they are.
+  std::vector<TensorSpec> tensors;
+  const char* dtypes[] = {"F32", "BF16", "F16", "F64", "I64", "I32"};
+  for (int i = 0; i < 8; ++i) {
+    tensors.push_back({"t" + std::to_string(i) + ".weight", dtypes[rng.below(std::size(dtypes))],
+                       {rng.between(1, 5), rng.between(1, 7)}});
+    if (rng.below(2)) tensors.push_back({"t" + std::to_string(i) + ".odd", "U8", {2 * rng.between(0, 3) + 1}});
+  }
+  std::string header = header_for(tensors);
+  while (header.back() == ' ') header.pop_back();
+  header.append(static_cast<std::size_t>(rng.between(0, 6)), ' ');
+  header.append(header.size() % 8 == 0 ? 1 : 0, ' ');  // 8 + header length: not a multiple of 8
+  const std::string data = rng.bytes(data_bytes(tensors));
+  write_file(dir / "model.safetensors", frame(header, data));
+  INFO("header length " << header.size());
+
+  const sy::Checkpoint checkpoint = sy::Checkpoint::open(dir.path());
+  std::uint64_t offset = 0;
+  int copied = 0;
+  for (const TensorSpec& spec : tensors) {
+    INFO(spec.name << " (" << spec.dtype << ") at data offset " << offset);
+    const sy::DType dtype = *sy::dtype_from_safetensors(spec.dtype);
+    const sy::Tensor t = checkpoint.get(spec.name, spec.shape, {dtype});
+    REQUIRE(t.bytes() == spec.bytes());
+    CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % element_bytes(spec.dtype) == 0);
+    CHECK(std::memcmp(t.data(), data.data() + offset, spec.bytes()) == 0);
+    // In place in the mapping where the file aligns the tensor; a copy only where it does not.
+    const bool aligned_in_file = (8 + header.size() + offset) % element_bytes(spec.dtype) == 0;
+    CHECK(t.in_read_only_pages() == aligned_in_file);
+    copied += !aligned_in_file;
+    offset += spec.bytes();
+  }
+  CHECK(copied > 0);
+}
+
+TEST_CASE("core: MappedFile refuses what is not a regular file without waiting on it") {
+  const TempDir dir;
+  const std::filesystem::path fifo = dir / "model.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto opening = std::async(std::launch::async, [&] { return input_error_message([&] { sy::MappedFile::open(fifo); }); });
+  const bool answered = opening.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  CHECK_MESSAGE(answered, "MappedFile::open waited for a writer of the FIFO");
+  if (!answered) ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // lets the blocked open return
+  CHECK(contains(opening.get(), "not a regular file"));
+  std::filesystem::create_directory(dir / "folder");
+  CHECK(contains(input_error_message([&] { sy::MappedFile::open(dir / "folder"); }), "not a regular file"));
+}
+
 TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
   SeededRng rng;
   INFO("seed " << rng.seed);
@@ -318,7 +508,7 @@ TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
   CHECK(contains(input_error_message([&] { sy::read_checkpoint_index(dir.path()); }), "holds no .safetensors files"));
 
   write_file(dir / "model.safetensors", safetensors_file({{"a.weight", "F32", {2}}}, rng));
-  for (const std::string shard : {"../elsewhere/model.safetensors", "sub/model.safetensors", "/etc/passwd", ".."}) {
+  for (const std::string shard : {"../elsewhere/model.safetensors", "sub/model.safetensors", "/etc/passwd", "..", ".", ""}) {
     INFO("shard " << shard);
     write_file(dir / "model.safetensors.index.json", json{{"weight_map", {{"a.weight", shard}}}}.dump());
     const std::string message = input_error_message([&] { sy::read_checkpoint_index(dir.path()); });
@@ -330,7 +520,9 @@ TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
     write_file(dir / "model.safetensors.index.json", index);
     const std::string message = input_error_message([&] { sy::read_checkpoint_index(dir.path()); });
     CHECK(contains(message, "model.safetensors.index.json"));
-    CHECK((contains(message, "needs a \"weight_map\"") || contains(message, "is not a file name")));
+    CHECK((contains(message, "needs a \"weight_map\"") || contains(message, "is not a file name") ||
+           contains(message, "is not valid JSON")));
+    CHECK(input_error_exit_code([&] { sy::read_checkpoint_index(dir.path()); }) == sy::kExitBadContent);
   }
 }
 

@@ -13,13 +13,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view file(reinterpret_cast<const char*>(data), size);
   try {
     const switchyard::SafetensorsHeader header = switchyard::parse_safetensors_bytes(file, "fuzz.safetensors");
-    // What the parser promises about an accepted file: tensors in data order, inside the data.
+    // What the parser promises about an accepted file: tensors in data order, each beginning where
+    // the one before it ends, the last ending at the end of the data section.
     std::uint64_t previous_end = 0;
     for (const switchyard::SafetensorsTensor& t : header.tensors) {
-      if (t.begin > t.end || t.end > header.file_bytes - header.data_offset || t.begin < previous_end)
-        __builtin_trap();
+      if (t.begin != previous_end || t.end < t.begin) __builtin_trap();
       previous_end = t.end;
     }
+    if (header.data_offset > header.file_bytes || previous_end != header.file_bytes - header.data_offset)
+      __builtin_trap();
   } catch (const switchyard::InputError&) {
   }
   return 0;
