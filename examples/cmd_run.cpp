@@ -135,7 +135,7 @@ struct RunCommand {
         if (d.severity == Severity::error) std::cerr << format_diagnostic(d) << "\n";
       std::cerr << "switchyard run: the checkpoint in " << options.model.model_path.string()
                 << " does not match its config.json\n";
-      return 1;
+      return kExitBadContent;
     }
     if (dry_run || check.diagnostics.has_errors()) {
       std::cout << format_check_table(check, options.budget);
