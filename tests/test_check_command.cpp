@@ -42,7 +42,9 @@ TEST_CASE("check command: shipped profiles are clean against their architectures
   for (const auto& entry : std::filesystem::directory_iterator(source_path("optimize_rules")))
     if (entry.path().extension() == ".yaml") ++files;
   CHECK_MESSAGE(files == std::size(shipped), "every shipped profile needs an entry in this test");
-  for (const auto& [file, arch] : shipped) {
+  for (const auto& entry : shipped) {
+    const auto& file = entry.first;
+    const auto& arch = entry.second;
     switchyard::CheckOptions options;
     options.model.arch = arch;
     options.profile = source_path(std::string("optimize_rules/") + file);

@@ -186,7 +186,9 @@ TEST_CASE("core: empty tensors at a shared offset are accepted whatever their na
   const TempDir dir;
   // The header's keys come back sorted by name, so each order of names below is a different
   // order of equal begin offsets.
-  for (const auto& [full, empty] : {std::pair{"a.weight", "b.empty"}, std::pair{"b.weight", "a.empty"}}) {
+  for (const auto& names : {std::pair{"a.weight", "b.empty"}, std::pair{"b.weight", "a.empty"}}) {
+    const char* const full = names.first;
+    const char* const empty = names.second;
     INFO(full << " with " << empty);
     const json header = {{full, {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {0, 16}}}},
                          {empty, {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {0, 0}}}}};

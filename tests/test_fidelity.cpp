@@ -13,7 +13,9 @@ TEST_CASE("fidelity: logits and greedy continuations match transformers") {
       {"qwen3_moe", "Qwen3-MoE-cpu.yaml"},
       {"mixtral", "Mixtral-cpu.yaml"},
   };
-  for (const auto& [fixture, profile] : cases) {
+  for (const auto& entry : cases) {
+    const char* const fixture = entry.first;
+    const char* const profile = entry.second;
     INFO(fixture << " with " << profile);
     const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
     Loaded l = load(fixture, profile);

@@ -180,7 +180,9 @@ TEST_CASE("make-model: the same seed writes the same bytes, another seed other b
   CHECK(read_bytes(a / "model.safetensors") != read_bytes(c / "model.safetensors"));
   const auto tensors_a = read_tensor_bytes(a.path());
   const auto tensors_c = read_tensor_bytes(c.path());
-  for (const auto& [name, bytes] : tensors_a) {
+  for (const auto& tensor : tensors_a) {
+    const auto& name = tensor.first;
+    const auto& bytes = tensor.second;
     INFO(name);
     const bool constant = contains(name, "norm.weight");
     CHECK((bytes == tensors_c.at(name)) == constant);  // every random tensor changes with the seed
@@ -204,8 +206,9 @@ TEST_CASE("make-model: weights are normal(0, 0.02), norms exactly 1, the router 
     check_normal(experts, 0.02);
 
     std::size_t norms = 0;
-    for (const auto& [name, v] : values)
-      if (contains(name, "norm.weight")) {
+    for (const auto& value : values)
+      if (const std::string& name = value.first; contains(name, "norm.weight")) {
+        const auto& v = value.second;
         INFO(name);
         ++norms;
         for (float x : v) REQUIRE(x == 1.0f);
@@ -298,7 +301,9 @@ TEST_CASE("make-model: shards past max_shard_bytes with an index, same tensors a
     CHECK(index["weight_map"][t.tensor.name] == file);
     shard_bytes[file] += t.tensor.end - t.tensor.begin;
   }
-  for (const auto& [file, bytes] : shard_bytes) {
+  for (const auto& shard : shard_bytes) {
+    const auto& file = shard.first;
+    const auto& bytes = shard.second;
     INFO(file);
     // Only a tensor larger than the limit (the 64 KiB embedding is not) may overflow a shard.
     CHECK(bytes <= options.max_shard_bytes);

@@ -62,7 +62,9 @@ TEST_CASE("run command: make-model checkpoints of every family run with the ship
                                                       {"tiny-deepseek-v2", "DeepSeek-V2-Lite-Chat-cpu.yaml"},
                                                       {"tiny-qwen3-moe", "Qwen3-MoE-cpu.yaml"},
                                                       {"tiny-mixtral", "Mixtral-cpu.yaml"}};
-  for (const auto& [preset, profile] : cases) {
+  for (const auto& entry : cases) {
+    const char* const preset = entry.first;
+    const char* const profile = entry.second;
     INFO(preset);
     const TempModel model(preset, 3);
     const auto run = run_switchyard("run --model_path " + model.dir.string() + " --optimize_config_path " +

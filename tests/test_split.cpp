@@ -106,7 +106,9 @@ TEST_CASE("split: every base profile splits into profiles that pass check") {
                                                       {"deepseek-v2-lite", "DeepSeek-V2-Lite-Chat.yaml"},
                                                       {"qwen3-30b-a3b", "Qwen3-MoE.yaml"},
                                                       {"mixtral-8x7b", "Mixtral.yaml"}};
-  for (const auto& [arch, profile] : bases) {
+  for (const auto& base_entry : bases) {
+    const auto& arch = base_entry.first;
+    const auto& profile = base_entry.second;
     const CheckResult base = check_base(arch, profile);
     REQUIRE_FALSE(base.diagnostics.has_errors());
     for (int gpus : {1, 2, 3, 5, 8}) {

@@ -4,8 +4,10 @@
 #include <stdexcept>
 #include <string>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__x86_64__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -21,6 +23,24 @@ const char* isa_name(Isa isa) {
   }
   return "unknown";
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+// F16C in CPUID leaf 1 (ECX bit 29), and the OS saving the YMM registers it works on: OSXSAVE
+// (ECX bit 27) and XCR0's SSE and AVX state bits (1 and 2). This is what GCC's
+// __builtin_cpu_supports("f16c") tests; clang 14 has no "f16c" there, so we read CPUID ourselves.
+bool f16c_enabled() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const bool f16c = (c >> 29) & 1u, osxsave = (c >> 27) & 1u;
+  if (!f16c || !osxsave) return false;
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));  // XCR0; xgetbv is legal once OSXSAVE is set
+  constexpr unsigned kSseAndAvxState = 0x6;
+  return (xcr0_low & kSseAndAvxState) == kSseAndAvxState;
+}
+}  // namespace
+#endif
 
 #if defined(__x86_64__)
 namespace {
@@ -39,13 +59,14 @@ bool amx_enabled() {
 }  // namespace
 #endif
 
-// __builtin_cpu_supports reads CPUID and, for AVX/AVX-512, whether the OS saves those registers.
+// __builtin_cpu_supports reads CPUID and, for AVX/AVX-512, whether the OS saves those registers;
+// GCC and clang agree on the names used here (F16C is read by f16c_enabled).
 bool isa_supported(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c_enabled();
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && isa_supported(Isa::avx2);

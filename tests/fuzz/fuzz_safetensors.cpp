@@ -1,13 +1,17 @@
 // libFuzzer target for the safetensors header parser: the input is a whole file (8-byte
 // little-endian header length, JSON header, data). Rejecting it with InputError is the expected
-// outcome for most inputs; any other exception, a crash or a sanitizer report is a bug.
+// outcome for most inputs; any other exception, a crash or a sanitizer report is a bug. The f32,
+// bf16 and f16 tensors of an accepted file are widened to f32 as the CPU reads weights
+// (cpu::widen_to_f32), where they lie in the file: an accepted file must be readable.
 // Build and run: docs/fuzzing.md.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "operators/cpu/half.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view file(reinterpret_cast<const char*>(data), size);
@@ -19,6 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const switchyard::SafetensorsTensor& t : header.tensors) {
       if (t.begin != previous_end || t.end < t.begin) __builtin_trap();
       previous_end = t.end;
+      if (t.dtype != switchyard::DType::f32 && t.dtype != switchyard::DType::bf16 && t.dtype != switchyard::DType::f16)
+        continue;
+      const std::uint64_t count = (t.end - t.begin) / switchyard::storage_bytes(t.dtype, 1);
+      std::vector<float> wide(count);
+      switchyard::cpu::widen_to_f32(t.dtype, data + header.data_offset + t.begin, count, wide.data());
     }
     if (header.data_offset > header.file_bytes || previous_end != header.file_bytes - header.data_offset)
       __builtin_trap();
