@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/input_file.h"
 
 namespace switchyard {
@@ -19,6 +20,10 @@ constexpr std::int64_t kMaxWidth = 1 << 22;
 constexpr std::int64_t kMaxVocab = 1 << 24;
 constexpr int kMaxLayers = 1024;
 constexpr int kMaxExperts = 4096;
+// Routed experts over all MoE layers: 15 k for DeepSeek-V3, 23 k for Kimi-K2's 61 x 384. The
+// module tree holds four modules an expert; past this it would take seconds and gigabytes to
+// build before anything else is checked.
+constexpr std::int64_t kMaxLayerExperts = 1 << 18;
 // The RoPE kernels (CPU and CUDA) rotate at most this many dimensions of a head.
 constexpr int kMaxRopeDim = 1024;
 
@@ -60,9 +65,9 @@ class Fields {
   std::int64_t integer(const std::string& key, std::int64_t low, std::int64_t high) const {
     if (!has(key)) fail(key, "is missing");
     const json& value = at(key);
-    if (!value.is_number_integer()) fail(key, "must be an integer, got " + value.dump());
+    if (!value.is_number_integer()) fail(key, "must be an integer, got " + json_excerpt(value));
     if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(high))
-      fail(key, "is " + value.dump() + ", outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+      fail(key, "is " + json_excerpt(value) + ", outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
     const std::int64_t v = value.get<std::int64_t>();
     if (v < low || v > high)
       fail(key, "is " + std::to_string(v) + ", outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
@@ -74,19 +79,19 @@ class Fields {
   // A JSON number (integer or not) in `range`, or `fallback` when the field is absent or null.
   double number_or(const std::string& key, double fallback, const NumberRange& range) const {
     if (!has(key)) return fallback;
-    if (!at(key).is_number()) fail(key, "must be a number, got " + at(key).dump());
+    if (!at(key).is_number()) fail(key, "must be a number, got " + json_excerpt(at(key)));
     const double v = at(key).get<double>();
-    if (!range.contains(v)) fail(key, "is " + at(key).dump() + ", outside " + range.text());
+    if (!range.contains(v)) fail(key, "is " + json_excerpt(at(key)) + ", outside " + range.text());
     return v;
   }
   bool boolean_or(const std::string& key, bool fallback) const {
     if (!has(key)) return fallback;
-    if (!at(key).is_boolean()) fail(key, "must be true or false, got " + at(key).dump());
+    if (!at(key).is_boolean()) fail(key, "must be true or false, got " + json_excerpt(at(key)));
     return at(key).get<bool>();
   }
   std::string string_or(const std::string& key, const std::string& fallback) const {
     if (!has(key)) return fallback;
-    if (!at(key).is_string()) fail(key, "must be a string, got " + at(key).dump());
+    if (!at(key).is_string()) fail(key, "must be a string, got " + json_excerpt(at(key)));
     return at(key).get<std::string>();
   }
 
@@ -150,13 +155,13 @@ std::vector<int> parse_layer_list(const Fields& f, const std::string& key, int n
   if (!layers.is_array()) f.fail(key, "must be a list of layer numbers");
   std::vector<int> out;
   for (const json& layer : layers) {
-    if (!layer.is_number_integer()) f.fail(key, "must hold integers, got " + layer.dump());
+    if (!layer.is_number_integer()) f.fail(key, "must hold integers, got " + json_excerpt(layer));
     // JSON keeps non-negative integers unsigned, and they may pass int64's range.
     const bool in_range = layer.is_number_unsigned()
                               ? layer.get<std::uint64_t>() < static_cast<std::uint64_t>(num_layers)
                               : layer.get<std::int64_t>() >= 0 && layer.get<std::int64_t>() < num_layers;
     if (!in_range)
-      f.fail(key, "holds " + layer.dump() + "; layer numbers are in [0, num_hidden_layers = " +
+      f.fail(key, "holds " + json_excerpt(layer) + "; layer numbers are in [0, num_hidden_layers = " +
                       std::to_string(num_layers) + ")");
     out.push_back(static_cast<int>(layer.get<std::int64_t>()));
   }
@@ -312,6 +317,14 @@ void validate_model_config(const ModelConfig& c) {
     if (layer < 0 || layer >= c.num_hidden_layers)
       fail("mlp_only_layers", "holds " + std::to_string(layer) + "; layer numbers are in [0, num_hidden_layers = " +
                                   std::to_string(c.num_hidden_layers) + ")");
+  std::int64_t layer_experts = 0;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer)
+    if (c.is_moe_layer(layer)) layer_experts += c.n_routed_experts;
+  if (layer_experts > kMaxLayerExperts)
+    fail(c.is_deepseek() ? "n_routed_experts" : c.arch == Architecture::mixtral ? "num_local_experts" : "num_experts", "gives " + std::to_string(layer_experts) + " routed experts over the MoE layers, more than " +
+                                 std::to_string(kMaxLayerExperts) + " (" + std::to_string(c.n_routed_experts) +
+                                 " experts in each of the MoE layers among num_hidden_layers = " +
+                                 std::to_string(c.num_hidden_layers) + ")");
   if (c.tie_word_embeddings)
     fail("tie_word_embeddings", "is true, which is not supported yet: lm_head.weight must be a tensor of its own");
 }
@@ -356,6 +369,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
   const std::string text = read_input_file(path, "config.json", kMaxConfigJsonBytes);
+  check_json_nesting(text, path.string());
   json j;
   try {
     j = json::parse(text);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/input_file.h"
 
 namespace switchyard {
@@ -91,6 +92,7 @@ SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::
   h.data_offset = 8 + h.header_bytes;
   if (h.data_offset > file_bytes) fail(file, "header runs past the end of the file");
   const std::uint64_t data_bytes = file_bytes - h.data_offset;
+  check_json_nesting(header_json, file.string());
   const json j = json::parse(header_json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(file, "header is not valid JSON");
   if (!j.is_object()) fail(file, "header is not a JSON object");
@@ -161,6 +163,7 @@ CheckpointIndex read_checkpoint_index(const fs::path& dir) {
   const fs::path index_file = dir / "model.safetensors.index.json";
   if (present(index_file)) {
     const std::string text = read_input_file(index_file, "safetensors index", kMaxIndexJsonBytes);
+    check_json_nesting(text, index_file.string());
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) fail(index_file, "is not valid JSON");
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())

@@ -636,3 +636,48 @@ TEST_CASE("core: load_model_config reads only a regular config.json under its ca
     CHECK(contains(input_error_message(load), "'rms_norm_eps'"));
   }
 }
+
+TEST_CASE("core: config.json nested past the bound, a huge wrong-typed value, a tree past the expert bound") {
+  sy::core_testing::SeededRng rng;
+  INFO("seed " << rng.seed);
+  const sy::core_testing::TempDir dir;
+  const std::filesystem::path config = dir / "config.json";
+  const auto load = [&] { sy::load_model_config(config); };
+
+  SUBCASE("a million nested lists are refused before parsing (they overflowed the stack)") {
+    const std::size_t depth = 100000 + rng.below(900000);
+    sy::core_testing::write_file(config, "{\"model_type\":\"mixtral\",\"vocab_size\":" + std::string(depth, '[') +
+                                             std::string(depth, ']') + "}");
+    CHECK(contains(input_error_message(load), "JSON nesting deeper than 64"));
+    CHECK(input_error_exit_code(load) == sy::kExitBadContent);
+  }
+  SUBCASE("nesting inside strings does not count; 64 levels pass the bound and meet the field check") {
+    json j = sy::model_config_to_json(sy::preset_model_config("tiny-mixtral"));
+    j["comment"] = std::string(1000, '[');
+    json nested = 1;
+    for (int level = 0; level < 62; ++level) nested = json::array({nested});
+    j["vocab_size"] = nested;
+    sy::core_testing::write_file(config, j.dump());
+    const std::string message = input_error_message(load);
+    CHECK(contains(message, "'vocab_size' must be an integer, got a list of 1 value"));
+  }
+  SUBCASE("a megabyte string in a number's place is quoted in part") {
+    json j = sy::model_config_to_json(sy::preset_model_config("tiny-mixtral"));
+    j["hidden_size"] = std::string(1 << 20, 'x');
+    sy::core_testing::write_file(config, j.dump());
+    const std::string message = input_error_message(load);
+    CHECK(contains(message, "'hidden_size' must be an integer"));
+    CHECK(contains(message, "characters)"));
+    CHECK(message.size() < 400);
+  }
+  SUBCASE("1024 layers of 4096 experts: refused by the layer-expert bound instead of built") {
+    json j = sy::model_config_to_json(sy::preset_model_config("tiny-mixtral"));
+    j["num_hidden_layers"] = 1024;
+    j["num_local_experts"] = 4096;
+    sy::core_testing::write_file(config, j.dump());
+    const std::string message = input_error_message(load);
+    CHECK(contains(message, "'num_local_experts' gives 4194304 routed experts over the MoE layers, more than 262144"));
+    // The bound is far above real models: every preset passes, DeepSeek-V3 with 15 k of them.
+    for (const sy::ArchPreset& preset : sy::arch_presets()) CHECK_NOTHROW(sy::preset_model_config(preset.name));
+  }
+}

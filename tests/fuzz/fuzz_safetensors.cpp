@@ -2,10 +2,12 @@
 // little-endian header length, JSON header, data). Rejecting it with InputError is the expected
 // outcome for most inputs; any other exception, a crash or a sanitizer report is a bug. The f32,
 // bf16 and f16 tensors of an accepted file are widened to f32 as the CPU reads weights
-// (cpu::widen_to_f32), where they lie in the file: an accepted file must be readable.
+// (cpu::widen_to_f32): in place where their elements are aligned, from an aligned copy where the
+// file leaves them misaligned, as Checkpoint::get hands them out. An accepted file must be readable.
 // Build and run: docs/fuzzing.md.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -25,9 +27,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       previous_end = t.end;
       if (t.dtype != switchyard::DType::f32 && t.dtype != switchyard::DType::bf16 && t.dtype != switchyard::DType::f16)
         continue;
-      const std::uint64_t count = (t.end - t.begin) / switchyard::storage_bytes(t.dtype, 1);
+      const std::uint64_t element_bytes = switchyard::storage_bytes(t.dtype, 1);
+      const std::uint64_t count = (t.end - t.begin) / element_bytes;
+      const std::uint8_t* elements = data + header.data_offset + t.begin;
+      std::vector<float> aligned;  // f32-aligned, so aligned for every element size here
+      if (reinterpret_cast<std::uintptr_t>(elements) % element_bytes != 0) {
+        aligned.resize((t.end - t.begin + 3) / 4);
+        std::memcpy(aligned.data(), elements, t.end - t.begin);
+        elements = reinterpret_cast<const std::uint8_t*>(aligned.data());
+      }
       std::vector<float> wide(count);
-      switchyard::cpu::widen_to_f32(t.dtype, data + header.data_offset + t.begin, count, wide.data());
+      switchyard::cpu::widen_to_f32(t.dtype, elements, count, wide.data());
     }
     if (header.data_offset > header.file_bytes || previous_end != header.file_bytes - header.data_offset)
       __builtin_trap();
