@@ -1,5 +1,7 @@
 #include "placement/placement_plan.h"
 
+#include "core/text.h"
+
 namespace switchyard {
 namespace {
 
@@ -33,7 +35,8 @@ class Walker {
         case RuleMatch::regex_limit:
           plan_.runaway_rules[static_cast<std::size_t>(rule.index)] = true;
           diagnostics_.error("regex-match-limit",
-                             "regex '" + *rule.name_pattern + "' exceeded its backtracking limit on '" + std::string(module.name) +
+                             "regex " + quoted_excerpt(*rule.name_pattern) + " exceeded its backtracking limit on '" +
+                                 std::string(module.name) +
                                  "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
                                  "The rule is ignored from here on",
                              rule.name_location, rule.index);

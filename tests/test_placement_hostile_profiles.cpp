@@ -681,6 +681,28 @@ TEST_CASE("hostile profiles: user text in messages is shortened, whatever its le
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 10.0);
 }
 
+TEST_CASE("hostile profiles: a long regex that compiles is shortened in the check's findings too") {
+  // PCRE2 compiles patterns up to about 64K code units; these are near that, and valid.
+  const std::string dead = "- match: {name: \"^nomatch" + std::string(30'000, 'n') + "$\"}\n  replace: {class: default}\n";
+  CHECK(only(check_yaml(dead), "dead-rule").message.size() < 600);
+  const std::string runaway =
+      "- match: {name: \"^((\\\\w|\\\\.)+)+[^\\\\w.]|" + std::string(30'000, 'z') + "\"}\n  replace: {class: default}\n";
+  CHECK(only(check_yaml(runaway), "regex-match-limit").message.size() < 600);
+  TempDir dir;
+  write_file(dir / "dead.yaml", dead);
+  const CommandResult explain = run_switchyard("check --arch tiny-deepseek-v3 --explain model.norm --optimize_config_path '" +
+                                               (dir / "dead.yaml").string() + "'");
+  CHECK(explain.exit_code == 0);
+  CHECK(contains(explain.output, "(30009 characters)"));
+  std::size_t longest = 0;
+  for (std::size_t start = 0; start < explain.output.size();) {
+    const std::size_t end = std::min(explain.output.find('\n', start), explain.output.size());
+    longest = std::max(longest, end - start);
+    start = end + 1;
+  }
+  CHECK(longest < 600);
+}
+
 TEST_CASE("hostile profiles: a shortened echo is one line of valid UTF-8") {
   CHECK(quoted_excerpt("lm_head") == "'lm_head'");
   CHECK(quoted_excerpt("a\nb\tc\x7f") == "'a\\x0Ab\\x09c\\x7F'");
