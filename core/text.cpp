@@ -78,4 +78,55 @@ std::string format_ranges(std::span<const int> values) {
   return out;
 }
 
+std::size_t decode_utf8(std::string_view text, std::size_t offset, char32_t& code_point) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(offset);
+  if (lead < 0x80) {
+    code_point = lead;
+    return 1;
+  }
+  std::size_t length = 0;
+  char32_t smallest = 0;
+  if ((lead & 0xE0) == 0xC0) length = 2, code_point = lead & 0x1F, smallest = 0x80;
+  else if ((lead & 0xF0) == 0xE0) length = 3, code_point = lead & 0x0F, smallest = 0x800;
+  else if ((lead & 0xF8) == 0xF0) length = 4, code_point = lead & 0x07, smallest = 0x10000;
+  else return 0;
+  if (offset + length > text.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(offset + k) & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(offset + k) & 0x3F);
+  }
+  if (code_point < smallest || code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF)) return 0;
+  return length;
+}
+
+std::string quoted_excerpt(std::string_view text) {
+  static const char* kHex = "0123456789ABCDEF";
+  const auto escape = [&](std::string& out, unsigned value) {
+    out += "\\x";
+    out += kHex[(value >> 4) & 0xF];
+    out += kHex[value & 0xF];
+  };
+  std::string out = "'";
+  std::size_t characters = 0;
+  std::size_t i = 0;
+  for (; i < text.size() && characters < kExcerptCharacters; ++characters) {
+    char32_t c = 0;
+    const std::size_t length = decode_utf8(text, i, c);
+    if (length == 0) {
+      escape(out, static_cast<unsigned char>(text[i]));
+      i += 1;
+    } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) {
+      escape(out, static_cast<unsigned>(c));
+      i += length;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  if (i == text.size()) return out + "'";
+  for (char32_t ignored = 0; i < text.size(); ++characters) i += std::max<std::size_t>(1, decode_utf8(text, i, ignored));
+  return out + "\u2026' (" + std::to_string(characters) + " characters)";
+}
+
 }  // namespace switchyard

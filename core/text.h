@@ -20,4 +20,15 @@ std::string to_lower(std::string_view text);
 // Compact ranges: {0,1,2,5,7,8} -> "0-2,5,7-8".
 std::string format_ranges(std::span<const int> sorted_values);
 
+// Decodes the UTF-8 sequence at text[offset] into `code_point`; returns its length in bytes, or 0
+// when the bytes there are not UTF-8 (a stray continuation byte; a truncated, overlong or
+// surrogate sequence; a code point past U+10FFFF).
+std::size_t decode_utf8(std::string_view text, std::size_t offset, char32_t& code_point);
+
+// User text for a message: quoted, at most kExcerptCharacters characters and then
+// "…' (N characters)", with control characters and bytes that are not UTF-8 written as \xNN,
+// so that a message stays one short line of valid UTF-8 (JSON needs that) whatever the user wrote.
+constexpr std::size_t kExcerptCharacters = 120;
+std::string quoted_excerpt(std::string_view text);
+
 }  // namespace switchyard

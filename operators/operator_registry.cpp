@@ -6,6 +6,9 @@
 namespace switchyard {
 namespace {
 
+// A prefill chunk longer than any context a model here has (DeepSeek-V3: 163840 tokens).
+constexpr long long kMaxChunkTokens = 1 << 20;
+
 const KwargSpec kGenerateDevice{"generate_device", KwargType::device, "device the operator runs on in decode", {}};
 const KwargSpec kPrefillDevice{"prefill_device", KwargType::device, "device the operator runs on in prefill", {}};
 const KwargSpec kGenerateOp{"generate_op", KwargType::op, "kernel used in decode", {}};
@@ -79,8 +82,9 @@ struct Registry {
     const OperatorInfo& mla = add(
         {"MLA", OperatorKind::attention, "multi-head latent attention with a compressed KV cache",
          devices_and({{"absorb_for_prefill", KwargType::boolean, "use the absorbed form in prefill too", {}},
-                      {"chunck_size", KwargType::integer, "prefill chunk length (ktransformers' spelling)", {}},
-                      {"chunk_size", KwargType::integer, "prefill chunk length", {}}}),
+                      {"chunck_size", KwargType::integer, "prefill chunk length in tokens (ktransformers' spelling)",
+                       {}, 1, kMaxChunkTokens},
+                      {"chunk_size", KwargType::integer, "prefill chunk length in tokens", {}, 1, kMaxChunkTokens}}),
          {}, "", "", std::nullopt, false});
     spell(mla, "MLA", {"DeepseekV3Attention", "DeepseekV2Attention"});
     spell(mla, kt + "attention.KDeepseekV2Attention", {"DeepseekV3Attention", "DeepseekV2Attention"});
@@ -105,7 +109,8 @@ struct Registry {
         {"Model", OperatorKind::model, "the decoder stack; moves the hidden state across devices by transfer_map",
          devices_and({{"transfer_map", KwargType::transfer_map, "layer -> device the hidden state moves to", {}},
                       {"per_layer_prefill_intput_threshold", KwargType::integer,
-                       "prompt length from which prefill runs layer by layer (0: never)", {}},
+                       "prompt length in tokens from which prefill runs layer by layer (0: never)", {}, 0,
+                       std::numeric_limits<int>::max()},
                       {"per_layer_prefill_device", KwargType::device, "device for layer-wise prefill", {}}}),
          {}, "", "", std::nullopt, false});
     spell(model, "Model", {"Model"});

@@ -3,6 +3,7 @@
 // short native names and ktransformers' Python paths, with the kwargs each one accepts, the
 // module classes it can replace and the ops (generate_op / prefill_op) it can run.
 // Placement validates profiles against this; the engine builds operators from it.
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,9 @@ struct KwargSpec {
   KwargType type;
   std::string help;
   std::vector<std::string> choices;  // KwargType::choice
+  // KwargType::integer: the values accepted, both ends included.
+  long long min_value = std::numeric_limits<long long>::min();
+  long long max_value = std::numeric_limits<long long>::max();
 };
 
 // Where an op can run.

@@ -10,7 +10,7 @@ namespace {
 std::string describe_rule(const Rule& rule) {
   std::string text = "rule #" + std::to_string(rule.index) + " (line " + std::to_string(rule.location.line) + ")";
   if (rule.class_text) text += " class " + *rule.class_text;
-  if (rule.name_pattern) text += " name '" + *rule.name_pattern + "'";
+  if (rule.name_pattern) text += " name " + quoted_excerpt(*rule.name_pattern);
   return text;
 }
 

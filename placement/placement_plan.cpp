@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/text.h"
 #include "placement/rule_candidates.h"
 
 namespace switchyard {
@@ -54,8 +55,8 @@ class Walker {
       case RuleMatch::regex_limit:
         plan_.runaway_rules[static_cast<std::size_t>(rule.index)] = true;
         diagnostics_.error("regex-match-limit",
-                           "regex '" + *rule.name_pattern + "' exceeded its backtracking limit on '" + std::string(module.name) +
-                               "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
+                           "regex " + quoted_excerpt(*rule.name_pattern) + " exceeded its backtracking limit on '" +
+                               std::string(module.name) + "' (catastrophic backtracking); simplify nested quantifiers such as (a+)+. "
                                "The rule is ignored from here on",
                            rule.name_location, rule.index);
         return false;

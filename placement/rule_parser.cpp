@@ -1,21 +1,30 @@
 // Reads ktransformers optimize-rule YAML into a RuleSet. What a rule means is decided elsewhere
 // (placement_plan.cpp); here every key and value is checked for shape and type, with its position.
-#include <algorithm>
-#include <charconv>
-#include <fstream>
-#include <set>
-#include <sstream>
+// The YAML itself is read by YamlDocument (yaml_reader.h), which bounds depth, size and aliases and
+// gives values PyYAML's meaning; everything here walks its tree in time linear in its size.
+#include <fcntl.h>
+#include <unistd.h>
 
-#include <yaml-cpp/yaml.h>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/text.h"
 #include "placement/rule_set.h"
+#include "placement/yaml_reader.h"
 
 namespace switchyard {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
+
+constexpr std::string_view kPyYaml = "PyYAML, which ktransformers uses,";
 
 class RuleParser {
  public:
@@ -24,85 +33,155 @@ class RuleParser {
   RuleSet parse(std::string_view text);
 
  private:
-  SourceLocation at(const YAML::Node& node, const SourceLocation& fallback = {}) const {
-    const YAML::Mark mark = node.Mark();
-    if (mark.line < 0) return fallback.file.empty() ? SourceLocation{file_, 0, 0} : fallback;
-    return SourceLocation{file_, mark.line + 1, mark.column + 1};
+  SourceLocation at(const YamlNode& node, const SourceLocation& fallback = {}) const {
+    if (node.line <= 0) return fallback.file.empty() ? SourceLocation{file_, 0, 0} : fallback;
+    return SourceLocation{file_, node.line, node.column};
   }
+  // Problems past kMaxProfileProblems are counted, and parsing stops at the next rule or kwarg.
   void error(std::string code, std::string message, SourceLocation location, int rule) {
-    diagnostics_.error(std::move(code), std::move(message), std::move(location), rule);
+    if (++problems_ <= kMaxProfileProblems)
+      diagnostics_.error(std::move(code), std::move(message), std::move(location), rule);
+  }
+  void warning(std::string code, std::string message, SourceLocation location, int rule) {
+    if (++problems_ <= kMaxProfileProblems)
+      diagnostics_.warning(std::move(code), std::move(message), std::move(location), rule);
+  }
+  // True once kMaxProfileProblems are reported: the caller has more to read and stops.
+  bool give_up() {
+    if (problems_ < kMaxProfileProblems) return false;
+    gave_up_ = true;
+    return true;
   }
 
-  void parse_rule(const YAML::Node& item, Rule& rule);
-  void parse_match(const YAML::Node& match, const YAML::Node& key, Rule& rule);
-  void parse_replace(const YAML::Node& replace, const YAML::Node& key, Rule& rule);
-  void parse_kwargs(const YAML::Node& kwargs, Rule& rule);
-  void check_kwarg(const std::string& name, const YAML::Node& value, Rule& rule);
-  std::optional<Device> device_value(const std::string& key, const YAML::Node& value, Rule& rule);
-  void parse_transfer_map(const YAML::Node& value, Rule& rule);
-  bool check_keys(const YAML::Node& map, std::initializer_list<const char*> allowed, const char* where, Rule& rule);
+  void parse_rule(const YamlNode& item, Rule& rule);
+  void parse_match(const YamlNode& match, const YamlNode& key, Rule& rule);
+  void parse_replace(const YamlNode& replace, const YamlNode& key, Rule& rule);
+  void parse_kwargs(const YamlNode& kwargs, Rule& rule);
+  void check_kwarg(const std::string& name, const YamlNode& value, Rule& rule);
+  void check_integer(const std::string& name, const KwargSpec& spec, const YamlNode& value, Rule& rule);
+  std::optional<Device> device_value(const std::string& key, const YamlNode& value, Rule& rule);
+  void parse_transfer_map(const YamlNode& value, Rule& rule);
+  void check_keys(const YamlNode& map, std::initializer_list<const char*> allowed, const char* where, Rule& rule);
 
   std::string file_;
   Diagnostics& diagnostics_;
+  std::size_t problems_ = 0;
+  bool gave_up_ = false;
 };
 
-std::string node_kind(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-    case YAML::NodeType::Null: return "nothing";
-    default: return "an undefined value";
+std::string node_kind(const YamlNode& node) {
+  switch (node.kind) {
+    case YamlKind::mapping: return "a mapping";
+    case YamlKind::sequence: return "a list";
+    case YamlKind::null: return "nothing";
+    default: return quoted_excerpt(node.text);
   }
 }
 
-bool is_quoted(const YAML::Node& node) { return node.Tag() == "!"; }
+// A key as a name: its text, whatever YAML type it resolved to (a kwarg named 1 is "1").
+const std::string& key_name(const YamlNode& key) { return key.text; }
 
-// YAML 1.1 booleans, as PyYAML (which ktransformers uses) reads them.
-std::optional<bool> yaml_bool(const YAML::Node& node) {
-  if (!node.IsScalar() || is_quoted(node)) return std::nullopt;
-  static const std::set<std::string> yes = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-  static const std::set<std::string> no = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
-  if (yes.count(node.Scalar())) return true;
-  if (no.count(node.Scalar())) return false;
-  return std::nullopt;
+// " (did you mean 'x'?)" for user text of any length, in time linear in it: a candidate whose
+// length differs from the word's by more than closest_match accepts cannot be the suggestion
+// (the edit distance is at least that difference), so it is not compared at all.
+std::string suggestion(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+  std::vector<std::string> near;
+  for (const std::string& candidate : candidates) {
+    const std::size_t difference =
+        candidate.size() > word.size() ? candidate.size() - word.size() : word.size() - candidate.size();
+    if (difference <= limit) near.push_back(candidate);
+  }
+  return near.empty() ? std::string() : did_you_mean(word, near);
 }
 
-std::optional<long long> yaml_int(const YAML::Node& node) {
-  if (!node.IsScalar() || is_quoted(node)) return std::nullopt;
-  const std::string& s = node.Scalar();
-  long long value = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return value;
-}
-
-// The kwargs as written, for reports: numbers and booleans keep their YAML type.
-ordered_json to_json(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
+// The kwargs as written, for reports: numbers and booleans keep their YAML type. Linear in the
+// nodes: the tree's mappings have unique keys, and object members are appended, not looked up
+// (ordered_json's operator[] searches the members, which made a 200,000-key mapping quadratic).
+ordered_json to_json(const YamlNode& node) {
+  switch (node.kind) {
+    case YamlKind::mapping: {
       ordered_json object = ordered_json::object();
-      for (const auto& kv : node) object[kv.first.IsScalar() ? kv.first.Scalar() : "?"] = to_json(kv.second);
+      auto& members = static_cast<ordered_json::object_t::Container&>(object.get_ref<ordered_json::object_t&>());
+      members.reserve(node.size());
+      // Keys of different YAML types can share a text (1 and "1"): the later one wins, in place.
+      std::unordered_map<std::string_view, std::size_t> index;
+      for (std::size_t pair = 0; pair < node.size(); ++pair) {
+        const std::string& key = key_name(node.key(pair));
+        const auto [found, inserted] = index.try_emplace(key, members.size());
+        if (inserted) members.emplace_back(key, to_json(node.value(pair)));
+        else members[found->second].second = to_json(node.value(pair));
+      }
       return object;
     }
-    case YAML::NodeType::Sequence: {
+    case YamlKind::sequence: {
       ordered_json array = ordered_json::array();
-      for (const auto& item : node) array.push_back(to_json(item));
+      for (const YamlNode* item : node.children) array.push_back(to_json(*item));
       return array;
     }
-    case YAML::NodeType::Scalar: {
-      if (is_quoted(node)) return node.Scalar();
-      if (const auto i = yaml_int(node)) return *i;
-      if (const auto b = yaml_bool(node)) return *b;
-      const std::string& s = node.Scalar();
-      if (s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-      double d = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
-      if (ec == std::errc() && end == s.data() + s.size()) return d;
-      return s;
+    case YamlKind::integer: {
+      const YamlInteger value = *yaml_integer(node);
+      if (value.out_of_range) return node.text;
+      return value.value;
     }
-    default: return nullptr;
+    case YamlKind::boolean: return *yaml_boolean(node);
+    case YamlKind::floating: {
+      if (const auto value = yaml_float_value(node.text)) return *value;
+      return node.text;  // inf and nan: JSON has no number for them
+    }
+    case YamlKind::string: return node.text;
+    case YamlKind::null: return nullptr;
   }
+  return nullptr;
+}
+
+// The reason a value that looks like a number is not one here, or "".
+std::string why_not_an_integer(const YamlNode& value) {
+  if (value.kind == YamlKind::string && value.quoted && parse_yaml_integer(value.text))
+    return " (it is quoted, so a string; write it without quotes)";
+  return "";
+}
+
+std::string range_text(const KwargSpec& spec) {
+  constexpr long long kLowest = std::numeric_limits<long long>::min();
+  constexpr long long kHighest = std::numeric_limits<long long>::max();
+  if (spec.min_value != kLowest && spec.max_value != kHighest)
+    return "from " + std::to_string(spec.min_value) + " to " + std::to_string(spec.max_value);
+  if (spec.min_value != kLowest) return "at least " + std::to_string(spec.min_value);
+  if (spec.max_value != kHighest) return "at most " + std::to_string(spec.max_value);
+  return "a 64-bit integer";
+}
+
+// Says how PyYAML read a leading-zero integer: "is octal in YAML 1.1: ... reads it as 8; write 8,
+// or 10 without the leading zero if that was meant".
+std::string octal_note(const std::string& text, long long value) {
+  std::string digits;
+  for (const char c : text)
+    if (c != '_' && c != '+') digits += c;
+  const bool negative = !digits.empty() && digits[0] == '-';
+  const std::size_t first = digits.find_first_not_of("-0");
+  const std::string decimal = (negative ? "-" : "") + (first == std::string::npos ? std::string("0") : digits.substr(first));
+  return "is octal in YAML 1.1: " + std::string(kPyYaml) + " reads it as " + std::to_string(value) + "; write " +
+         std::to_string(value) + ", or " + decimal + " without the leading zero if that was meant";
+}
+
+// A regular file whose size reads 0 may still hold data, or fail to read (/proc/self/mem, files
+// in /proc and /sys): one byte is tried so that such a file is named for what it is, not read as
+// an empty profile.
+void refuse_unsized_file(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;  // it opened a moment ago; an empty profile is then the likeliest story
+  char byte = 0;
+  ssize_t got = 0;
+  do got = ::pread(fd, &byte, 1, 0);
+  while (got < 0 && errno == EINTR);
+  const int error = errno;
+  ::close(fd);
+  if (got < 0)
+    throw InputError(file.string() + ": read error in the profile (" + std::strerror(error) + ")");
+  if (got > 0)
+    throw InputError(file.string() +
+                     ": the profile's size reads 0 but it holds data (a /proc or /sys file?); copy it to a regular file");
 }
 
 }  // namespace
@@ -129,60 +208,56 @@ int RuleSet::gpus_named() const {
   return gpus;
 }
 
-bool RuleParser::check_keys(const YAML::Node& map, std::initializer_list<const char*> allowed, const char* where,
+void RuleParser::check_keys(const YamlNode& map, std::initializer_list<const char*> allowed, const char* where,
                             Rule& rule) {
   const std::vector<std::string> names(allowed.begin(), allowed.end());
-  bool ok = true;
-  for (const auto& kv : map) {
-    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+  for (std::size_t pair = 0; pair < map.size() && !give_up(); ++pair) {
+    const std::string& key = key_name(map.key(pair));
     if (std::find(names.begin(), names.end(), key) != names.end()) continue;
     error("unknown-key",
-          "unknown key '" + key + "' in " + where + did_you_mean(key, names) + "; allowed: " + join(names, ", "),
-          at(kv.first), rule.index);
-    ok = false;
+          "unknown key " + quoted_excerpt(key) + " in " + where + suggestion(key, names) + "; allowed: " + join(names, ", "),
+          at(map.key(pair)), rule.index);
   }
-  return ok;
 }
 
 RuleSet RuleParser::parse(std::string_view text) {
   RuleSet set;
   set.file = file_;
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    diagnostics_.error("yaml-syntax", "YAML syntax error: " + e.msg,
-                       SourceLocation{file_, e.mark.line + 1, e.mark.column + 1});
-    return set;
-  } catch (const YAML::Exception& e) {
-    diagnostics_.error("yaml-syntax", std::string("cannot read YAML: ") + e.what(), SourceLocation{file_, 0, 0});
-    return set;
-  }
-  if (!root || root.IsNull()) {
+  const YamlDocument document(text, file_, diagnostics_);
+  if (!document.readable()) return set;
+  const YamlNode* root = document.root();
+  if (!root || root->is_null()) {
     diagnostics_.error("empty-profile", "the profile is empty; it must be a YAML list of rules ('- match: ...')",
                        SourceLocation{file_, 0, 0});
     return set;
   }
-  if (!root.IsSequence()) {
+  if (!root->is_sequence()) {
     diagnostics_.error("not-a-list",
-                       "a profile is a YAML list of rules ('- match: ...'), but this file holds " + node_kind(root),
-                       at(root));
+                       "a profile is a YAML list of rules ('- match: ...'), but this file holds " + node_kind(*root),
+                       at(*root));
     return set;
   }
-  if (root.size() == 0)
-    diagnostics_.error("empty-profile", "the profile is an empty list; add rules ('- match: ...')", at(root));
-  int index = 0;
-  for (const YAML::Node& item : root) {
+  if (root->size() == 0)
+    diagnostics_.error("empty-profile", "the profile is an empty list; add rules ('- match: ...')", at(*root));
+  set.rules.reserve(root->size());
+  for (const YamlNode* item : root->children) {
+    if (give_up()) break;
     Rule& rule = set.rules.emplace_back();
-    rule.index = index++;
-    rule.location = at(item, at(root));
-    parse_rule(item, rule);
+    rule.index = static_cast<int>(set.rules.size() - 1);
+    rule.location = at(*item, at(*root));
+    parse_rule(*item, rule);
   }
+  if (gave_up_)
+    diagnostics_.error("too-many-problems",
+                       "stopped after " + std::to_string(kMaxProfileProblems) + " problems, in rule #" +
+                           std::to_string(set.rules.back().index) + " of " + std::to_string(root->size()) +
+                           "; fix those first",
+                       SourceLocation{file_, 0, 0});
   return set;
 }
 
-void RuleParser::parse_rule(const YAML::Node& item, Rule& rule) {
-  if (!item.IsMap()) {
+void RuleParser::parse_rule(const YamlNode& item, Rule& rule) {
+  if (!item.is_map()) {
     error("rule-not-a-mapping", "rule #" + std::to_string(rule.index) + " must be a mapping with 'match' and 'replace', got " +
                                     node_kind(item),
           rule.location, rule.index);
@@ -190,72 +265,71 @@ void RuleParser::parse_rule(const YAML::Node& item, Rule& rule) {
     return;
   }
   check_keys(item, {"match", "replace", "recursive"}, "a rule", rule);
-  YAML::Node match_key, replace_key;
-  for (const auto& kv : item) {
-    if (!kv.first.IsScalar()) continue;
-    if (kv.first.Scalar() == "match") match_key = kv.first;
-    if (kv.first.Scalar() == "replace") replace_key = kv.first;
-  }
-  if (item["match"]) parse_match(item["match"], match_key, rule);
+  if (const auto match = item.find("match")) parse_match(item.value(*match), item.key(*match), rule);
   else {
     error("rule-missing-match", "rule #" + std::to_string(rule.index) + " has no 'match'", rule.location, rule.index);
     rule.matchable = false;
   }
-  if (item["replace"]) parse_replace(item["replace"], replace_key, rule);
+  if (const auto replace = item.find("replace")) parse_replace(item.value(*replace), item.key(*replace), rule);
   else error("rule-missing-replace", "rule #" + std::to_string(rule.index) + " has no 'replace'", rule.location, rule.index);
 
-  if (const YAML::Node recursive = item["recursive"]) {
-    if (const auto value = yaml_bool(recursive)) rule.recursive = *value;
-    else error("type-mismatch", "'recursive' must be true or false, got " + node_kind(recursive), at(recursive, rule.location),
+  if (const auto recursive = item.find("recursive")) {
+    const YamlNode& value = item.value(*recursive);
+    if (const auto flag = yaml_boolean(value)) rule.recursive = *flag;
+    else error("type-mismatch", "'recursive' must be true or false, got " + node_kind(value), at(value, rule.location),
                rule.index);
   }
 }
 
-void RuleParser::parse_match(const YAML::Node& match, const YAML::Node& key, Rule& rule) {
+void RuleParser::parse_match(const YamlNode& match, const YamlNode& key, Rule& rule) {
   const SourceLocation where = at(match, at(key, rule.location));
-  if (!match.IsMap()) {
+  if (!match.is_map()) {
     error("type-mismatch", "'match' must be a mapping with 'name' and/or 'class', got " + node_kind(match), where, rule.index);
     rule.matchable = false;
     return;
   }
   check_keys(match, {"name", "class"}, "'match'", rule);
-  const YAML::Node name = match["name"];
-  const YAML::Node cls = match["class"];
+  const auto name = match.find("name");
+  const auto cls = match.find("class");
   if (!name && !cls) {
     error("match-empty", "'match' needs 'name' (a regex) or 'class' (a module class), or both", at(key, where), rule.index);
     rule.matchable = false;
   }
   if (name) {
-    rule.name_location = at(name, where);
-    if (!name.IsScalar()) {
-      error("type-mismatch", "'match.name' must be a regex string, got " + node_kind(name), rule.name_location, rule.index);
+    const YamlNode& value = match.value(*name);
+    rule.name_location = at(value, where);
+    if (!value.is_scalar()) {
+      error("type-mismatch", "'match.name' must be a regex string, got " + node_kind(value), rule.name_location, rule.index);
       rule.matchable = false;
     } else {
-      rule.name_pattern = name.Scalar();
+      rule.name_pattern = value.text;
       Regex::CompileError compile_error;
       if (!Regex::compile(*rule.name_pattern, rule.name_regex, compile_error)) {
         SourceLocation location = rule.name_location;
         // Point at the offending character when the pattern sits on one line, unquoted or quoted.
-        if (location.column > 0) location.column += static_cast<int>(compile_error.offset) + (is_quoted(name) ? 1 : 0);
+        if (location.column > 0 && compile_error.offset <= value.text.size())
+          location.column += static_cast<int>(compile_error.offset) + (value.quoted ? 1 : 0);
         error("regex-compile",
-              "regex '" + *rule.name_pattern + "' does not compile at offset " + std::to_string(compile_error.offset) +
-                  ": " + compile_error.message,
+              "regex " + quoted_excerpt(*rule.name_pattern) + " does not compile at offset " +
+                  std::to_string(compile_error.offset) + ": " + compile_error.message,
               location, rule.index);
         rule.matchable = false;
       }
     }
   }
   if (cls) {
-    rule.class_location = at(cls, where);
-    if (!cls.IsScalar()) {
-      error("type-mismatch", "'match.class' must be a class name, got " + node_kind(cls), rule.class_location, rule.index);
+    const YamlNode& value = match.value(*cls);
+    rule.class_location = at(value, where);
+    if (!value.is_scalar()) {
+      error("type-mismatch", "'match.class' must be a class name, got " + node_kind(value), rule.class_location, rule.index);
       rule.matchable = false;
     } else {
-      rule.class_text = cls.Scalar();
+      rule.class_text = value.text;
       rule.match_class = find_module_class(*rule.class_text);
       if (!rule.match_class) {
         error("unknown-match-class",
-              "unknown module class '" + *rule.class_text + "'" + did_you_mean(*rule.class_text, module_class_spellings()),
+              "unknown module class " + quoted_excerpt(*rule.class_text) +
+                  suggestion(*rule.class_text, module_class_spellings()),
               rule.class_location, rule.index);
         rule.matchable = false;
       }
@@ -263,9 +337,9 @@ void RuleParser::parse_match(const YAML::Node& match, const YAML::Node& key, Rul
   }
 }
 
-void RuleParser::parse_replace(const YAML::Node& replace, const YAML::Node& key, Rule& rule) {
+void RuleParser::parse_replace(const YamlNode& replace, const YamlNode& key, Rule& rule) {
   rule.replace_location = at(replace, at(key, rule.location));
-  if (!replace.IsMap()) {
+  if (!replace.is_map()) {
     error("type-mismatch", "'replace' must be a mapping with 'class' and optional 'kwargs', got " + node_kind(replace),
           rule.replace_location, rule.index);
     rule.replacement = find_replacement_class("default");
@@ -273,58 +347,59 @@ void RuleParser::parse_replace(const YAML::Node& replace, const YAML::Node& key,
   }
   check_keys(replace, {"class", "kwargs"}, "'replace'", rule);
   rule.replacement = find_replacement_class("default");
-  if (const YAML::Node cls = replace["class"]) {
-    rule.replace_location = at(cls, rule.replace_location);
-    if (!cls.IsScalar()) {
-      error("type-mismatch", "'replace.class' must be an operator name, got " + node_kind(cls), rule.replace_location,
+  if (const auto cls = replace.find("class")) {
+    const YamlNode& value = replace.value(*cls);
+    rule.replace_location = at(value, rule.replace_location);
+    if (!value.is_scalar()) {
+      error("type-mismatch", "'replace.class' must be an operator name, got " + node_kind(value), rule.replace_location,
             rule.index);
     } else {
-      rule.replace_text = cls.Scalar();
+      rule.replace_text = value.text;
       rule.replacement = find_replacement_class(rule.replace_text);
       if (!rule.replacement)
         error("unknown-class",
-              "unknown replacement class '" + rule.replace_text + "'" +
-                  did_you_mean(rule.replace_text, replacement_class_spellings()),
+              "unknown replacement class " + quoted_excerpt(rule.replace_text) +
+                  suggestion(rule.replace_text, replacement_class_spellings()),
               rule.replace_location, rule.index);
     }
   }
-  if (const YAML::Node kwargs = replace["kwargs"]) parse_kwargs(kwargs, rule);
+  if (const auto kwargs = replace.find("kwargs")) parse_kwargs(replace.value(*kwargs), rule);
 }
 
-void RuleParser::parse_kwargs(const YAML::Node& kwargs, Rule& rule) {
-  if (kwargs.IsNull()) return;
-  if (!kwargs.IsMap()) {
+void RuleParser::parse_kwargs(const YamlNode& kwargs, Rule& rule) {
+  if (kwargs.is_null()) return;
+  if (!kwargs.is_map()) {
     error("type-mismatch", "'kwargs' must be a mapping, got " + node_kind(kwargs), at(kwargs, rule.replace_location),
           rule.index);
     return;
   }
   rule.kwargs = to_json(kwargs);
-  for (const auto& kv : kwargs) {
-    const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-    rule.kwarg_locations[name] = at(kv.first, rule.replace_location);
-    check_kwarg(name, kv.second, rule);
+  for (std::size_t pair = 0; pair < kwargs.size() && !give_up(); ++pair) {
+    const std::string& name = key_name(kwargs.key(pair));
+    rule.kwarg_locations[name] = at(kwargs.key(pair), rule.replace_location);
+    check_kwarg(name, kwargs.value(pair), rule);
   }
 }
 
-std::optional<Device> RuleParser::device_value(const std::string& key, const YAML::Node& value, Rule& rule) {
+std::optional<Device> RuleParser::device_value(const std::string& key, const YamlNode& value, Rule& rule) {
   const SourceLocation where = at(value, rule.kwarg_location(key));
-  if (value.IsScalar()) {
-    if (const auto device = parse_device(value.Scalar())) return device;
+  if (value.is_scalar()) {
+    if (const auto device = parse_device(value.text)) return device;
   }
   error("bad-device", "'" + key + "' is " + node_kind(value) + ", which is not a device; write cpu or cuda:N", where,
         rule.index);
   return std::nullopt;
 }
 
-void RuleParser::check_kwarg(const std::string& name, const YAML::Node& value, Rule& rule) {
+void RuleParser::check_kwarg(const std::string& name, const YamlNode& value, Rule& rule) {
   if (!rule.replacement) return;  // unknown class: its kwargs cannot be judged
   const OperatorInfo& op = *rule.replacement->op;
   const SourceLocation key_location = rule.kwarg_location(name);
   const KwargSpec* spec = op.find_kwarg(name);
   if (!spec) {
     error("unknown-kwarg",
-          "operator " + op.name + " (" + rule.replace_text + ") takes no kwarg '" + name + "'" +
-              did_you_mean(name, op.kwarg_names()) + "; it takes: " + join(op.kwarg_names(), ", "),
+          "operator " + op.name + " (" + rule.replace_text + ") takes no kwarg " + quoted_excerpt(name) +
+              suggestion(name, op.kwarg_names()) + "; it takes: " + join(op.kwarg_names(), ", "),
           key_location, rule.index);
     return;
   }
@@ -338,36 +413,36 @@ void RuleParser::check_kwarg(const std::string& name, const YAML::Node& value, R
       break;
     }
     case KwargType::op: {
-      if (value.IsNull() || (value.IsScalar() && !is_quoted(value) && value.Scalar() == "~")) {
+      if (value.is_null()) {
         (name == "generate_op" ? rule.generate_op : rule.prefill_op) = "None";
         break;
       }
-      const OpInfo* found = value.IsScalar() ? op.find_op(value.Scalar()) : nullptr;
+      const OpInfo* found = value.is_scalar() ? op.find_op(value.text) : nullptr;
       if (!found) {
-        const std::string text = value.IsScalar() ? value.Scalar() : node_kind(value);
         error("unknown-op",
-              "'" + name + "' of " + op.name + " is '" + text + "', which is not an op of it" +
-                  did_you_mean(text, op.op_spellings()) + "; ops: " + join(op.op_spellings(), ", "),
+              "'" + name + "' of " + op.name + " is " + node_kind(value) + ", which is not an op of it" +
+                  (value.is_scalar() ? suggestion(value.text, op.op_spellings()) : std::string()) +
+                  "; ops: " + join(op.op_spellings(), ", "),
               where, rule.index);
         break;
       }
       (name == "generate_op" ? rule.generate_op : rule.prefill_op) = found->name;
       break;
     }
-    case KwargType::integer:
-      if (!yaml_int(value)) error("type-mismatch", "'" + name + "' must be an integer, got " + node_kind(value), where, rule.index);
-      break;
+    case KwargType::integer: check_integer(name, *spec, value, rule); break;
     case KwargType::boolean:
-      if (!yaml_bool(value)) error("type-mismatch", "'" + name + "' must be true or false, got " + node_kind(value), where, rule.index);
+      if (!yaml_boolean(value))
+        error("type-mismatch", "'" + name + "' must be true or false, got " + node_kind(value), where, rule.index);
       break;
     case KwargType::string:
-      if (!value.IsScalar()) error("type-mismatch", "'" + name + "' must be a string, got " + node_kind(value), where, rule.index);
+      if (!value.is_scalar())
+        error("type-mismatch", "'" + name + "' must be a string, got " + node_kind(value), where, rule.index);
       break;
     case KwargType::choice:
-      if (!value.IsScalar() || std::find(spec->choices.begin(), spec->choices.end(), value.Scalar()) == spec->choices.end())
+      if (!value.is_scalar() || std::find(spec->choices.begin(), spec->choices.end(), value.text) == spec->choices.end())
         error("bad-kwarg-value",
               "'" + name + "' is " + node_kind(value) +
-                  (value.IsScalar() ? did_you_mean(value.Scalar(), spec->choices) : std::string()) +
+                  (value.is_scalar() ? suggestion(value.text, spec->choices) : std::string()) +
                   "; expected one of: " + join(spec->choices, ", "),
               where, rule.index);
       break;
@@ -375,28 +450,61 @@ void RuleParser::check_kwarg(const std::string& name, const YAML::Node& value, R
   }
 }
 
-void RuleParser::parse_transfer_map(const YAML::Node& value, Rule& rule) {
+void RuleParser::check_integer(const std::string& name, const KwargSpec& spec, const YamlNode& value, Rule& rule) {
+  const SourceLocation where = at(value, rule.kwarg_location(name));
+  const auto integer = yaml_integer(value);
+  if (!integer) {
+    error("type-mismatch", "'" + name + "' must be an integer, got " + node_kind(value) + why_not_an_integer(value), where,
+          rule.index);
+    return;
+  }
+  if (integer->out_of_range || integer->value < spec.min_value || integer->value > spec.max_value) {
+    error("kwarg-out-of-range",
+          "'" + name + "' is " + quoted_excerpt(value.text) + ", out of range: it must be " + range_text(spec) + " (" +
+              spec.help + ")",
+          where, rule.index);
+    return;
+  }
+  if (integer->octal)
+    warning("octal-integer",
+            "'" + name + "' value " + quoted_excerpt(value.text) + " " + octal_note(value.text, integer->value), where,
+            rule.index);
+}
+
+void RuleParser::parse_transfer_map(const YamlNode& value, Rule& rule) {
   rule.has_transfer_map = true;
-  if (value.IsNull()) return;
-  if (!value.IsMap()) {
+  if (value.is_null()) return;
+  if (!value.is_map()) {
     error("type-mismatch", "'transfer_map' must map layer numbers to devices (15: \"cuda:1\"), got " + node_kind(value),
           at(value, rule.kwarg_location("transfer_map")), rule.index);
     return;
   }
-  for (const auto& kv : value) {
-    const SourceLocation where = at(kv.first, rule.kwarg_location("transfer_map"));
-    const auto layer = yaml_int(kv.first);
-    if (!layer || *layer < 0 || *layer > 1'000'000) {
-      error("type-mismatch", "transfer_map key " + node_kind(kv.first) + " must be a layer number", where, rule.index);
+  constexpr long long kMaxLayer = 1'000'000;
+  std::unordered_map<long long, SourceLocation> seen;  // layer -> its first key
+  for (std::size_t pair = 0; pair < value.size() && !give_up(); ++pair) {
+    const YamlNode& key = value.key(pair);
+    const SourceLocation where = at(key, rule.kwarg_location("transfer_map"));
+    const auto layer = yaml_integer(key);
+    if (!layer || layer->out_of_range || layer->value < 0 || layer->value > kMaxLayer) {
+      error("type-mismatch",
+            "transfer_map key " + node_kind(key) + " must be a layer number (0 to " + std::to_string(kMaxLayer) + ")" +
+                why_not_an_integer(key),
+            where, rule.index);
       continue;
     }
-    if (std::any_of(rule.transfer_map.begin(), rule.transfer_map.end(),
-                    [&](const TransferMapEntry& e) { return e.layer == *layer; })) {
-      error("transfer-map-duplicate", "transfer_map names layer " + std::to_string(*layer) + " twice", where, rule.index);
+    const auto [first, inserted] = seen.try_emplace(layer->value, where);
+    if (!inserted) {
+      error("transfer-map-duplicate",
+            "transfer_map names layer " + std::to_string(layer->value) + " twice (first at line " +
+                std::to_string(first->second.line) + ")",
+            where, rule.index);
       continue;
     }
-    const auto device = device_value("transfer_map[" + std::to_string(*layer) + "]", kv.second, rule);
-    if (device) rule.transfer_map.push_back(TransferMapEntry{static_cast<int>(*layer), *device, where});
+    if (layer->octal)
+      warning("octal-integer", "transfer_map key " + quoted_excerpt(key.text) + " " + octal_note(key.text, layer->value),
+              where, rule.index);
+    const auto device = device_value("transfer_map[" + std::to_string(layer->value) + "]", value.value(pair), rule);
+    if (device) rule.transfer_map.push_back(TransferMapEntry{static_cast<int>(layer->value), *device, where});
   }
   std::sort(rule.transfer_map.begin(), rule.transfer_map.end(),
             [](const TransferMapEntry& a, const TransferMapEntry& b) { return a.layer < b.layer; });
@@ -407,13 +515,11 @@ RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnos
 }
 
 RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(file.string() + ": is a directory, not a profile");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string() + ": cannot open the profile (does it exist?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_rules(text.str(), file.string(), diagnostics);
+  // Only a regular file, at most kMaxProfileBytes: a FIFO, a device (/dev/zero), a directory or a
+  // read error is an InputError that says so, never a hang or an "empty profile".
+  const std::string text = read_input_file(file, "profile", kMaxProfileBytes);
+  if (text.empty()) refuse_unsized_file(file);
+  return parse_rules(text, file.string(), diagnostics);
 }
 
 }  // namespace switchyard

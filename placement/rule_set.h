@@ -41,7 +41,8 @@ struct Rule {
   std::string replace_text = "default";
   const ReplacementClass* replacement = nullptr;  // nullptr only when replace_text is unknown
   SourceLocation replace_location;
-  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // as written
+  // As written, with YAML 1.1 values as PyYAML reads them (010 is 8, yes is true); aliases expanded.
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   std::map<std::string, SourceLocation> kwarg_locations;
   std::optional<Device> generate_device, prefill_device, out_device;
   std::string generate_op, prefill_op;  // canonical op names; "" when not given; "None" for none
@@ -62,10 +63,13 @@ struct RuleSet {
   int gpus_named() const;  // highest cuda ordinal named + 1; 0 when none
 };
 
-// Parses profile text; problems go to `diagnostics` with `file_name` and positions. A profile that
-// is not a list of rules yields an empty RuleSet and an error.
+// Parses profile text, any bytes at all: problems go to `diagnostics` with `file_name` and
+// positions, never as exceptions, in time and memory linear in the text (the YAML limits are in
+// yaml_reader.h). A profile that is not a list of rules yields an empty RuleSet and an error; after
+// kMaxProfileProblems problems parsing stops and the rules read so far are returned.
 RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics);
-// Reads and parses a file; throws InputError when it cannot be read.
+// Reads and parses a regular file of at most kMaxProfileBytes; throws InputError (exit 2) when it
+// is missing, not a regular file (a FIFO, a device, a directory), larger, or unreadable.
 RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics);
 
 }  // namespace switchyard

@@ -268,7 +268,7 @@ void check_dead_rules(const PlacementPlan& plan, Diagnostics& diagnostics) {
     if (reason.empty()) {
       std::string what;
       if (rule.class_text) what += "class " + *rule.class_text;
-      if (rule.name_pattern) what += (what.empty() ? "name '" : " with name '") + *rule.name_pattern + "'";
+      if (rule.name_pattern) what += (what.empty() ? "name " : " with name ") + quoted_excerpt(*rule.name_pattern);
       reason = "no module of this " + tree.config().model_type + " model matches " + what;
     }
     diagnostics.warning("dead-rule", rule_ref(rule) + " never applies: " + reason, rule.location, rule.index);
