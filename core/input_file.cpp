@@ -96,6 +96,18 @@ std::string InputFile::read_all(std::uint64_t max_bytes) const {
                      format_bytes(size_) + "); is this the right file?");
   std::string text(size_, '\0');
   read_at(0, text.data(), size_);
+  if (size_ == 0) {
+    // /proc and /sys files report size 0 and still hold data; refuse them instead of reading them
+    // as empty (a read error, as /proc/self/mem gives, is reported as one).
+    char byte = 0;
+    ssize_t got = 0;
+    do got = ::pread(fd_, &byte, 1, 0);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) throw InputError(path_.string() + ": read error in the " + what_ + " (" + std::strerror(errno) + ")");
+    if (got > 0)
+      throw InputError(path_.string() + ": the " + what_ +
+                       "'s size reads 0 but it holds data (a /proc or /sys file?); copy it to a regular file");
+  }
   return text;
 }
 

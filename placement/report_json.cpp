@@ -33,10 +33,21 @@ ordered_json module_json(const CheckResult& result, const ModulePlacement& p) {
   if (p.out_device) m["out_device"] = p.out_device->str();
   m["rule"] = rule ? ordered_json(rule->index) : ordered_json(nullptr);
   m["line"] = rule ? ordered_json(rule->location.line) : ordered_json(nullptr);
-  m["kwargs"] = rule ? rule->kwargs : ordered_json::object();
   m["recursive"] = p.recursive;
   m["weight_bytes"] = p.recursive ? module.own_bytes() : result.tree->subtree_bytes(p.module);
   return m;
+}
+
+// Each rule once, with its kwargs as written; modules refer to it by "rule". (A copy of the
+// kwargs per module would make a document of a hundred thousand modules times a rule's kwargs.)
+ordered_json rules_json(const RuleSet& rules) {
+  ordered_json out = ordered_json::array();
+  for (const Rule& rule : rules.rules)
+    out.push_back(ordered_json{{"rule", rule.index},
+                               {"line", rule.location.line},
+                               {"class", rule.replace_text},
+                               {"kwargs", rule.kwargs}});
+  return out;
 }
 
 ordered_json diagnostic_json(const Diagnostic& d) {
@@ -57,6 +68,7 @@ ordered_json check_to_json(const CheckResult& result, const MemoryBudget& budget
   ordered_json modules = ordered_json::array();
   for (const ModulePlacement& p : result.plan.visited) modules.push_back(module_json(result, p));
   out["modules"] = std::move(modules);
+  out["rules"] = rules_json(*result.rules);
   ordered_json map = ordered_json::object();
   for (const TransferMapEntry& e : result.plan.transfer_map()) map[std::to_string(e.layer)] = e.device.str();
   out["transfer_map"] = std::move(map);

@@ -165,25 +165,6 @@ std::string octal_note(const std::string& text, long long value) {
          std::to_string(value) + ", or " + decimal + " without the leading zero if that was meant";
 }
 
-// A regular file whose size reads 0 may still hold data, or fail to read (/proc/self/mem, files
-// in /proc and /sys): one byte is tried so that such a file is named for what it is, not read as
-// an empty profile.
-void refuse_unsized_file(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return;  // it opened a moment ago; an empty profile is then the likeliest story
-  char byte = 0;
-  ssize_t got = 0;
-  do got = ::pread(fd, &byte, 1, 0);
-  while (got < 0 && errno == EINTR);
-  const int error = errno;
-  ::close(fd);
-  if (got < 0)
-    throw InputError(file.string() + ": read error in the profile (" + std::strerror(error) + ")");
-  if (got > 0)
-    throw InputError(file.string() +
-                     ": the profile's size reads 0 but it holds data (a /proc or /sys file?); copy it to a regular file");
-}
-
 }  // namespace
 
 SourceLocation Rule::kwarg_location(std::string_view kwarg) const {
@@ -518,7 +499,6 @@ RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics) 
   // Only a regular file, at most kMaxProfileBytes: a FIFO, a device (/dev/zero), a directory or a
   // read error is an InputError that says so, never a hang or an "empty profile".
   const std::string text = read_input_file(file, "profile", kMaxProfileBytes);
-  if (text.empty()) refuse_unsized_file(file);
   return parse_rules(text, file.string(), diagnostics);
 }
 

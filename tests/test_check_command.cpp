@@ -67,13 +67,19 @@ TEST_CASE("check command: JSON output has the documented shape") {
                                   source_path("tests/fixtures/tiny-deepseek-v3-2gpu.yaml") + " --format json --gpu_memory 1GiB");
   CHECK(run.exit_code == 0);
   const json doc = parse_document(run.output);
-  for (const char* key : {"model", "modules", "transfer_map", "devices", "diagnostics"}) CHECK(doc.contains(key));
+  for (const char* key : {"model", "modules", "rules", "transfer_map", "devices", "diagnostics"}) CHECK(doc.contains(key));
   REQUIRE(doc["modules"].is_array());
   REQUIRE(doc["modules"].size() > 10);
   for (const json& m : doc["modules"])
     for (const char* key : {"name", "class", "op", "generate_device", "prefill_device", "generate_op", "prefill_op",
-                            "rule", "line", "kwargs"})
+                            "rule", "line"})
       CHECK_MESSAGE(m.contains(key), m.dump());
+  // Rules are listed once each, in file order, with their kwargs as written; modules name theirs.
+  REQUIRE(doc["rules"].is_array());
+  for (std::size_t r = 0; r < doc["rules"].size(); ++r) {
+    CHECK(doc["rules"][r]["rule"] == r);
+    CHECK(doc["rules"][r]["kwargs"].is_object());
+  }
   // Walk order starts at the root; unmatched modules have rule and line null.
   CHECK(doc["modules"][0]["name"] == "");
   CHECK(doc["modules"][0]["rule"].is_null());
@@ -86,7 +92,7 @@ TEST_CASE("check command: JSON output has the documented shape") {
       CHECK(m["rule"].is_number_integer());
       CHECK(m["line"].is_number_integer());
       CHECK(m["generate_device"] == "cpu");
-      CHECK(m["kwargs"]["out_device"] == "cuda:0");
+      CHECK(doc["rules"][m["rule"].get<std::size_t>()]["kwargs"]["out_device"] == "cuda:0");
     }
     if (std::string(m["name"]).rfind("model.layers.1.mlp.experts.", 0) == 0) expert_child_listed = true;
   }
@@ -232,4 +238,19 @@ TEST_CASE("check command: checkpoints saved by transformers match the module tre
       }
     CHECK(tensors > 40);
   }
+}
+
+TEST_CASE("check command: a rule's kwargs appear once in the JSON document, not once per module") {
+  // 20,000 list items in the kwargs of a rule that places every module: written per module, the
+  // document grew to 70 MB on the 271-module tiny model (and gigabytes on DeepSeek-V3).
+  std::string items;
+  for (int i = 0; i < 20000; ++i) items += (i ? ", " : "") + std::to_string(i % 10);
+  const std::string profile = write_temp("big-kwargs.yaml", "- match:\n    name: \".\"\n  replace:\n    class: default\n"
+                                                            "    kwargs: {generate_device: cpu, notes: [" + items + "]}\n");
+  const auto run = run_switchyard("check --arch tiny-deepseek-v3 --optimize_config_path " + profile + " --format json");
+  const json doc = parse_document(run.output);
+  CHECK(doc["modules"].size() > 100);
+  REQUIRE(doc["rules"].size() == 1);
+  CHECK(doc["rules"][0]["kwargs"]["notes"].size() == 20000);
+  CHECK(run.output.size() < 2'000'000);
 }

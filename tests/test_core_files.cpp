@@ -60,6 +60,13 @@ TEST_CASE("InputFile reads regular files whole and refuses what is not one, by n
   CHECK(contains(input_error_message([&] { sy::read_input_file("/dev/zero", "profile", 1 << 20); }), "character device"));
   REQUIRE(::mkfifo((dir / "pipe").c_str(), 0600) == 0);
   CHECK(contains(input_error_message([&] { sy::read_input_file(dir / "pipe", "config.json", 1 << 20); }), "FIFO"));
+  // /proc files report size 0 and hold data: refused, not read as empty (config.json, the index,
+  // a profile alike).
+  if (std::filesystem::exists("/proc/self/status"))
+    CHECK(contains(input_error_message([&] { sy::read_input_file("/proc/self/status", "config.json", 1 << 20); }),
+                   "config.json's size reads 0 but it holds data"));
+  write_file(dir / "empty.json", "");
+  CHECK(sy::read_input_file(dir / "empty.json", "config.json", 1 << 20).empty());
   // A symlink loop says so instead of failing later somewhere else.
   std::filesystem::create_symlink(dir / "loop-b", dir / "loop-a");
   std::filesystem::create_symlink(dir / "loop-a", dir / "loop-b");
