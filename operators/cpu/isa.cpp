@@ -30,14 +30,19 @@ namespace {
 // (ECX bit 27) and XCR0's SSE and AVX state bits (1 and 2). This is what GCC's
 // __builtin_cpu_supports("f16c") tests; clang 14 has no "f16c" there, so we read CPUID ourselves.
 bool f16c_enabled() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
-  const bool f16c = (c >> 29) & 1u, osxsave = (c >> 27) & 1u;
-  if (!f16c || !osxsave) return false;
-  unsigned xcr0_low = 0, xcr0_high = 0;
-  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));  // XCR0; xgetbv is legal once OSXSAVE is set
-  constexpr unsigned kSseAndAvxState = 0x6;
-  return (xcr0_low & kSseAndAvxState) == kSseAndAvxState;
+  // Read once: linear() asks isa_supported on every call, and under a hypervisor each CPUID
+  // exits to it (about a microsecond).
+  static const bool enabled = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    const bool f16c = (c >> 29) & 1u, osxsave = (c >> 27) & 1u;
+    if (!f16c || !osxsave) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));  // XCR0; xgetbv is legal once OSXSAVE is set
+    constexpr unsigned kSseAndAvxState = 0x6;
+    return (xcr0_low & kSseAndAvxState) == kSseAndAvxState;
+  }();
+  return enabled;
 }
 }  // namespace
 #endif
