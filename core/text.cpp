@@ -100,33 +100,59 @@ std::size_t decode_utf8(std::string_view text, std::size_t offset, char32_t& cod
   return length;
 }
 
-std::string quoted_excerpt(std::string_view text) {
+namespace {
+
+// Appends at most `max_characters` characters of `text` to `out`, control characters and bytes
+// that are not UTF-8 as \xNN; returns how many bytes of `text` it took.
+std::size_t append_printable(std::string& out, std::string_view text, std::size_t max_characters) {
   static const char* kHex = "0123456789ABCDEF";
-  const auto escape = [&](std::string& out, unsigned value) {
+  const auto escape = [&](unsigned value) {
     out += "\\x";
     out += kHex[(value >> 4) & 0xF];
     out += kHex[value & 0xF];
   };
-  std::string out = "'";
-  std::size_t characters = 0;
   std::size_t i = 0;
-  for (; i < text.size() && characters < kExcerptCharacters; ++characters) {
+  for (std::size_t characters = 0; i < text.size() && characters < max_characters; ++characters) {
     char32_t c = 0;
     const std::size_t length = decode_utf8(text, i, c);
     if (length == 0) {
-      escape(out, static_cast<unsigned char>(text[i]));
+      escape(static_cast<unsigned char>(text[i]));
       i += 1;
     } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) {
-      escape(out, static_cast<unsigned>(c));
+      escape(static_cast<unsigned>(c));
       i += length;
     } else {
       out.append(text.substr(i, length));
       i += length;
     }
   }
-  if (i == text.size()) return out + "'";
-  for (char32_t ignored = 0; i < text.size(); ++characters) i += std::max<std::size_t>(1, decode_utf8(text, i, ignored));
-  return out + "\u2026' (" + std::to_string(characters) + " characters)";
+  return i;
+}
+
+// Characters in `text`, a byte that is not UTF-8 counting as one.
+std::size_t count_characters(std::string_view text) {
+  std::size_t characters = 0;
+  for (std::size_t i = 0; i < text.size(); ++characters) {
+    char32_t ignored = 0;
+    i += std::max<std::size_t>(1, decode_utf8(text, i, ignored));
+  }
+  return characters;
+}
+
+}  // namespace
+
+std::string quoted_excerpt(std::string_view text) {
+  std::string out = "'";
+  const std::size_t taken = append_printable(out, text, kExcerptCharacters);
+  if (taken == text.size()) return out + "'";
+  return out + "\u2026' (" + std::to_string(count_characters(text)) + " characters)";
+}
+
+std::string printable_excerpt(std::string_view text, std::size_t max_characters) {
+  std::string out;
+  const std::size_t taken = append_printable(out, text, max_characters);
+  if (taken == text.size()) return out;
+  return out + "\u2026 (" + std::to_string(count_characters(text)) + " characters)";
 }
 
 }  // namespace switchyard

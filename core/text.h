@@ -30,5 +30,7 @@ std::size_t decode_utf8(std::string_view text, std::size_t offset, char32_t& cod
 // so that a message stays one short line of valid UTF-8 (JSON needs that) whatever the user wrote.
 constexpr std::size_t kExcerptCharacters = 120;
 std::string quoted_excerpt(std::string_view text);
+// The same without quotes, for a message made of others' words (a library's error text).
+std::string printable_excerpt(std::string_view text, std::size_t max_characters = kExcerptCharacters);
 
 }  // namespace switchyard

@@ -83,13 +83,7 @@ bool check_characters(std::string_view text, const std::string& file, Diagnostic
 }
 
 // yaml-cpp's own message, which may quote the text (an undefined anchor's name), cut to a line.
-std::string yaml_cpp_message(const std::string& message) {
-  constexpr std::size_t kKeep = 200;
-  if (message.size() <= kKeep) return message;
-  std::size_t cut = kKeep;
-  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return message.substr(0, cut) + "… (" + std::to_string(message.size()) + " bytes)";
-}
+std::string yaml_cpp_message(const std::string& message) { return printable_excerpt(message, 200); }
 
 // --- scalars ---
 

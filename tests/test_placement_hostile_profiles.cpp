@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/text.h"
+#include "placement/report.h"
 #include "placement/rule_set.h"
 #include "placement/yaml_reader.h"
 #include "tests/core_test_support.h"
@@ -836,5 +837,18 @@ TEST_CASE("hostile profiles: the rules file must be a regular file of at most 64
     INFO(run.output.substr(0, 2000));
     CHECK(run.exit_code == 2);
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 30.0);
+  }
+}
+
+TEST_CASE("hostile profiles: yaml-cpp's own messages quote the bad byte printably, so the JSON document dumps") {
+  // An unknown escape followed by the first byte of a multi-byte character: yaml-cpp's message
+  // quotes that one byte, which is not UTF-8 on its own.
+  for (const std::string& tail : {std::string("\xef\xbb\xbf"), std::string("\xc3"), std::string("\x01")}) {
+    const std::string yaml = "- match:\n    name: \"a\\" + tail + "\"\n  replace: {class: default}\n";
+    const switchyard::CheckResult result = switchyard::testing::check_yaml(yaml);
+    CHECK(result.diagnostics.has_errors());
+    for (const switchyard::Diagnostic& d : result.diagnostics.items())
+      CHECK_NOTHROW((void)nlohmann::json(d.message).dump());  // throws on bytes that are not UTF-8
+    CHECK_NOTHROW((void)switchyard::check_to_json(result, {}).dump());
   }
 }
