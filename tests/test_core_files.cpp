@@ -22,16 +22,10 @@ using sy::core_testing::contains;
 using sy::core_testing::input_error_message;
 using sy::core_testing::SeededRng;
 using sy::core_testing::TempDir;
+using sy::core_testing::read_file;
 using sy::core_testing::write_file;
 
 namespace {
-
-std::string slurp(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Files in `dir` whose names start with '.', the temporaries AtomicFile writes.
 int hidden_files(const std::filesystem::path& dir) {
@@ -102,18 +96,18 @@ TEST_CASE("AtomicFile replaces a file only when committed, and leaves no tempora
   {
     sy::AtomicFile file(dir / "out.yaml");
     file.write(new_text.substr(0, 2000));
-    CHECK(slurp(dir / "out.yaml") == old_text);  // nothing visible before the commit
+    CHECK(read_file(dir / "out.yaml") == old_text);  // nothing visible before the commit
     // Destroyed without commit: an error path.
   }
-  CHECK(slurp(dir / "out.yaml") == old_text);
+  CHECK(read_file(dir / "out.yaml") == old_text);
   CHECK(hidden_files(dir.path()) == 0);
 
   sy::write_file_atomically(dir / "out.yaml", new_text);
-  CHECK(slurp(dir / "out.yaml") == new_text);
+  CHECK(read_file(dir / "out.yaml") == new_text);
   CHECK(hidden_files(dir.path()) == 0);
 
   sy::write_file_atomically(dir / "fresh.json", new_text);
-  CHECK(slurp(dir / "fresh.json") == new_text);
+  CHECK(read_file(dir / "fresh.json") == new_text);
 
   CHECK(contains(input_error_message([&] { sy::AtomicFile(dir.path()); }), "is a directory"));
   CHECK(contains(input_error_message([&] { sy::AtomicFile(dir / "no-such-folder" / "x.yaml"); }), "cannot write there"));
@@ -140,6 +134,6 @@ TEST_CASE("AtomicFile: a write past the file-size limit is an error and the old 
   ::waitpid(child, &status, 0);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  CHECK(slurp(dir / "out.yaml") == old_text);
+  CHECK(read_file(dir / "out.yaml") == old_text);
   CHECK(hidden_files(dir.path()) == 0);
 }

@@ -34,15 +34,10 @@ using sy::core_testing::contains;
 using sy::core_testing::input_error_message;
 using sy::core_testing::SeededRng;
 using sy::core_testing::TempDir;
+using sy::core_testing::read_file;
 using sy::core_testing::write_file;
 
 namespace {
-
-std::string read_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << file);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 sy::MakeModelSummary make(const std::string& preset, const std::filesystem::path& out, std::uint64_t seed = 1,
                           const std::string& dtype = "bf16") {
@@ -70,7 +65,7 @@ std::map<std::string, std::vector<float>> read_tensor_values(const std::filesyst
   for (const sy::CheckpointTensor& ct : index.tensors) {
     const sy::SafetensorsHeader& shard = index.shards[ct.shard];
     std::string& bytes = files[shard.file.string()];
-    if (bytes.empty()) bytes = read_bytes(shard.file);
+    if (bytes.empty()) bytes = read_file(shard.file);
     const char* data = bytes.data() + shard.data_offset + ct.tensor.begin;
     const std::uint64_t size = ct.tensor.end - ct.tensor.begin;
     std::vector<float>& out = values[ct.tensor.name];
@@ -95,7 +90,7 @@ std::map<std::string, std::string> read_tensor_bytes(const std::filesystem::path
   std::map<std::string, std::string> out;
   for (const sy::CheckpointTensor& ct : index.tensors) {
     const sy::SafetensorsHeader& shard = index.shards[ct.shard];
-    const std::string bytes = read_bytes(shard.file);
+    const std::string bytes = read_file(shard.file);
     out[ct.tensor.name] = bytes.substr(shard.data_offset + ct.tensor.begin, ct.tensor.end - ct.tensor.begin);
   }
   return out;
@@ -152,7 +147,7 @@ TEST_CASE("make-model: every tiny preset reads back with no diagnostics and the 
 TEST_CASE("make-model: config.json names the transformers class and keeps the preset") {
   const TempDir dir;
   make("tiny-deepseek-v3", dir.path());
-  const json config = json::parse(read_bytes(dir / "config.json"));
+  const json config = json::parse(read_file(dir / "config.json"));
   CHECK(config["architectures"] == json::array({"DeepseekV3ForCausalLM"}));
   CHECK(config["initializer_range"] == 0.02);
   CHECK(config["hidden_act"] == "silu");
@@ -164,7 +159,7 @@ TEST_CASE("make-model: config.json names the transformers class and keeps the pr
 
   const TempDir v2;
   make("tiny-deepseek-v2", v2.path(), 1, "f32");
-  const json v2_config = json::parse(read_bytes(v2 / "config.json"));
+  const json v2_config = json::parse(read_file(v2 / "config.json"));
   CHECK(v2_config["architectures"] == json::array({"DeepseekV2ForCausalLM"}));
   CHECK(v2_config["torch_dtype"] == "float32");
   CHECK_FALSE(v2_config.contains("bos_token_id"));  // DeepSeek-V2's id 100000 is past the tiny vocabulary
@@ -175,9 +170,9 @@ TEST_CASE("make-model: the same seed writes the same bytes, another seed other b
   make("tiny-deepseek-v3", a.path(), 42);
   make("tiny-deepseek-v3", b.path(), 42);
   make("tiny-deepseek-v3", c.path(), 43);
-  CHECK(read_bytes(a / "model.safetensors") == read_bytes(b / "model.safetensors"));
-  CHECK(read_bytes(a / "config.json") == read_bytes(b / "config.json"));
-  CHECK(read_bytes(a / "model.safetensors") != read_bytes(c / "model.safetensors"));
+  CHECK(read_file(a / "model.safetensors") == read_file(b / "model.safetensors"));
+  CHECK(read_file(a / "config.json") == read_file(b / "config.json"));
+  CHECK(read_file(a / "model.safetensors") != read_file(c / "model.safetensors"));
   const auto tensors_a = read_tensor_bytes(a.path());
   const auto tensors_c = read_tensor_bytes(c.path());
   for (const auto& tensor : tensors_a) {
@@ -269,7 +264,7 @@ TEST_CASE("make-model: generation does not depend on thread count or chunking") 
   omp_set_num_threads(2);
   make("tiny-qwen3-moe", b.path(), 5);
   omp_set_num_threads(threads_before);
-  CHECK(read_bytes(a / "model.safetensors") == read_bytes(b / "model.safetensors"));
+  CHECK(read_file(a / "model.safetensors") == read_file(b / "model.safetensors"));
 }
 
 TEST_CASE("make-model: shards past max_shard_bytes with an index, same tensors as one file") {
@@ -291,7 +286,7 @@ TEST_CASE("make-model: shards past max_shard_bytes with an index, same tensors a
   CHECK_FALSE(std::filesystem::exists(sharded / "model.safetensors"));
   CHECK(summary.tensor_bytes == whole.tensor_bytes);
 
-  const json index = json::parse(read_bytes(sharded / "model.safetensors.index.json"));
+  const json index = json::parse(read_file(sharded / "model.safetensors.index.json"));
   CHECK(index["metadata"]["total_size"] == whole.tensor_bytes);
   const sy::CheckpointIndex checkpoint = sy::read_checkpoint_index(sharded.path());
   CHECK(index["weight_map"].size() == checkpoint.tensors.size());
@@ -325,7 +320,7 @@ TEST_CASE("make-model: --layers overrides the depth; all-dense is noted") {
   options.layers = 1;
   const sy::MakeModelSummary summary = sy::make_model(options);
   CHECK_FALSE(summary.has_moe_layer);
-  CHECK(json::parse(read_bytes(dir / "config.json"))["num_hidden_layers"] == 1);
+  CHECK(json::parse(read_file(dir / "config.json"))["num_hidden_layers"] == 1);
   sy::Diagnostics diagnostics;
   sy::ModelSpec spec;
   spec.model_path = dir.path();
@@ -436,7 +431,7 @@ TEST_CASE("make-model: the safetensors writer checks every tensor's byte count")
     CHECK(header.tensors[0].name == "b.weight");  // data order is the order given
     CHECK(header.tensors[0].begin == 0);
     CHECK(header.tensors[1].begin == 12);
-    const std::string text = read_bytes(file).substr(8, header.header_bytes);
+    const std::string text = read_file(file).substr(8, header.header_bytes);
     CHECK(text.find("\"a.bias\"") < text.find("\"b.weight\""));  // keys sorted
     CHECK(json::parse(text)["__metadata__"] == json{{"format", "pt"}});
   }
@@ -479,10 +474,10 @@ TEST_CASE("make-model: the safetensors writer writes beside its file and renames
     sy::SafetensorsWriter writer(file, entries);
     writer.begin_tensor("a.weight");
     writer.write(bytes(0, 64));
-    CHECK(read_bytes(file) == old_bytes);  // nothing visible before finish
+    CHECK(read_file(file) == old_bytes);  // nothing visible before finish
     CHECK(hidden() == 1);
   }  // destroyed unfinished: an error path
-  CHECK(read_bytes(file) == old_bytes);
+  CHECK(read_file(file) == old_bytes);
   CHECK(hidden() == 0);
   {
     sy::SafetensorsWriter writer(file, entries);
@@ -490,7 +485,7 @@ TEST_CASE("make-model: the safetensors writer writes beside its file and renames
     writer.write(bytes(0, 64));
     CHECK_FALSE(contains(input_error_message([&] { writer.finish(); }), "<no exception>"));  // b.bias missing
   }
-  CHECK(read_bytes(file) == old_bytes);
+  CHECK(read_file(file) == old_bytes);
   CHECK(hidden() == 0);
   {
     sy::SafetensorsWriter writer(file, entries);
@@ -500,7 +495,7 @@ TEST_CASE("make-model: the safetensors writer writes beside its file and renames
     writer.write(bytes(64, 12));
     writer.finish();
   }
-  const std::string written = read_bytes(file);
+  const std::string written = read_file(file);
   CHECK(written.size() == sy::read_safetensors_header(file).data_offset + 76);
   CHECK(written.substr(written.size() - 76) == data);
   CHECK(hidden() == 0);
