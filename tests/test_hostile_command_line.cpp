@@ -134,8 +134,11 @@ TEST_CASE("command line: CPU thread counts outside 1 to the machine's cap are us
                                         std::to_string(rng.between(cap + 1, 1'000'000'000)),
                                         std::to_string(-rng.between(1, 1'000'000'000)), "99999999999999999999",
                                         "four", "1.5", ""};
-  for (const auto& [command, flag] : commands)
+  // Not a structured binding: clang 14 cannot capture one in INFO's lambda.
+  for (const auto& command_flag : commands)
     for (const std::string& value : bad) {
+      const std::string& command = command_flag.first;
+      const std::string& flag = command_flag.second;
       const CommandResult refused = run_both(command + " " + flag + " '" + value + "'");
       INFO(command << " " << flag << " '" << value << "': " << refused.output);
       CHECK(refused.exit_code == 2);
@@ -184,7 +187,9 @@ TEST_CASE("run: generation options outside their ranges are usage errors naming 
       {"--top_k", "-1"},           {"--top_k", std::to_string(-rng.between(1, 1'000'000))},
       {"--top_p", "-0.5"},         {"--top_p", "2"},          {"--top_p", "nan"}, {"--top_p", "inf"},
       {"--top_p", "1.001"},        {"--top_p", std::to_string(1.01 + static_cast<double>(rng.below(1000)))}};
-  for (const auto& [flag, value] : bad) {
+  for (const auto& flag_value : bad) {
+    const std::string& flag = flag_value.first;
+    const std::string& value = flag_value.second;
     const CommandResult refused = run_both("run " + flag + " " + value);
     INFO(flag << " " << value << ": " << refused.output);
     CHECK(refused.exit_code == 2);
@@ -319,7 +324,9 @@ TEST_CASE("command line: the benches' and make-model's numeric flags have ranges
       {"run --seed -1", "--seed"},
       {"run --prefill_chunk 0", "--prefill_chunk"},
       {"run --gpus -1", "--gpus"}};
-  for (const auto& [command, flag] : refused) {
+  for (const auto& command_flag : refused) {
+    const std::string& command = command_flag.first;
+    const std::string& flag = command_flag.second;
     const CommandResult result = run_both(command);
     INFO(command << ": " << result.output);
     CHECK(result.exit_code == 2);

@@ -332,9 +332,12 @@ TEST_CASE("hostile models: check --format json prints one JSON document for ever
     fs::copy(original.dir, root / "weights-loop");
     fs::remove(root / "weights-loop" / "model.safetensors");
     fs::create_symlink(root / "weights-loop" / "model.safetensors", root / "weights-loop" / "model.safetensors");
-    for (const auto& [dir, named] : {std::pair{root / "loop-a", root / "loop-a"},
-                                     std::pair{root / "config-loop", root / "config-loop" / "config.json"},
-                                     std::pair{root / "weights-loop", root / "weights-loop" / "model.safetensors"}}) {
+    // Not a structured binding: clang 14 cannot capture one in INFO's lambda.
+    for (const auto& dir_named : {std::pair{root / "loop-a", root / "loop-a"},
+                                  std::pair{root / "config-loop", root / "config-loop" / "config.json"},
+                                  std::pair{root / "weights-loop", root / "weights-loop" / "model.safetensors"}}) {
+      const fs::path& dir = dir_named.first;
+      const fs::path& named = dir_named.second;
       const CommandResult json_check = switchyard_stdout(check_args(dir, "tiny-qwen3-moe") + " --format json");
       INFO(dir << ": " << json_check.output);
       CHECK(json_check.exit_code == 2);

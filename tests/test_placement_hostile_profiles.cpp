@@ -581,7 +581,8 @@ TEST_CASE("hostile profiles: integer kwargs have ranges") {
 }
 
 TEST_CASE("hostile profiles: unknown tags are errors naming the tag; the standard ones keep their meaning") {
-  for (const auto& [text, tag] : std::vector<std::pair<std::string, std::string>>{
+  // Pairs, not structured bindings, in these loops: clang 14 cannot capture a binding in CAPTURE.
+  for (const auto& text_tag : std::vector<std::pair<std::string, std::string>>{
            {"- match: {name: !foo x}\n  replace: {class: default}\n", "!foo"},
            {rule_with_kwargs("{generate_device: !!python/object:os.system {}}"), "!!python/object:os.system"},
            {rule_with_kwargs("!!python/object/apply:os.system [\"ls\"]"), "!!python/object/apply:os.system"},
@@ -591,6 +592,8 @@ TEST_CASE("hostile profiles: unknown tags are errors naming the tag; the standar
            {"%TAG !e! tag:example.com,2000:\n---\n- !e!rule {match: {name: x}, replace: {class: default}}\n",
             "!<tag:example.com,2000:rule>"},
        }) {
+    const std::string& text = text_tag.first;
+    const std::string& tag = text_tag.second;
     CAPTURE(text);
     const Diagnostic d = only(parse(text), "yaml-unknown-tag");
     CHECK(contains(d.message, "'" + tag + "'"));
@@ -625,13 +628,15 @@ TEST_CASE("hostile profiles: unknown tags are errors naming the tag; the standar
   CHECK(contains(only(parse(rule_with("{class: Model, kwargs: {transfer_map: {!!str 3: \"cuda:1\"}}}")), "type-mismatch")
                      .message,
                  "must be a layer number"));
-  for (const auto& [text, code] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& text_code : std::vector<std::pair<std::string, std::string>>{
            {rule_with("{class: MLA, kwargs: {chunk_size: !!int abc}}"), "yaml-bad-tagged-value"},
            {rule_with("{class: MLA, kwargs: {chunk_size: !!float many}}"), "yaml-bad-tagged-value"},
            {rule_with("{class: MLA, kwargs: {absorb_for_prefill: !!bool maybe}}"), "yaml-bad-tagged-value"},
            {rule_with_kwargs("!!map [generate_device]"), "yaml-tag-mismatch"},
            {rule_with_kwargs("!!str {generate_device: cpu}"), "yaml-tag-mismatch"},
            {rule_with_kwargs("{generate_device: !!seq cpu}"), "yaml-tag-mismatch"}}) {
+    const std::string& text = text_code.first;
+    const std::string& code = text_code.second;
     CAPTURE(text);
     CHECK(only(parse(text), code).location.line == 2);
   }
@@ -670,7 +675,9 @@ TEST_CASE("hostile profiles: user text in messages is shortened, whatever its le
       {"- match: {name: !" + huge + " x}\n  replace: {class: default}\n", "yaml-unknown-tag"},
   };
   const auto start = std::chrono::steady_clock::now();
-  for (const auto& [text, code] : cases) {
+  for (const auto& text_code : cases) {
+    const std::string& text = text_code.first;
+    const std::string& code = text_code.second;
     CAPTURE(code);
     const Diagnostic d = only(parse(text), code);
     CHECK(d.message.size() < 600);
