@@ -408,11 +408,14 @@ TEST_CASE("run --trace_out: written whole or not at all; a path it cannot write 
   CHECK(run_both(run + " --prompt_ids 1,999999 --trace_out " + (dir / "trace.json").string()).exit_code == 2);
   CHECK(read_bytes(dir / "trace.json") == old_trace);
   // A write past the file-size limit: an error, and the old file survives.
-  const CommandResult limited = run_switchyard_with_file_limit(run + " --profile --trace_out " + (dir / "trace.json").string(), 512);
-  INFO(limited.output);
-  CHECK(limited.exit_code == 2);
-  CHECK(contains(limited.output, "not written"));
-  CHECK(read_bytes(dir / "trace.json") == old_trace);
+  if (!sy::testing::kAddressSanitizer) {  // ASan's runtime writes its own files past such a limit
+    const CommandResult limited =
+        run_switchyard_with_file_limit(run + " --profile --trace_out " + (dir / "trace.json").string(), 512);
+    INFO(limited.output);
+    CHECK(limited.exit_code == 2);
+    CHECK(contains(limited.output, "not written"));
+    CHECK(read_bytes(dir / "trace.json") == old_trace);
+  }
   CHECK(hidden_files(dir.path()).empty());
   // And a run that ends well replaces it with a whole trace.
   const CommandResult ran = run_both(run + " --trace_out " + (dir / "trace.json").string());

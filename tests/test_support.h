@@ -15,6 +15,21 @@
 
 namespace switchyard::testing {
 
+// Whether this build runs under AddressSanitizer (scripts/ci-sanitizers.sh): its runtime reserves
+// terabytes of address space and writes its own files, so a child under `ulimit -v` or a small
+// RLIMIT_FSIZE fails for the sanitizer's sake, not ours. Tests leave such limits out there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 struct CheckSetup {
   std::string arch = "tiny-deepseek-v3";
   std::optional<int> gpus;
