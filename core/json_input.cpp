@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace switchyard {
 
@@ -32,9 +33,8 @@ void check_json_nesting(std::string_view text, const std::string& source, int ma
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars) {
   if (value.is_array()) return "a list of " + std::to_string(value.size()) + (value.size() == 1 ? " value" : " values");
   if (value.is_object()) return "an object of " + std::to_string(value.size()) + (value.size() == 1 ? " field" : " fields");
-  const std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() <= max_chars) return text;
-  return text.substr(0, max_chars) + "... (" + std::to_string(text.size()) + " characters)";
+  // Cut by characters, not bytes, so the message stays valid UTF-8.
+  return printable_excerpt(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), max_chars);
 }
 
 }  // namespace switchyard

@@ -17,8 +17,9 @@ constexpr int kMaxJsonNesting = 64;
 // in `text` nest deeper than `max_depth`; strings are skipped with their escapes. Linear, no recursion.
 void check_json_nesting(std::string_view text, const std::string& source, int max_depth = kMaxJsonNesting);
 
-// `value` for a message: scalars as JSON (invalid UTF-8 replaced), cut after `max_chars` with
-// "... (N characters)"; lists and objects by their size only ("a list of 3 values").
+// `value` for a message: scalars as JSON (invalid UTF-8 replaced), cut after `max_chars`
+// characters as printable_excerpt cuts (core/text.h); lists and objects by their size only
+// ("a list of 3 values").
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = 60);
 
 }  // namespace switchyard

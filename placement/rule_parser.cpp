@@ -2,13 +2,9 @@
 // (placement_plan.cpp); here every key and value is checked for shape and type, with its position.
 // The YAML itself is read by YamlDocument (yaml_reader.h), which bounds depth, size and aliases and
 // gives values PyYAML's meaning; everything here walks its tree in time linear in its size.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <set>
 #include <unordered_map>

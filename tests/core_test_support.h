@@ -88,6 +88,18 @@ std::string input_error_message(Action&& action) {
   return "<no exception>";
 }
 
+// The exit status an InputError from `action` carries; -1 when it throws none.
+template <typename Action>
+int input_error_exit_code(Action&& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.exit_code();
+  } catch (...) {
+  }
+  return -1;
+}
+
 inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 }  // namespace switchyard::core_testing

@@ -27,6 +27,7 @@
 namespace sy = switchyard;
 using nlohmann::json;
 using sy::core_testing::contains;
+using sy::core_testing::input_error_exit_code;
 using sy::core_testing::input_error_message;
 
 namespace {
@@ -87,18 +88,6 @@ void check_same_config(const sy::ModelConfig& a, const sy::ModelConfig& b) {
   CHECK(a.attention_bias == b.attention_bias);
   CHECK(a.num_nextn_predict_layers == b.num_nextn_predict_layers);
   CHECK(a.torch_dtype == b.torch_dtype);
-}
-
-// The exit status an InputError from `action` carries; -1 when it throws none.
-template <typename Action>
-int input_error_exit_code(Action&& action) {
-  try {
-    action();
-  } catch (const sy::InputError& error) {
-    return error.exit_code();
-  } catch (...) {
-  }
-  return -1;
 }
 
 std::vector<int> moe_layers(const sy::ModelConfig& config) {

@@ -29,6 +29,7 @@
 namespace sy = switchyard;
 using nlohmann::json;
 using sy::core_testing::contains;
+using sy::core_testing::input_error_exit_code;
 using sy::core_testing::input_error_message;
 using sy::core_testing::SeededRng;
 using sy::core_testing::TempDir;
@@ -111,18 +112,6 @@ std::string diagnostics_text(const sy::Diagnostics& diagnostics) {
   std::string out;
   for (const sy::Diagnostic& d : diagnostics.items()) out += sy::format_diagnostic(d) + "\n";
   return out;
-}
-
-// The exit status an InputError from `action` carries; -1 when it throws none.
-template <typename Action>
-int input_error_exit_code(Action&& action) {
-  try {
-    action();
-  } catch (const sy::InputError& error) {
-    return error.exit_code();
-  } catch (...) {
-  }
-  return -1;
 }
 
 // Whether `h`'s tensors tile its data section: in order, each beginning where the one before it
