@@ -65,6 +65,7 @@ struct CheckCommand {
       const nlohmann::ordered_json doc = {
           {"model", nullptr},
           {"modules", nlohmann::ordered_json::array()},
+          {"rules", nlohmann::ordered_json::array()},
           {"transfer_map", nlohmann::ordered_json::object()},
           {"devices", nlohmann::ordered_json::array()},
           {"diagnostics",
