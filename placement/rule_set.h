@@ -13,7 +13,7 @@
 #include "core/device.h"
 #include "core/diagnostics.h"
 #include "core/module_class.h"
-#include "operators/operator_registry.h"
+#include "placement/operator_registry.h"
 #include "placement/regex.h"
 
 namespace switchyard {

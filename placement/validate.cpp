@@ -76,12 +76,11 @@ void check_ops_fit_devices(const PlacementPlan& plan, Diagnostics& diagnostics) 
     auto check = [&](const std::string& op_name, const Device& device, const char* op_key, const char* device_key) {
       const OpInfo* op = p.op->find_op(op_name);
       if (!op) return;
-      const bool bad = (op->device == OpDevice::cpu_only && !device.is_cpu()) ||
-                       (op->device == OpDevice::cuda_only && !device.is_cuda());
+      const bool bad = op->runs.on(device) == Implementation::none;
       if (!bad || !reported.insert({rule.index, op_key}).second) return;
       diagnostics.error("op-device-mismatch",
                         std::string(op_key) + " " + op_name + " runs on " +
-                            (op->device == OpDevice::cpu_only ? "the CPU" : "a GPU") + ", but " + device_key + " is " +
+                            (device.is_cuda() ? "the CPU only" : "a GPU only") + ", but " + device_key + " is " +
                             device.str(),
                         rule.kwarg_location(op_key), rule.index);
     };

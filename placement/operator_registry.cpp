@@ -1,4 +1,4 @@
-#include "operators/operator_registry.h"
+#include "placement/operator_registry.h"
 
 #include <deque>
 #include <unordered_map>
@@ -13,6 +13,16 @@ const KwargSpec kGenerateDevice{"generate_device", KwargType::device, "device th
 const KwargSpec kPrefillDevice{"prefill_device", KwargType::device, "device the operator runs on in prefill", {}};
 const KwargSpec kGenerateOp{"generate_op", KwargType::op, "kernel used in decode", {}};
 const KwargSpec kPrefillOp{"prefill_op", KwargType::op, "kernel used in prefill", {}};
+
+// Names that share one implementation: every linear op runs the same kernels on bf16/f16/f32
+// weights (cuBLAS or our gemv on a GPU, the AVX kernels on the CPU), whatever ktransformers calls
+// its kernel; KExpertsTorch runs where it is placed.
+const DeviceImplementations kLinear{Implementation::linear_cpu, Implementation::linear_gpu};
+const DeviceImplementations kLinearGpu{Implementation::none, Implementation::linear_gpu};
+const DeviceImplementations kLinearCpu{Implementation::linear_cpu, Implementation::none};
+const DeviceImplementations kExperts{Implementation::experts_cpu, Implementation::experts_gpu};
+const DeviceImplementations kExpertsGpu{Implementation::none, Implementation::experts_gpu};
+const DeviceImplementations kExpertsCpu{Implementation::experts_cpu, Implementation::none};
 
 std::vector<KwargSpec> devices_and(std::vector<KwargSpec> extra) {
   std::vector<KwargSpec> all = {kGenerateDevice, kPrefillDevice};
@@ -36,18 +46,18 @@ struct Registry {
     const std::string kt = "ktransformers.operators.";
     const OperatorInfo& def = add({"default", OperatorKind::default_op,
                                    "keep the module's own implementation; only place it", devices_and({}),
-                                   {}, "", "", std::nullopt, false});
+                                   {}, "", "", std::nullopt, false, {Implementation::none, Implementation::none}});
     spell(def, "default", {});
 
     const OperatorInfo& linear = add(
         {"Linear", OperatorKind::linear, "linear projection with a choice of kernels",
          devices_and({kGenerateOp, kPrefillOp}),
-         {{"KLinearTorch", {"torch"}, OpDevice::any},
-          {"KLinearMarlin", {"marlin"}, OpDevice::cuda_only},
-          {"VLinearMarlin", {"vmarlin"}, OpDevice::cuda_only},
-          {"KLinearFP8", {"fp8"}, OpDevice::cuda_only},
-          {"KLinearCPUInfer", {"cpu"}, OpDevice::cpu_only}},
-         "KLinearMarlin", "KLinearTorch", std::nullopt, false});
+         {{"KLinearTorch", {"torch"}, kLinear},
+          {"KLinearMarlin", {"marlin"}, kLinearGpu},
+          {"VLinearMarlin", {"vmarlin"}, kLinearGpu},
+          {"KLinearFP8", {"fp8"}, kLinearGpu},
+          {"KLinearCPUInfer", {"cpu"}, kLinearCpu}},
+         "KLinearMarlin", "KLinearTorch", std::nullopt, false, {Implementation::none, Implementation::none}});
     spell(linear, "Linear", {"Linear"});
     spell(linear, kt + "linear.KTransformersLinear", {"Linear"});
 
@@ -57,16 +67,16 @@ struct Registry {
                       {"out_device", KwargType::device, "device the experts' output is handed to", {}},
                       {"backend", KwargType::choice, "CPU kernel family",
                        {"auto", "llamafile", "AMXBF16", "AMXInt8", "AVX512"}}}),
-         {{"KExpertsCPU", {"cpu"}, OpDevice::cpu_only},
-          {"KExpertsTorch", {"torch"}, OpDevice::any},
-          {"KExpertsMarlin", {"marlin"}, OpDevice::cuda_only}},
-         "KExpertsCPU", "KExpertsTorch", Device::cpu(), true});
+         {{"KExpertsCPU", {"cpu"}, kExpertsCpu},
+          {"KExpertsTorch", {"torch"}, kExperts},
+          {"KExpertsMarlin", {"marlin"}, kExpertsGpu}},
+         "KExpertsCPU", "KExpertsTorch", Device::cpu(), true, {Implementation::none, Implementation::none}});
     spell(experts, "Experts", {"ModuleList"});
     spell(experts, kt + "experts.KTransformersExperts", {"ModuleList"});
 
     const OperatorInfo& moe = add({"MoE", OperatorKind::moe,
                                    "MoE block: gate, routed experts (possibly on the CPU) and shared experts",
-                                   devices_and({}), {}, "", "", std::nullopt, false});
+                                   devices_and({}), {}, "", "", std::nullopt, false, {Implementation::moe_cpu, Implementation::moe_gpu}});
     spell(moe, "MoE", {"MoE"});
     spell(moe, kt + "experts.KDeepseekV3MoE", {"DeepseekV3MoE"});
     spell(moe, kt + "experts.KDeepseekV2MoE", {"DeepseekV2MoE"});
@@ -74,7 +84,7 @@ struct Registry {
     spell(moe, kt + "experts.KMistralSparseMoEBlock", {"MixtralSparseMoeBlock"});
 
     const OperatorInfo& gate = add({"Gate", OperatorKind::gate, "MoE router: scores and top-k expert selection",
-                                    devices_and({}), {}, "", "", std::nullopt, false});
+                                    devices_and({}), {}, "", "", std::nullopt, false, {Implementation::gate_cpu, Implementation::gate_gpu}});
     spell(gate, "Gate", {"MoEGate"});
     spell(gate, kt + "gate.KMoEGate", {"MoEGate"});
     spell(gate, kt + "gate.KMoEGateDeepSeekV3", {"DeepseekV3MoEGate"});
@@ -85,22 +95,22 @@ struct Registry {
                       {"chunck_size", KwargType::integer, "prefill chunk length in tokens (ktransformers' spelling)",
                        {}, 1, kMaxChunkTokens},
                       {"chunk_size", KwargType::integer, "prefill chunk length in tokens", {}, 1, kMaxChunkTokens}}),
-         {}, "", "", std::nullopt, false});
+         {}, "", "", std::nullopt, false, {Implementation::mla_cpu, Implementation::mla_gpu}});
     spell(mla, "MLA", {"DeepseekV3Attention", "DeepseekV2Attention"});
     spell(mla, kt + "attention.KDeepseekV2Attention", {"DeepseekV3Attention", "DeepseekV2Attention"});
 
     const OperatorInfo& gqa = add({"GQA", OperatorKind::attention, "grouped-query attention with a K/V cache",
-                                   devices_and({}), {}, "", "", std::nullopt, false});
+                                   devices_and({}), {}, "", "", std::nullopt, false, {Implementation::gqa_cpu, Implementation::gqa_gpu}});
     spell(gqa, "GQA", {"Qwen3MoeAttention", "MixtralAttention"});
     spell(gqa, kt + "balance_serve_attention.KQwen3MoeAttention", {"Qwen3MoeAttention"});
 
     const OperatorInfo& rope = add({"RoPE", OperatorKind::rotary, "rotary position embedding", devices_and({}), {},
-                                    "", "", std::nullopt, false});
+                                    "", "", std::nullopt, false, {Implementation::rotary, Implementation::rotary}});
     spell(rope, "RoPE", {"RotaryEmbedding"});
     spell(rope, kt + "RoPE.RotaryEmbedding", {"RotaryEmbedding"});
     spell(rope, kt + "RoPE.RotaryEmbeddingV3", {"RotaryEmbedding"});
     const OperatorInfo& yarn = add({"YarnRoPE", OperatorKind::rotary, "YaRN-scaled rotary embedding (DeepSeek)",
-                                    devices_and({}), {}, "", "", std::nullopt, false});
+                                    devices_and({}), {}, "", "", std::nullopt, false, {Implementation::rotary, Implementation::rotary}});
     spell(yarn, "YarnRoPE", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
     spell(yarn, kt + "RoPE.YarnRotaryEmbedding", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
     spell(yarn, kt + "RoPE.YarnRotaryEmbeddingV3", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
@@ -112,20 +122,20 @@ struct Registry {
                        "prompt length in tokens from which prefill runs layer by layer (0: never)", {}, 0,
                        std::numeric_limits<int>::max()},
                       {"per_layer_prefill_device", KwargType::device, "device for layer-wise prefill", {}}}),
-         {}, "", "", std::nullopt, false});
+         {}, "", "", std::nullopt, false, {Implementation::decoder_stack, Implementation::decoder_stack}});
     spell(model, "Model", {"Model"});
     spell(model, kt + "models.KDeepseekV2Model", {"DeepseekV3Model", "DeepseekV2Model"});
     spell(model, kt + "models.KQwen3MoeModel", {"Qwen3MoeModel"});
 
     const OperatorInfo& norm = add({"RMSNorm", OperatorKind::rms_norm, "fused RMSNorm", devices_and({}), {}, "", "",
-                                    std::nullopt, false});
+                                    std::nullopt, false, {Implementation::rms_norm_cpu, Implementation::rms_norm_gpu}});
     spell(norm, "RMSNorm", {"RMSNorm"});
     spell(norm, kt + "layernorm.RMSNorm", {"RMSNorm"});
     spell(norm, kt + "layernorm.KDeepseekRMSNorm", {"DeepseekV3RMSNorm", "DeepseekV2RMSNorm"});
     spell(norm, kt + "layernorm.KQwen3MoeRMSNorm", {"Qwen3MoeRMSNorm"});
 
     const OperatorInfo& mlp = add({"MLP", OperatorKind::mlp, "fused SwiGLU MLP (dense layers, shared experts)",
-                                   devices_and({}), {}, "", "", std::nullopt, false});
+                                   devices_and({}), {}, "", "", std::nullopt, false, {Implementation::mlp_cpu, Implementation::mlp_gpu}});
     spell(mlp, "MLP", {"MLP"});
     spell(mlp, kt + "mlp.kDeepseekV3MLP", {"DeepseekV3MLP", "DeepseekV2MLP"});
     spell(mlp, kt + "mlp.KQwen3MoeMLP", {"Qwen3MoeMLP"});
@@ -194,6 +204,15 @@ const OperatorInfo& default_operator() { return registry().operators.front(); }
 const std::vector<OperatorInfo>& operators() {
   static const std::vector<OperatorInfo> all(registry().operators.begin(), registry().operators.end());
   return all;
+}
+
+const OperatorInfo* native_operator(const ModuleClass& cls) {
+  for (const ReplacementClass& c : registry().classes) {
+    if (c.spelling != c.op->name || c.op->kind == OperatorKind::default_op) continue;
+    for (const std::string& replaced : c.replaces)
+      if (const ModuleClass* r = find_module_class(replaced); r && cls.is_a(*r)) return c.op;
+  }
+  return nullptr;
 }
 
 const OperatorInfo* find_operator(std::string_view native_name) {

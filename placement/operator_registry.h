@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/module_class.h"
+#include "placement/implementation.h"
 
 namespace switchyard {
 
@@ -27,13 +28,18 @@ struct KwargSpec {
   long long max_value = std::numeric_limits<long long>::max();
 };
 
-// Where an op can run.
-enum class OpDevice { any, cpu_only, cuda_only };
+// What an op (or an operator without ops) runs on each kind of device; Implementation::none
+// where it cannot run there.
+struct DeviceImplementations {
+  Implementation on_cpu = Implementation::none;
+  Implementation on_gpu = Implementation::none;
+  Implementation on(const Device& device) const { return device.is_cpu() ? on_cpu : on_gpu; }
+};
 
 struct OpInfo {
   std::string name;                  // canonical (ktransformers') name: "KExpertsCPU"
   std::vector<std::string> aliases;  // our short names: "cpu"
-  OpDevice device = OpDevice::any;
+  DeviceImplementations runs;
 };
 
 enum class OperatorKind { default_op, linear, experts, moe, gate, attention, rotary, model, rms_norm, mlp };
@@ -51,6 +57,8 @@ struct OperatorInfo {
   // True when the operator itself hands its output to `out_device`, so it may run on another
   // device than its layer (CPU experts). Other operators must sit on their layer's device.
   bool has_out_device = false;
+  // What runs the operator when it has no ops (MoE, MLA, ...); with ops, each OpInfo says.
+  DeviceImplementations runs;
 
   const KwargSpec* find_kwarg(std::string_view kwarg) const;
   const OpInfo* find_op(std::string_view op) const;
@@ -70,5 +78,8 @@ const std::vector<std::string>& replacement_class_spellings();
 const OperatorInfo& default_operator();
 const std::vector<OperatorInfo>& operators();
 const OperatorInfo* find_operator(std::string_view native_name);
+// The operator that runs a module of class `cls` placed with the `default` class: the first whose
+// native spelling replaces `cls` (by isinstance); nullptr for containers (layers, lists, the model).
+const OperatorInfo* native_operator(const ModuleClass& cls);
 
 }  // namespace switchyard
