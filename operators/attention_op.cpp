@@ -208,18 +208,4 @@ void GqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
   o_.forward(attn.data(), tokens, out);
 }
 
-std::unique_ptr<AttentionOp> make_attention(const BuildContext& context, const Module& self_attn) {
-  for (int child : self_attn.children)
-    if (!context.tree.at(child).params.empty()) require_same_device(context, self_attn, context.tree.at(child));
-  if (context.device_of(self_attn).is_cuda()) {
-#if SWITCHYARD_HAVE_CUDA
-    return make_gpu_attention(context, self_attn);
-#else
-    context.gpu(context.device_of(self_attn));  // throws: no CUDA backend in this build
-#endif
-  }
-  if (context.tree.config().is_deepseek()) return std::make_unique<MlaAttention>(context, self_attn);
-  return std::make_unique<GqaAttention>(context, self_attn);
-}
-
 }  // namespace switchyard

@@ -71,9 +71,6 @@ class GqaAttention final : public AttentionOp {
   std::int64_t max_context_;
 };
 
-// The layer's attention on its device (operators/gpu_attention_op.h for a GPU).
-std::unique_ptr<AttentionOp> make_attention(const BuildContext& context, const Module& self_attn);
-std::unique_ptr<AttentionOp> make_gpu_attention(const BuildContext& context, const Module& self_attn);
 
 // RoPE frequencies of the model (default or YaRN); InputError for other scalings.
 cpu::RopeFrequencies rope_frequencies(const ModelConfig& config, int rope_dim);

@@ -32,12 +32,16 @@ std::vector<float> BuildContext::param_f32(const Module& module, std::string_vie
   return out;
 }
 
-Device BuildContext::generate_device(const Module& module) const {
-  return plan.owner_of(static_cast<int>(&module - tree.modules().data())).generate_device;
+Device BuildContext::generate_device(const Module& module) const { return plan.owner_of(index_of(module)).generate_device; }
+
+Device BuildContext::prefill_device(const Module& module) const { return plan.owner_of(index_of(module)).prefill_device; }
+
+PhaseImplementations BuildContext::implementation(const Module& module) const {
+  return implementation_of(plan, index_of(module));
 }
 
-Device BuildContext::prefill_device(const Module& module) const {
-  return plan.owner_of(static_cast<int>(&module - tree.modules().data())).prefill_device;
+void BuildContext::record(const Module& module, PhaseImplementations implementation) const {
+  if (built) built->modules.emplace_back(index_of(module), implementation);
 }
 
 Device BuildContext::device_of(const Module& module) const {

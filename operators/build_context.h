@@ -5,16 +5,27 @@
 // name before anything runs.
 #include <initializer_list>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/checkpoint.h"
 #include "core/module_tree.h"
 #include "core/trace.h"
+#include "placement/implementation.h"
 #include "placement/placement_plan.h"
 
 namespace switchyard {
 
 class DeviceRuntimes;
 class GpuRuntime;
+
+// What the builders built: for each module that got an operator of its own (attention, MLP and
+// MoE blocks, routed experts, norms, projections), the implementation that runs it in each phase,
+// in build order. Equal to the plan's implementation_of for each of them, by construction; the
+// tests hold it to that.
+struct BuiltImplementations {
+  std::vector<std::pair<int, PhaseImplementations>> modules;  // (module index, implementations)
+};
 
 struct BuildContext {
   const ModuleTree& tree;
@@ -23,6 +34,7 @@ struct BuildContext {
   std::int64_t max_context = 4096;  // KV-cache length in tokens
   Tracer* tracer = nullptr;         // NVTX ranges and profile events; nullptr: none
   DeviceRuntimes* runtimes = nullptr;  // the GPUs' shared state; set by CausalLM
+  BuiltImplementations* built = nullptr;  // filled by the builders when set
 
   const Module& child(const Module& parent, std::string_view local_name) const;
   // The module's parameter `name` from the checkpoint, in one of `dtypes`.
@@ -36,6 +48,11 @@ struct BuildContext {
   // The one device of a module that runs in the same place in both phases; InputError naming the
   // module when the profile gives it two (only routed experts may differ).
   Device device_of(const Module& module) const;
+  // The implementation the plan gives `module` in each phase (placement/implementation.h).
+  PhaseImplementations implementation(const Module& module) const;
+  // Notes that `module` is built with `implementation` (into `built`, when set).
+  void record(const Module& module, PhaseImplementations implementation) const;
+  int index_of(const Module& module) const { return static_cast<int>(&module - tree.modules().data()); }
   // The runtime of a GPU, nullptr for the CPU. InputError when this build has no CUDA backend or
   // the device is absent.
   GpuRuntime* gpu(Device device) const;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "operators/activations.h"
+#include "operators/implementation_builders.h"
 #include "operators/cpu/half.h"
 #include "operators/cpu/sampling.h"
 #include "operators/device_tensor.h"
@@ -83,11 +84,11 @@ void check_kv_cache_fits(const ModelConfig& config, std::int64_t max_context) {
 DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
     : tracer_(context.tracer), layer_(layer.layer), hidden_size_(context.tree.config().hidden_size) {
   const float eps = static_cast<float>(context.tree.config().rms_norm_eps);
-  attention_ = make_attention(context, context.child(layer, "self_attn"));
+  attention_ = build_attention(context, context.child(layer, "self_attn"));
   const bool mixtral = context.tree.config().arch == Architecture::mixtral;
   const Module& mlp = context.child(layer, mixtral ? "block_sparse_moe" : "mlp");
   moe_ = mlp.cls->role == ModuleRole::moe;
-  feed_forward_ = make_feed_forward(context, mlp);
+  feed_forward_ = build_feed_forward(context, mlp);
   attention_gpu_ = context.gpu(attention_->device());
   feed_forward_gpu_ = context.gpu(feed_forward_->device());
   // A layer's norms run with the half they lead.

@@ -225,12 +225,16 @@ MoeOp::MoeOp(const BuildContext& context, const Module& moe)
   const ModelConfig& c = context.tree.config();
   require_same_device(context, moe, context.child(moe, "gate"));
   const Module& experts = context.child(moe, "experts");
-  if (!context.generate_device(experts).is_cpu() || !context.prefill_device(experts).is_cpu())
-    throw InputError("the profile runs " + std::string(moe.name) + " on the CPU but its routed experts on " +
-                     (context.generate_device(experts).is_cpu() ? context.prefill_device(experts)
-                                                                : context.generate_device(experts))
-                         .str() +
-                     "; a MoE block on the CPU runs its experts there too");
+  const PhaseImplementations routed = context.implementation(experts);
+  for (const Implementation implementation : {routed.generate, routed.prefill})
+    if (implementation != Implementation::experts_cpu)
+      throw InputError("the profile runs " + std::string(moe.name) + " on the CPU but its routed experts as " +
+                       implementation_name(implementation) + " on " +
+                       (implementation == routed.generate ? context.generate_device(experts)
+                                                          : context.prefill_device(experts))
+                           .str() +
+                       "; a MoE block on the CPU runs its experts there too (experts.cpu)");
+  context.record(experts, routed);
   const Module& gate = context.child(moe, "gate");
   for (const Parameter& p : gate.params)
     if (p.name == "e_score_correction_bias") correction_bias_ = context.param_f32(gate, "e_score_correction_bias");
@@ -259,17 +263,6 @@ void MoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   std::vector<float> shared(static_cast<std::size_t>(tokens * router_.in_features()));
   shared_->forward(x, tokens, shared.data());
   for (std::size_t i = 0; i < shared.size(); ++i) out[i] += shared[i];
-}
-
-std::unique_ptr<FeedForwardOp> make_feed_forward(const BuildContext& context, const Module& mlp) {
-  if (mlp.cls->role != ModuleRole::moe) return std::make_unique<MlpOp>(context, mlp);
-  if (context.device_of(mlp).is_cpu()) return std::make_unique<MoeOp>(context, mlp);
-#if SWITCHYARD_HAVE_CUDA
-  return make_gpu_moe(context, mlp);
-#else
-  context.gpu(context.device_of(mlp));  // throws: no CUDA backend in this build
-  return nullptr;
-#endif
 }
 
 void require_same_device(const BuildContext& context, const Module& block, const Module& part) {

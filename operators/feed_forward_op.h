@@ -95,11 +95,6 @@ struct ExpertNames {
 };
 ExpertNames expert_names(const ModelConfig& config);
 
-// The block's operator on its device: MlpOp, MoeOp on the CPU, or the GPU MoE block
-// (operators/gpu_moe_op.h) with its routed experts on the GPU or handed to the CPU.
-std::unique_ptr<FeedForwardOp> make_feed_forward(const BuildContext& context, const Module& mlp);
-std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe);
-
 // InputError unless `part` (a projection, a norm, a router) runs on `block`'s device.
 void require_same_device(const BuildContext& context, const Module& block, const Module& part);
 

@@ -328,9 +328,4 @@ void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   o_.forward(attn, tokens, out);
 }
 
-std::unique_ptr<AttentionOp> make_gpu_attention(const BuildContext& context, const Module& self_attn) {
-  if (context.tree.config().is_deepseek()) return std::make_unique<GpuMlaAttention>(context, self_attn);
-  return std::make_unique<GpuGqaAttention>(context, self_attn);
-}
-
 }  // namespace switchyard

@@ -73,15 +73,25 @@ GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
   // Decode's router and gate in one launch (a bias-free f32 router: the fused kernel has no bias).
   if (router_.device_dtype() == DType::f32 && !router_.has_bias()) router_counter_ = gpu_->zeroed_counters(1);
 
+  // The routed experts run as the plan says per phase: experts.cpu through the hand-off, or
+  // experts.gpu resident on this GPU.
   const Module& experts = context.child(moe, "experts");
-  generate_experts_ = context.generate_device(experts);
-  prefill_experts_ = context.prefill_device(experts);
-  for (Device d : {generate_experts_, prefill_experts_})
-    if (!d.is_cpu() && d != gpu_->where())
-      throw InputError("the profile runs " + std::string(moe.name) + " on " + gpu_->where().str() +
-                       " but its routed experts on " + d.str() + "; experts run on the CPU or on their block's GPU");
-  if (generate_experts_.is_cpu() || prefill_experts_.is_cpu()) cpu_experts_ = std::make_unique<RoutedExperts>(context, experts);
-  if (!generate_experts_.is_cpu() || !prefill_experts_.is_cpu()) gpu_experts_ = upload_experts(context, *gpu_, experts);
+  const PhaseImplementations routed = context.implementation(experts);
+  generate_experts_ = routed.generate;
+  prefill_experts_ = routed.prefill;
+  for (const auto& [implementation, device] : {std::pair{routed.generate, context.generate_device(experts)},
+                                               std::pair{routed.prefill, context.prefill_device(experts)}}) {
+    if (implementation == Implementation::experts_gpu && device == gpu_->where()) continue;
+    if (implementation == Implementation::experts_cpu) continue;
+    throw InputError("the profile runs " + std::string(moe.name) + " on " + gpu_->where().str() +
+                     " but its routed experts as " + implementation_name(implementation) + " on " + device.str() +
+                     "; experts run on the CPU or on their block's GPU");
+  }
+  context.record(experts, routed);
+  if (generate_experts_ == Implementation::experts_cpu || prefill_experts_ == Implementation::experts_cpu)
+    cpu_experts_ = std::make_unique<RoutedExperts>(context, experts);
+  if (generate_experts_ == Implementation::experts_gpu || prefill_experts_ == Implementation::experts_gpu)
+    gpu_experts_ = upload_experts(context, *gpu_, experts);
   for (int child : moe.children)
     if (context.tree.at(child).local_name() == "shared_experts") {
       shared_ = std::make_unique<MlpOp>(context, context.tree.at(child));
@@ -105,8 +115,8 @@ PendingDelta GpuMoeOp::forward_deferred(const float* x, std::int64_t tokens, flo
   cuda::DeviceBuffer ids = gpu_->context().allocate(static_cast<std::size_t>(tokens * top_k) * sizeof(std::int32_t),
                                                     "routed expert ids");
   Scratch weights(gpu_, tokens * top_k, "routing weights");
-  const Device experts = tokens > 1 ? prefill_experts_ : generate_experts_;
-  CpuExpertsHandOff* hand_off = experts.is_cpu() ? &gpu_->hand_off(layers_, hidden_, top_k) : nullptr;
+  const Implementation experts = tokens > 1 ? prefill_experts_ : generate_experts_;
+  CpuExpertsHandOff* hand_off = experts == Implementation::experts_cpu ? &gpu_->hand_off(layers_, hidden_, top_k) : nullptr;
   // One token for the CPU experts: the gate's own launch hands it over, the shared experts write
   // `out`, and the routed sum stays on the host for the caller to add (forward_deferred's result).
   // Otherwise `out` gets the routed sum and the shared experts' output is added to it.
@@ -184,10 +194,6 @@ bool GpuMoeOp::side_swiglu(const float* x, float* h, cuda::SideSwiglu& side) con
   side = cuda::SideSwiglu{gate.device_weight(), up.device_weight(), gate.device_dtype(), gate.in_features(),
                           gate.out_features(), x, h};
   return shared_->gate_up_fusable() && cuda::router_gate_side_supports(gate_, side);
-}
-
-std::unique_ptr<FeedForwardOp> make_gpu_moe(const BuildContext& context, const Module& moe) {
-  return std::make_unique<GpuMoeOp>(context, moe);
 }
 
 }  // namespace switchyard

@@ -39,7 +39,7 @@ class GpuMoeOp final : public FeedForwardOp {
   cuda::DeviceBuffer correction_bias_;  // DeepSeek-V3, or empty
   std::int32_t* router_counter_ = nullptr;  // for cuda::router_gate, when decode uses it
   cpu::MoeGateConfig gate_;
-  Device generate_experts_, prefill_experts_;
+  Implementation generate_experts_ = Implementation::none, prefill_experts_ = Implementation::none;
   std::unique_ptr<RoutedExperts> cpu_experts_;   // when either phase runs them on the CPU
   std::unique_ptr<GpuExpertStack> gpu_experts_;  // when either phase runs them on this GPU
   std::unique_ptr<MlpOp> shared_;
