@@ -17,12 +17,16 @@ constexpr std::array kAll = {
     Implementation::gqa_cpu,      Implementation::gqa_gpu,
 };
 
-// The implementation `op` (with `op_name` for operators that have ops) gives a module of class
-// `cls` on `device`.
-Implementation resolve(const OperatorInfo& op, const std::string& op_name, const Device& device,
-                       const ModuleClass& cls) {
+// The implementation `op` (with `op_name` for operators that have ops) gives `module` on `device`.
+Implementation resolve(const OperatorInfo& op, const std::string& op_name, const Device& device, const ModuleTree& tree,
+                       const Module& module) {
+  const ModuleClass& cls = *module.cls;
   if (op.kind == OperatorKind::default_op) {
     if (cls.role == ModuleRole::embedding) return Implementation::embedding;
+    // Of the module lists, only a MoE block's routed experts are one operator (model.layers is not).
+    if (cls.role == ModuleRole::module_list &&
+        (module.parent < 0 || tree.at(module.parent).cls->role != ModuleRole::moe))
+      return Implementation::none;
     const OperatorInfo* native = native_operator(cls);
     if (!native) return Implementation::none;
     // A default placement runs the native operator's own default op for the phase's device.
@@ -69,16 +73,12 @@ std::span<const Implementation> all_implementations() { return kAll; }
 PhaseImplementations implementation_of(const PlacementPlan& plan, int module) {
   const ModulePlacement* own = plan.placement_of(module);
   const ModulePlacement& p = own ? *own : plan.owner_of(module);
-  const ModuleClass& cls = *plan.tree->at(module).cls;
+  const ModuleTree& tree = *plan.tree;
   // A module under a `recursive: false` placement is part of its owner's implementation.
-  const OperatorInfo& op = own ? *p.op : default_operator();
-  if (!own && p.op->kind != OperatorKind::default_op) {
-    const Implementation whole = resolve(*p.op, p.generate_op, p.generate_device, *plan.tree->at(p.module).cls);
-    const Implementation whole_prefill =
-        resolve(*p.op, p.prefill_op, p.prefill_device, *plan.tree->at(p.module).cls);
-    return {whole, whole_prefill};
-  }
-  return {resolve(op, p.generate_op, p.generate_device, cls), resolve(op, p.prefill_op, p.prefill_device, cls)};
+  const Module& subject = own || p.op->kind == OperatorKind::default_op ? tree.at(module) : tree.at(p.module);
+  const OperatorInfo& op = own || p.op->kind != OperatorKind::default_op ? *p.op : default_operator();
+  return {resolve(op, p.generate_op, p.generate_device, tree, subject),
+          resolve(op, p.prefill_op, p.prefill_device, tree, subject)};
 }
 
 }  // namespace switchyard

@@ -64,7 +64,8 @@ struct Loaded {
 
 // The fixture placed by optimize_rules/`profile`, or by `profile_text` when given.
 inline Loaded load(const std::string& fixture, const std::string& profile, const std::string& profile_text = "",
-                   CausalLMOptions model_options = {}, Tracer* tracer = nullptr) {
+                   CausalLMOptions model_options = {}, Tracer* tracer = nullptr,
+                   BuiltImplementations* built = nullptr) {
   Loaded l;
   CheckOptions options;
   options.model.model_path = source_path("tests/fixtures/fidelity/" + fixture);
@@ -74,7 +75,8 @@ inline Loaded load(const std::string& fixture, const std::string& profile, const
   for (const Diagnostic& d : l.check.diagnostics.items()) INFO(format_diagnostic(d));
   REQUIRE_FALSE(l.check.diagnostics.has_errors());
   l.weights = std::make_unique<Checkpoint>(Checkpoint::open(options.model.model_path));
-  const BuildContext context{*l.check.tree, l.check.plan, *l.weights, 128, tracer};
+  BuildContext context{*l.check.tree, l.check.plan, *l.weights, 128, tracer};
+  context.built = built;
   l.model = std::make_unique<CausalLM>(context, model_options);
   return l;
 }
