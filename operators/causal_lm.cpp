@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -16,52 +14,21 @@
 #include "operators/cpu/sampling.h"
 #include "operators/device_tensor.h"
 #if SWITCHYARD_HAVE_CUDA
-#include "operators/cuda/argmax.h"
-#include "operators/cuda/cuda_check.h"
 #include "operators/cuda/embedding.h"
-#include "operators/cuda/host_poll.h"
-#include "operators/cuda/host_table.h"
 #include "operators/cuda/timeline.h"
+#include "operators/decode_chain.h"
+#include "operators/decode_graph.h"
+#include "operators/gpu_logits.h"
 #include "operators/gpu_runtime.h"
 #endif
 
 namespace switchyard {
 
-#if SWITCHYARD_HAVE_CUDA
-struct CausalLM::DecodeGraph {
-  cudaGraphExec_t exec = nullptr;
-  std::vector<CpuExpertsHandOff::Job> jobs;  // the host's side of the captured hand-offs
-  GpuTimer::Step marks;                      // profile events inside the graph
-  bool profiled = false;                     // captured with --profile's events
-  bool greedy = false;                       // captured with the head's argmax instead of its logits
-  ~DecodeGraph() {
-    if (exec != nullptr && cudaGraphExecDestroy(exec) != cudaSuccess) cudaGetLastError();
-  }
-};
-
-struct CausalLM::GpuLogits {
-  GpuRuntime* gpu;
-  cuda::DeviceBuffer row;        // [vocab]: the last token's logits (fixed, for the graph)
-  cuda::PinnedBuffer host_row;   // [vocab]
-  cuda::PinnedBuffer host_id;    // one int32: the argmax, written by the GPU through its device view
-  std::int32_t* host_id_device = nullptr;  // that view, looked up once
-  cuda::DeviceBuffer all;        // [tokens, vocab] when every token's logits are asked for
-  cuda::DeviceBuffer argmax_candidates;   // the greedy choice's scratch (cuda::ArgmaxScratch)
-  cuda::ArgmaxScratch argmax_scratch;
-};
-
-// What a decode graph reads and writes besides the layers' buffers, so that steps can follow each
-// other on the device (decode_greedy).
-struct CausalLM::DecodeChain {
-  cuda::PinnedBuffer tokens;                // [2] (position << 32 | id): the steps' choices (cuda::NextStep)
-  std::uint64_t* tokens_device = nullptr;   // their device view
-  std::unique_ptr<cuda::HostTable> embedding;  // with the embedding on the CPU: its table, for the GPU to read
-};
-#else
-struct CausalLM::DecodeGraph {};
-struct CausalLM::GpuLogits {};
-struct CausalLM::DecodeChain {};
-class DeviceRuntimes {};  // no GPUs in this build
+#if !SWITCHYARD_HAVE_CUDA
+class DecodeChain {};  // no GPUs in this build
+class DecodeGraph {};
+class GpuLogits {};
+class DeviceRuntimes {};
 #endif
 
 namespace {
@@ -80,57 +47,6 @@ void check_kv_cache_fits(const ModelConfig& config, std::int64_t max_context) {
 }
 
 }  // namespace
-
-DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
-    : tracer_(context.tracer), layer_(layer.layer), hidden_size_(context.tree.config().hidden_size) {
-  const float eps = static_cast<float>(context.tree.config().rms_norm_eps);
-  attention_ = build_attention(context, context.child(layer, "self_attn"));
-  const bool mixtral = context.tree.config().arch == Architecture::mixtral;
-  const Module& mlp = context.child(layer, mixtral ? "block_sparse_moe" : "mlp");
-  moe_ = mlp.cls->role == ModuleRole::moe;
-  feed_forward_ = build_feed_forward(context, mlp);
-  attention_gpu_ = context.gpu(attention_->device());
-  feed_forward_gpu_ = context.gpu(feed_forward_->device());
-  // A layer's norms run with the half they lead.
-  input_norm_ = NormOp(context, context.child(layer, "input_layernorm"), eps, attention_->device());
-  post_attention_norm_ = NormOp(context, context.child(layer, "post_attention_layernorm"), eps, feed_forward_->device());
-}
-
-void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
-  const std::int64_t n = tokens * hidden_size_;
-  float* hidden = stream.on(attention_->device());
-  CurrentDevice current(attention_gpu_);
-  Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
-  // The previous layer's MLP output is added here, in the norm's launch.
-  if (const PendingDelta previous = stream.take_delta(); !previous.empty())
-    input_norm_.add_and_forward(hidden, previous, tokens, normed);
-  else
-    input_norm_.forward(hidden, tokens, normed);
-  {
-    const WorkScope scope(attention_gpu_, tracer_, Region::self_attention, layer_);
-    attention_->forward(normed, tokens, position, delta);
-  }
-  const bool same_device = feed_forward_->device() == attention_->device();
-  if (same_device) {
-    post_attention_norm_.add_and_forward(hidden, PendingDelta{delta}, tokens, normed);  // residual + norm, one step
-  } else {
-    add_in_place(attention_gpu_, hidden, delta, n);
-    hidden = stream.on(feed_forward_->device());
-    current.switch_to(feed_forward_gpu_);
-  }
-  Scratch ff_normed(same_device ? nullptr : feed_forward_gpu_, same_device ? 0 : n, "normalised hidden states");
-  float* ff_in = same_device ? normed.data() : ff_normed.data();
-  if (!same_device) post_attention_norm_.forward(hidden, tokens, ff_in);
-  // The output is added by the next norm (the next layer's, or the final one).
-  float* ff_delta = stream.delta(feed_forward_->device());
-  if (moe_) {
-    // A MoE block times its own parts (gate, routed and shared experts, hand-offs).
-    stream.defer_add(feed_forward_->forward_deferred(ff_in, tokens, ff_delta));
-  } else {
-    const WorkScope scope(feed_forward_gpu_, tracer_, Region::dense_mlp, layer_);
-    stream.defer_add(feed_forward_->forward_deferred(ff_in, tokens, ff_delta));
-  }
-}
 
 CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     : tracer_(build.tracer),
@@ -167,17 +83,7 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     gpu->context().synchronize();
     device_embedding_ = table;
   }
-  if (GpuRuntime* gpu = context.gpu(final_device_)) {
-    gpu_logits_ = std::make_unique<GpuLogits>();
-    gpu_logits_->gpu = gpu;
-    gpu_logits_->row = gpu->context().allocate(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
-    gpu_logits_->host_row = cuda::PinnedBuffer(static_cast<std::size_t>(vocab_) * sizeof(float), "the logits");
-    gpu_logits_->host_id = cuda::PinnedBuffer(sizeof(std::int32_t), "the greedy token");
-    gpu_logits_->host_id_device = gpu_logits_->host_id.device_view_as<std::int32_t>();
-    gpu_logits_->argmax_candidates =
-        gpu->context().allocate(cuda::kArgmaxBlocks * sizeof(float) * 2, "the greedy choice's candidates");
-    gpu_logits_->argmax_scratch = {gpu_logits_->argmax_candidates.data(), gpu->zeroed_counters(1)};
-  }
+  if (GpuRuntime* gpu = context.gpu(final_device_)) gpu_logits_ = std::make_unique<GpuLogits>(*gpu, vocab_);
   // One graph per decode step when the decoder stack and the head share one GPU (the embedding
   // may be on the CPU: its row is the graph's input).
   std::set<Device> devices{final_device_};
@@ -188,17 +94,7 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   if (options_.use_cuda_graph && devices.size() == 1 && final_device_.is_cuda() &&
       (embed_device_.is_cpu() || embed_device_ == final_device_))
     graph_gpu_ = &runtimes_->get(final_device_);
-  if (graph_gpu_ != nullptr) {
-    chain_ = std::make_unique<DecodeChain>();
-    chain_->tokens = cuda::PinnedBuffer(2 * sizeof(std::uint64_t), "the decode steps' tokens");
-    chain_->tokens_device = chain_->tokens.device_view_as<std::uint64_t>();
-    // The graph gathers the step's row itself (no host work between steps), from host memory as the
-    // placement says, read over the bus: the checkpoint's pages, or a page-locked copy.
-    if (embed_device_.is_cpu())
-      chain_->embedding = std::make_unique<cuda::HostTable>(embedding_.data(), embedding_.bytes(),
-                                                            "the token embedding table (for decode graphs)",
-                                                            embedding_.in_read_only_pages());
-  }
+  if (graph_gpu_ != nullptr) chain_ = std::make_unique<DecodeChain>(embed_device_.is_cpu() ? &embedding_ : nullptr);
 #endif
   stream_ = std::make_unique<ResidualStream>(runtimes_.get(), options_.prefill_chunk, hidden_);
 }
@@ -288,9 +184,7 @@ std::int32_t CausalLM::forward_greedy(std::span<const std::int32_t> ids, std::in
       const GreedyScope greedy(greedy_);
       forward(ids, position);
     }
-    std::int32_t id = 0;
-    std::memcpy(&id, gpu_logits_->host_id.data(), sizeof(id));
-    return id;
+    return gpu_logits_->greedy_id();
   }
 #endif
   const std::vector<float> logits = forward(ids, position);
@@ -343,7 +237,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   } else if (capturing_decode_) {  // the embedding on the CPU: its mapped table (DecodeChain)
     const CurrentDevice current(graph_gpu_);
     float* hidden = stream_->start(graph_gpu_->where(), tokens);
-    cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding->device_view(), embedding_.dtype(), vocab_, hidden_,
+    cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding_device_view(), embedding_.dtype(), vocab_, hidden_,
                     hidden, graph_gpu_->stream());
   }
   cuda::mark_launches(cuda::kLayersMark);  // for bench decode --timeline: where the decoder layers begin and end
@@ -375,16 +269,13 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 #if SWITCHYARD_HAVE_CUDA
   GpuLogits& out = *gpu_logits_;
   if (rows == 1) {
-    lm_head_.forward(normed, 1, out.row.as<float>());
+    lm_head_.forward(normed, 1, out.row());
     // A decode graph's argmax also hands the next step its token and position (decode_greedy).
-    const cuda::NextStep next = capturing_decode_ ? cuda::NextStep{gpu->step_record(), chain_->tokens_device}
-                                                  : cuda::NextStep{};
-    if (greedy_) cuda::argmax(out.row.as<float>(), vocab_, out.host_id_device, gpu->stream(), next, &out.argmax_scratch);
-    else gpu->context().copy_to_host(out.host_row.data(), out.row.data(), out.row.bytes());
+    if (greedy_) out.queue_argmax(capturing_decode_ ? cuda::NextStep{gpu->step_record(), chain_->slots_device()}
+                                                    : cuda::NextStep{});
+    else out.queue_row_to_host();
   } else {
-    if (out.all.bytes() < static_cast<std::size_t>(rows * vocab_) * sizeof(float))
-      out.all = gpu->context().allocate(static_cast<std::size_t>(rows * vocab_) * sizeof(float), "every token's logits");
-    lm_head_.forward(normed, rows, out.all.as<float>());
+    lm_head_.forward(normed, rows, out.all(rows));
   }
 #endif
 }
@@ -408,10 +299,7 @@ std::vector<float> CausalLM::run_chunk(std::span<const std::int32_t> ids, std::i
     }
   if (runtimes_->find(final_device_) != nullptr) {
     if (greedy_ && rows == 1) return {};  // forward_greedy reads the id
-    std::vector<float> logits(static_cast<std::size_t>(rows * vocab_));
-    if (rows == 1) std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
-    else SWITCHYARD_CUDA_CHECK(cudaMemcpy(logits.data(), gpu_logits_->all.data(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    return logits;
+    return rows == 1 ? gpu_logits_->host_row() : gpu_logits_->read_all(rows);
   }
 #else
   (void)start_ns;
@@ -422,56 +310,23 @@ std::vector<float> CausalLM::run_chunk(std::span<const std::int32_t> ids, std::i
 
 #if SWITCHYARD_HAVE_CUDA
 void CausalLM::ensure_decode_graph(std::int32_t id, std::int64_t position) {
-  const bool profiling = tracer_ != nullptr && tracer_->profiling();
-  if (graph_ && graph_->profiled == profiling && graph_->greedy == greedy_) return;
+  const DecodeGraph::Kind kind{tracer_ != nullptr && tracer_->profiling(), greedy_};
+  if (graph_ && graph_->kind() == kind) return;
   graph_.reset();
-  // Capture once (again when profiling or greedy is switched): the same kernels, hand-offs and
+  // Captured once (again when profiling or greedy is switched): the same kernels, hand-offs and
   // profile events as an eager step, reading the step's position and token from device memory (the
   // record uploaded before each launch, or left by the step before), the embedding row from the
   // table and the CPU experts' inputs from pinned memory.
-  GpuRuntime& gpu = *graph_gpu_;
   const std::span<const std::int32_t> ids(&id, 1);
-  runtimes_->synchronize();
-  auto graph = std::make_unique<DecodeGraph>();
-  cudaGraph_t captured = nullptr;
-  gpu.context().pool().begin_capture();
-  gpu.timer().set_capturing(true);
-  runtimes_->begin_capture();
-  capturing_decode_ = true;
-  auto end_capture = [&] {  // the stream's capture, then everyone's, in the order they began
-    const cudaError_t ended = cudaStreamEndCapture(gpu.stream(), &captured);
-    capturing_decode_ = false;
-    gpu.context().pool().end_capture();
-    gpu.timer().set_capturing(false);
-    graph->jobs = runtimes_->end_capture();
-    return ended;
+  struct Capturing {
+    bool& flag;
+    explicit Capturing(bool& f) : flag(f) { flag = true; }
+    ~Capturing() { flag = false; }
   };
-  try {
-    SWITCHYARD_CUDA_CHECK(cudaStreamBeginCapture(gpu.stream(), cudaStreamCaptureModeRelaxed));
+  graph_ = std::make_unique<DecodeGraph>(*runtimes_, *graph_gpu_, kind, [&] {
+    const Capturing capturing(capturing_decode_);
     enqueue(ids, position, false);
-  } catch (...) {
-    end_capture();
-    if (captured != nullptr) cudaGraphDestroy(captured);
-    cudaGetLastError();
-    throw;
-  }
-  SWITCHYARD_CUDA_CHECK(end_capture());
-  const cudaError_t instantiated = cudaGraphInstantiate(&graph->exec, captured, 0);
-  cudaGraphDestroy(captured);
-  SWITCHYARD_CUDA_CHECK(instantiated);
-  if (profiling) graph->marks = gpu.timer().take_step();
-  graph->profiled = profiling;
-  graph->greedy = greedy_;
-  graph_ = std::move(graph);
-}
-
-void CausalLM::launch_decode_graph() {
-  // The jobs go to the worker first: a launch that waits for queue space must not wait for them.
-  runtimes_->set_launching(true);
-  for (const CpuExpertsHandOff::Job& job : graph_->jobs) runtimes_->enqueue(job);
-  const cudaError_t launched = cudaGraphLaunch(graph_->exec, graph_gpu_->stream());
-  runtimes_->set_launching(false);
-  SWITCHYARD_CUDA_CHECK(launched);
+  });
 }
 
 void CausalLM::prepare_decode_graph(std::int32_t id, std::int64_t position) {
@@ -484,13 +339,11 @@ std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t pos
   GpuRuntime& gpu = *graph_gpu_;
   prepare_decode_graph(id, position);
   const std::int64_t start_ns = Tracer::now_ns();
-  launch_decode_graph();
+  graph_->launch();
   runtimes_->synchronize();
-  if (graph_->profiled) gpu.timer().report(graph_->marks, *tracer_, start_ns);
+  if (graph_->kind().profiled) gpu.timer().report(graph_->marks(), *tracer_, start_ns);
   if (greedy_) return {};  // forward_greedy reads the id
-  std::vector<float> logits(static_cast<std::size_t>(vocab_));
-  std::memcpy(logits.data(), gpu_logits_->host_row.data(), logits.size() * sizeof(float));
-  return logits;
+  return gpu_logits_->host_row();
 }
 
 bool CausalLM::chains_decode_steps() const {
@@ -498,42 +351,22 @@ bool CausalLM::chains_decode_steps() const {
   return tracer_ == nullptr || !tracer_->marks_steps();
 }
 
-std::int32_t CausalLM::wait_for_token(std::int64_t position, std::size_t later_jobs) {
-  std::atomic_ref<std::uint64_t> slot(chain_->tokens.as<std::uint64_t>()[position % 2]);
-  // Asleep: the next step is queued already, so a late look costs no GPU time (cuda::PollPause).
-  // First until this step's CPU jobs are done (the next step's are queued behind them), then
-  // between looks at the slot.
-  runtimes_->wait_for_jobs(later_jobs);
-  std::int32_t token = 0;
-  cuda::poll_until(
-      [&] {
-        const std::uint64_t value = slot.load(std::memory_order_acquire);
-        token = static_cast<std::int32_t>(value & 0xffffffffu);
-        return static_cast<std::int64_t>(value >> 32) == position;
-      },
-      graph_gpu_->stream(), cuda::PollPause::sleep,
-      [&] {
-        return "the GPU finished the decode step before position " + std::to_string(position) +
-               " without handing over its token";
-      });
-  return token;
-}
-
 int CausalLM::decode_chained(std::int32_t id, std::int64_t position, int count,
                              const std::function<bool(std::int32_t)>& on_token) {
   check_token_ids(std::span(&id, 1));
   check_context(position, count, max_context_);
   runtimes_->synchronize();  // nothing in flight: the token slots can be cleared
-  for (int i = 0; i < 2; ++i) chain_->tokens.as<std::uint64_t>()[i] = ~std::uint64_t{0};
+  chain_->clear_slots();
   const GreedyScope greedy(greedy_);
   int given = 0;
   try {
     prepare_decode_graph(id, position);
-    launch_decode_graph();
+    graph_->launch();
     for (int k = 0; k < count; ++k) {
       const bool more = k + 1 < count;
-      if (more) launch_decode_graph();  // its token and position come from step k, on the device
-      const std::int32_t next = wait_for_token(position + k + 1, more ? graph_->jobs.size() : 0);
+      if (more) graph_->launch();  // its token and position come from step k, on the device
+      const std::int32_t next =
+          chain_->wait_for_token(*runtimes_, *graph_gpu_, position + k + 1, more ? graph_->jobs() : 0);
       runtimes_->throw_if_failed();
       ++given;
       if (!on_token(next)) break;

@@ -16,34 +16,16 @@
 #include <span>
 #include <vector>
 
-#include "operators/attention_op.h"
 #include "operators/build_context.h"
-#include "operators/feed_forward_op.h"
+#include "operators/decoder_layer.h"
 #include "operators/linear_op.h"
 #include "operators/residual_stream.h"
 
 namespace switchyard {
 
-class DecoderLayer {
- public:
-  DecoderLayer(const BuildContext& context, const Module& layer);
-  // Runs the layer on the stream's tokens (both residual additions), moving it to each half's
-  // device first.
-  void forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position);
-  const AttentionOp& attention() const { return *attention_; }
-  Device attention_device() const { return attention_->device(); }
-  Device feed_forward_device() const { return feed_forward_->device(); }
-
- private:
-  Tracer* tracer_;
-  int layer_;
-  bool moe_;
-  std::int64_t hidden_size_;
-  std::unique_ptr<AttentionOp> attention_;
-  std::unique_ptr<FeedForwardOp> feed_forward_;
-  GpuRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;
-  NormOp input_norm_, post_attention_norm_;  // on their half's device
-};
+class DecodeChain;
+class DecodeGraph;
+class GpuLogits;
 
 struct CausalLMOptions {
   bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU
@@ -94,9 +76,6 @@ class CausalLM {
   std::string placement_summary() const;
 
  private:
-  struct DecodeGraph;
-  struct GpuLogits;
-  struct DecodeChain;
   std::vector<float> run_chunk(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
   // Host part of a pass: step inputs and, with the embedding on the CPU, the embedded rows.
   // embed_on_host false: the pass gathers its rows on the GPU (a decode graph: enqueue).
@@ -108,14 +87,9 @@ class CausalLM {
   void ensure_decode_graph(std::int32_t id, std::int64_t position);
   // A decode graph's step: its inputs (the record on the device, no host embedding) and its graph.
   void prepare_decode_graph(std::int32_t id, std::int64_t position);
-  // Queues the decode graph with its CPU jobs (the step record already on the device).
-  void launch_decode_graph();
   // decode_greedy with steps that follow each other on the device.
   int decode_chained(std::int32_t id, std::int64_t position, int count,
                      const std::function<bool(std::int32_t)>& on_token);
-  // The token that the step before `position` chose, once its slot says so (cuda::NextStep);
-  // `later_jobs`: the CPU jobs queued for the steps after that one.
-  std::int32_t wait_for_token(std::int64_t position, std::size_t later_jobs);
 
   Tracer* tracer_;
   CausalLMOptions options_;
