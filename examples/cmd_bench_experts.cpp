@@ -15,7 +15,7 @@
 #include "examples/model_options.h"
 #include "operators/cpu/half.h"
 #include "operators/cpu/linear.h"
-#include "operators/feed_forward_op.h"
+#include "operators/routed_experts.h"
 
 namespace switchyard::cli {
 namespace {

@@ -5,7 +5,6 @@
 
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/elementwise.h"
-#include "operators/feed_forward_op.h"
 
 namespace switchyard {
 
@@ -28,7 +27,7 @@ CpuExpertsHandOff::CpuExpertsHandOff(cuda::DeviceContext& context, int layers, s
 
 CpuExpertsHandOff::Job CpuExpertsHandOff::submit(int layer, const float* x, const std::int32_t* ids,
                                                  const float* weights, std::int64_t tokens,
-                                                 const RoutedExperts& experts, Tracer* tracer) {
+                                                 const ExpertsWork& experts, Tracer* tracer) {
   Job handed = job(layer, tokens, experts, tracer);
   cuda::write_to_host(x, tokens * hidden_, ids, weights, tokens * top_k_, x_device_, ids_device_, weights_device_,
                       context_.stream());
@@ -40,7 +39,7 @@ cuda::GateHandOff CpuExpertsHandOff::gate_hand_off(int layer, const float* x) {
   return cuda::GateHandOff{x, hidden_, x_device_, ids_device_, weights_device_, flags_.device_flag(2 * layer)};
 }
 
-CpuExpertsHandOff::Job CpuExpertsHandOff::job(int layer, std::int64_t tokens, const RoutedExperts& experts,
+CpuExpertsHandOff::Job CpuExpertsHandOff::job(int layer, std::int64_t tokens, const ExpertsWork& experts,
                                               Tracer* tracer) {
   if (tokens > max_tokens_)
     throw std::logic_error("CpuExpertsHandOff: " + std::to_string(tokens) + " tokens, buffers for " +

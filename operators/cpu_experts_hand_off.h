@@ -22,18 +22,18 @@
 #include "operators/cuda/device_context.h"
 #include "operators/cuda/host_flag.h"
 #include "operators/cuda/moe_gate.h"
+#include "operators/experts_work.h"
 #include "operators/pending_delta.h"
 
 namespace switchyard {
 
-class RoutedExperts;
 
 class CpuExpertsHandOff {
  public:
   struct Job {
     CpuExpertsHandOff* hand_off;
     int layer;
-    const RoutedExperts* experts;
+    const ExpertsWork* experts;
     std::int64_t tokens;
     int top_k;
     Tracer* tracer;
@@ -44,11 +44,11 @@ class CpuExpertsHandOff {
 
   // Stream side (queued on the context's stream). x: [tokens, hidden]; ids, weights: [tokens, top_k].
   Job submit(int layer, const float* x, const std::int32_t* ids, const float* weights, std::int64_t tokens,
-             const RoutedExperts& experts, Tracer* tracer);
+             const ExpertsWork& experts, Tracer* tracer);
   // One token: the stream side of submit() done by the gate's own launch instead (cuda::moe_gate
   // with this hand-off), and the job it hands over.
   cuda::GateHandOff gate_hand_off(int layer, const float* x);
-  Job job(int layer, std::int64_t tokens, const RoutedExperts& experts, Tracer* tracer);
+  Job job(int layer, std::int64_t tokens, const ExpertsWork& experts, Tracer* tracer);
   // out: [tokens, hidden], the routed experts' sum once the host has computed it, plus `add`
   // ([tokens, hidden], the shared experts' output) when not null.
   void collect(int layer, float* out, std::int64_t tokens, const float* add);

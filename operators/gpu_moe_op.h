@@ -10,6 +10,8 @@
 
 #include "operators/cuda/moe_gate.h"
 #include "operators/feed_forward_op.h"
+#include "operators/mlp_op.h"
+#include "operators/routed_experts.h"
 #include "operators/gpu_runtime.h"
 
 namespace switchyard {

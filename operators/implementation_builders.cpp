@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "operators/mlp_op.h"
+#include "operators/moe_op.h"
 
 #ifndef SWITCHYARD_HAVE_CUDA
 #define SWITCHYARD_HAVE_CUDA 0
