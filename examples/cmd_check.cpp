@@ -70,7 +70,7 @@ struct CheckCommand {
           {"devices", nlohmann::ordered_json::array()},
           {"diagnostics",
            {{{"severity", "error"}, {"code", code}, {"message", message}, {"file", nullptr}, {"line", nullptr},
-             {"column", nullptr}, {"rule", nullptr}}}}};
+             {"column", nullptr}, {"rule_number", nullptr}}}}};
       std::cout << json_text(doc) << "\n";
     } else {
       std::cerr << "switchyard check: error: " << message << "\n";

@@ -8,7 +8,7 @@ namespace switchyard {
 namespace {
 
 std::string describe_rule(const Rule& rule) {
-  std::string text = "rule #" + std::to_string(rule.index) + " (line " + std::to_string(rule.location.line) + ")";
+  std::string text = "rule #" + std::to_string(rule.number()) + " (line " + std::to_string(rule.location.line) + ")";
   if (rule.class_text) text += " class " + *rule.class_text;
   if (rule.name_pattern) text += " name " + quoted_excerpt(*rule.name_pattern);
   return text;
@@ -43,7 +43,7 @@ std::string explain_module(const CheckResult& result, std::string_view module_na
   if (!plan.placement_of(index)) {
     const ModulePlacement& owner = plan.owner_of(index);
     out << "not visited: " << tree.at(owner.module).name << " is placed";
-    if (owner.rule >= 0) out << " by rule #" << owner.rule;
+    if (owner.rule >= 0) out << " by rule #" << owner.rule + 1;
     out << " with recursive: false, so its operator " << owner.op->name << " owns this module; its weights live on "
         << owner.generate_device.str() << "\n";
     return out.str();
@@ -52,7 +52,7 @@ std::string explain_module(const CheckResult& result, std::string_view module_na
   for (const Rule& rule : result.rules->rules) {
     out << "  " << describe_rule(rule) << ": ";
     if (placement.rule >= 0 && rule.index > placement.rule) {
-      out << "not tried (rule #" << placement.rule << " already matched)\n";
+      out << "not tried (rule #" << placement.rule + 1 << " already matched)\n";
       continue;
     }
     if (plan.runaway_rules[static_cast<std::size_t>(rule.index)]) {

@@ -18,7 +18,7 @@ namespace switchyard {
 
 struct ModulePlacement {
   int module = 0;  // index into the ModuleTree
-  int rule = -1;   // winning rule, -1 when none matched
+  int rule = -1;   // winning rule's index (0-based, Rule::index), -1 when none matched
   const OperatorInfo* op = nullptr;
   Device generate_device;
   Device prefill_device;

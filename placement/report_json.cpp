@@ -31,19 +31,20 @@ ordered_json module_json(const CheckResult& result, const ModulePlacement& p) {
   m["generate_op"] = p.generate_op.empty() ? ordered_json(nullptr) : ordered_json(p.generate_op);
   m["prefill_op"] = p.prefill_op.empty() ? ordered_json(nullptr) : ordered_json(p.prefill_op);
   if (p.out_device) m["out_device"] = p.out_device->str();
-  m["rule"] = rule ? ordered_json(rule->index) : ordered_json(nullptr);
+  m["rule_number"] = rule ? ordered_json(rule->number()) : ordered_json(nullptr);
   m["line"] = rule ? ordered_json(rule->location.line) : ordered_json(nullptr);
   m["recursive"] = p.recursive;
   m["weight_bytes"] = p.recursive ? module.own_bytes() : result.tree->subtree_bytes(p.module);
   return m;
 }
 
-// Each rule once, with its kwargs as written; modules refer to it by "rule". (A copy of the
+// Each rule once, with its kwargs as written; modules refer to it by "rule_number", which counts
+// from 1 as every message does (rules[rule_number - 1] is the rule). (A copy of the
 // kwargs per module would make a document of a hundred thousand modules times a rule's kwargs.)
 ordered_json rules_json(const RuleSet& rules) {
   ordered_json out = ordered_json::array();
   for (const Rule& rule : rules.rules)
-    out.push_back(ordered_json{{"rule", rule.index},
+    out.push_back(ordered_json{{"rule_number", rule.number()},
                                {"line", rule.location.line},
                                {"class", rule.replace_text},
                                {"kwargs", rule.kwargs}});
@@ -57,7 +58,7 @@ ordered_json diagnostic_json(const Diagnostic& d) {
                       {"file", d.location.file.empty() ? ordered_json(nullptr) : ordered_json(d.location.file)},
                       {"line", d.location.line > 0 ? ordered_json(d.location.line) : ordered_json(nullptr)},
                       {"column", d.location.column > 0 ? ordered_json(d.location.column) : ordered_json(nullptr)},
-                      {"rule", d.rule ? ordered_json(*d.rule) : ordered_json(nullptr)}};
+                      {"rule_number", d.rule ? ordered_json(*d.rule + 1) : ordered_json(nullptr)}};
 }
 
 }  // namespace

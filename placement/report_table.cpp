@@ -63,7 +63,7 @@ std::vector<Row> group_rows(const CheckResult& result) {
     row.decode = p.generate_device.str();
     if (p.out_device && *p.out_device != p.generate_device) row.decode += " -> " + p.out_device->str();
     row.prefill = p.prefill_device.str();
-    row.rule = rule ? "#" + std::to_string(rule->index) + " line " + std::to_string(rule->location.line) : "-";
+    row.rule = rule ? "#" + std::to_string(rule->number()) + " line " + std::to_string(rule->location.line) : "-";
     const std::uint64_t bytes = p.recursive ? module.own_bytes() : tree.subtree_bytes(p.module);
     const bool in_layer = module.layer >= 0;
     if (in_layer) row.suffix = module_group_suffix(module);

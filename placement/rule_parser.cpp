@@ -227,7 +227,7 @@ RuleSet RuleParser::parse(std::string_view text) {
   if (gave_up_)
     diagnostics_.error("too-many-problems",
                        "stopped after " + std::to_string(kMaxProfileProblems) + " problems, in rule #" +
-                           std::to_string(set.rules.back().index) + " of " + std::to_string(root->size()) +
+                           std::to_string(set.rules.back().number()) + " of " + std::to_string(root->size()) +
                            "; fix those first",
                        SourceLocation{file_, 0, 0});
   return set;
@@ -235,7 +235,7 @@ RuleSet RuleParser::parse(std::string_view text) {
 
 void RuleParser::parse_rule(const YamlNode& item, Rule& rule) {
   if (!item.is_map()) {
-    error("rule-not-a-mapping", "rule #" + std::to_string(rule.index) + " must be a mapping with 'match' and 'replace', got " +
+    error("rule-not-a-mapping", "rule #" + std::to_string(rule.number()) + " must be a mapping with 'match' and 'replace', got " +
                                     node_kind(item),
           rule.location, rule.index);
     rule.matchable = false;
@@ -244,11 +244,11 @@ void RuleParser::parse_rule(const YamlNode& item, Rule& rule) {
   check_keys(item, {"match", "replace", "recursive"}, "a rule", rule);
   if (const auto match = item.find("match")) parse_match(item.value(*match), item.key(*match), rule);
   else {
-    error("rule-missing-match", "rule #" + std::to_string(rule.index) + " has no 'match'", rule.location, rule.index);
+    error("rule-missing-match", "rule #" + std::to_string(rule.number()) + " has no 'match'", rule.location, rule.index);
     rule.matchable = false;
   }
   if (const auto replace = item.find("replace")) parse_replace(item.value(*replace), item.key(*replace), rule);
-  else error("rule-missing-replace", "rule #" + std::to_string(rule.index) + " has no 'replace'", rule.location, rule.index);
+  else error("rule-missing-replace", "rule #" + std::to_string(rule.number()) + " has no 'replace'", rule.location, rule.index);
 
   if (const auto recursive = item.find("recursive")) {
     const YamlNode& value = item.value(*recursive);

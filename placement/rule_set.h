@@ -25,7 +25,7 @@ struct TransferMapEntry {
 };
 
 struct Rule {
-  int index = 0;            // 0-based position in the file
+  int index = 0;            // 0-based position in the file: indexes RuleSet::rules and per-rule tables
   SourceLocation location;  // the rule's "- " item
 
   // match
@@ -51,6 +51,8 @@ struct Rule {
 
   bool recursive = true;
 
+  // What users see: rules are numbered from 1 in every message and report ("rule #1 (line 6)").
+  int number() const { return index + 1; }
   const OperatorInfo& op() const { return replacement ? *replacement->op : default_operator(); }
   SourceLocation kwarg_location(std::string_view kwarg) const;
 };

@@ -13,7 +13,7 @@ namespace switchyard {
 namespace {
 
 std::string rule_ref(const Rule& rule) {
-  return "rule #" + std::to_string(rule.index) + " (line " + std::to_string(rule.location.line) + ")";
+  return "rule #" + std::to_string(rule.number()) + " (line " + std::to_string(rule.location.line) + ")";
 }
 
 // Containers (decoder layers, module lists) only call their children; a module that computes or

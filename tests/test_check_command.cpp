@@ -72,27 +72,30 @@ TEST_CASE("check command: JSON output has the documented shape") {
   REQUIRE(doc["modules"].size() > 10);
   for (const json& m : doc["modules"])
     for (const char* key : {"name", "class", "op", "generate_device", "prefill_device", "generate_op", "prefill_op",
-                            "rule", "line"})
+                            "rule_number", "line"})
       CHECK_MESSAGE(m.contains(key), m.dump());
-  // Rules are listed once each, in file order, with their kwargs as written; modules name theirs.
+  // Rules are listed once each, in file order, numbered from 1 as messages number them, with their
+  // kwargs as written; modules name theirs by that number.
   REQUIRE(doc["rules"].is_array());
   for (std::size_t r = 0; r < doc["rules"].size(); ++r) {
-    CHECK(doc["rules"][r]["rule"] == r);
+    CHECK(doc["rules"][r]["rule_number"] == r + 1);
     CHECK(doc["rules"][r]["kwargs"].is_object());
   }
-  // Walk order starts at the root; unmatched modules have rule and line null.
+  // Walk order starts at the root; unmatched modules have rule_number and line null.
   CHECK(doc["modules"][0]["name"] == "");
-  CHECK(doc["modules"][0]["rule"].is_null());
+  CHECK(doc["modules"][0]["rule_number"].is_null());
   CHECK(doc["modules"][0]["line"].is_null());
   // Children of a recursive: false match are not listed.
   bool experts_listed = false, expert_child_listed = false;
   for (const json& m : doc["modules"]) {
     if (m["name"] == "model.layers.1.mlp.experts") {
       experts_listed = true;
-      CHECK(m["rule"].is_number_integer());
+      CHECK(m["rule_number"].is_number_integer());
       CHECK(m["line"].is_number_integer());
       CHECK(m["generate_device"] == "cpu");
-      CHECK(doc["rules"][m["rule"].get<std::size_t>()]["kwargs"]["out_device"] == "cuda:0");
+      const json& rule = doc["rules"][m["rule_number"].get<std::size_t>() - 1];
+      CHECK(rule["line"] == m["line"]);
+      CHECK(rule["kwargs"]["out_device"] == "cuda:0");
     }
     if (std::string(m["name"]).rfind("model.layers.1.mlp.experts.", 0) == 0) expert_child_listed = true;
   }
@@ -121,7 +124,7 @@ TEST_CASE("check command: JSON is one document also when the profile is broken")
   CHECK(d["code"] == "regex-compile");
   CHECK(d["line"] == 1);
   CHECK(d["column"].is_number_integer());
-  CHECK(d["rule"] == 0);
+  CHECK(d["rule_number"] == 1);
   CHECK(d["file"] == profile);
 }
 
@@ -198,15 +201,18 @@ TEST_CASE("check command: --explain shows each rule tried") {
                                   source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
                                   " --explain model.layers.20.mlp.experts");
   CHECK(run.exit_code == 0);
-  CHECK(run.output.find("rule #1") != std::string::npos);
-  CHECK(run.output.find("ModuleList is not a Linear") != std::string::npos);  // class test of rule #1
+  // Rules count from 1: the first is rule #1 (line 7), the Linear rule is rule #2.
+  CHECK(run.output.find("rule #1 (line 7)") != std::string::npos);
+  CHECK(run.output.find("rule #0") == std::string::npos);
+  CHECK(run.output.find("rule #2 (line 17) class torch.nn.Linear") != std::string::npos);
+  CHECK(run.output.find("ModuleList is not a Linear") != std::string::npos);  // class test of rule #2
   CHECK(run.output.find("MATCH -> Experts") != std::string::npos);
   CHECK(run.output.find("not tried") != std::string::npos);
   CHECK(run.output.find("recursive: false") != std::string::npos);
   const auto attention = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +
                                         source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
                                         " --explain model.layers.20.self_attn");
-  CHECK(attention.output.find("rule #4 (line 46) name '^model\\.layers\\..*\\.mlp\\.experts$': no: the name regex does not match") !=
+  CHECK(attention.output.find("rule #5 (line 46) name '^model\\.layers\\..*\\.mlp\\.experts$': no: the name regex does not match") !=
         std::string::npos);
   CHECK(attention.output.find("MATCH -> MLA") != std::string::npos);
   const auto below = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +

@@ -175,9 +175,10 @@ TEST_CASE("diagnostics: a layer's modules on another device than the transfer_ma
   replace: {class: default, kwargs: {generate_device: "cpu", prefill_device: "cpu"}}
 )", setup);
   const auto found = with_code(result, "layer-device-mismatch");
-  REQUIRE(found.size() == 2);  // generate_device and prefill_device of rule #1
+  REQUIRE(found.size() == 2);  // generate_device and prefill_device of rule #2
   for (const Diagnostic& d : found) {
-    CHECK(d.rule == 1);
+    CHECK(d.rule == 1);  // Diagnostic::rule is the 0-based index
+    CHECK(d.message.find("rule #2 (line 3)") != std::string::npos);
     CHECK(d.location.line == 4);
     CHECK(d.message.find("layer 2") != std::string::npos);
     CHECK(d.message.find("cuda:0") != std::string::npos);
