@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "core/text.h"
+#include "placement/implementation.h"
 #include "placement/report.h"
 
 namespace switchyard {
@@ -12,6 +13,13 @@ std::string describe_rule(const Rule& rule) {
   if (rule.class_text) text += " class " + *rule.class_text;
   if (rule.name_pattern) text += " name " + quoted_excerpt(*rule.name_pattern);
   return text;
+}
+
+// "implementation: experts.cpu in decode, experts.gpu in prefill"
+std::string implementation_line(const PlacementPlan& plan, int module) {
+  const PhaseImplementations runs = implementation_of(plan, module);
+  return std::string("implementation: ") + implementation_name(runs.generate) + " in decode, " +
+         implementation_name(runs.prefill) + " in prefill\n";
 }
 
 std::string closest_module(const ModuleTree& tree, std::string_view name) {
@@ -46,6 +54,7 @@ std::string explain_module(const CheckResult& result, std::string_view module_na
     if (owner.rule >= 0) out << " by rule #" << owner.rule + 1;
     out << " with recursive: false, so its operator " << owner.op->name << " owns this module; its weights live on "
         << owner.generate_device.str() << "\n";
+    out << implementation_line(plan, index);
     return out.str();
   }
   const ModulePlacement& placement = *plan.placement_of(index);
@@ -76,7 +85,7 @@ std::string explain_module(const CheckResult& result, std::string_view module_na
   out << (placement.rule >= 0 ? "" : " (no rule matched: default device)");
   if (!placement.recursive) out << "; recursive: false (children are not visited)";
   if (module.layer >= 0) out << "\nlayer " << module.layer << " runs on " << plan.layer_device(module.layer).str();
-  out << "\n";
+  out << "\n" << implementation_line(plan, index);
   return out.str();
 }
 

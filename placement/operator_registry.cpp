@@ -35,11 +35,20 @@ struct Registry {
   std::deque<ReplacementClass> classes;
   std::unordered_map<std::string, const ReplacementClass*> by_spelling;
   std::vector<std::string> spellings;
+  // The operator each native spelling's replaced classes default to (native_operator), in
+  // registration order.
+  std::vector<std::pair<const ModuleClass*, const OperatorInfo*>> natives;
 
   const OperatorInfo& add(OperatorInfo info) { return operators.emplace_back(std::move(info)); }
+  // `replaces` must name registered module classes (core/module_class.cpp).
   void spell(const OperatorInfo& op, std::string spelling, std::vector<std::string> replaces) {
-    const ReplacementClass& c = classes.emplace_back(ReplacementClass{spelling, &op, std::move(replaces)});
-    if (by_spelling.emplace(spelling, &c).second) spellings.push_back(spelling);
+    ReplacementClass c{spelling, &op, std::move(replaces), {}};
+    for (const std::string& name : c.replaces) c.replaced_classes.push_back(&module_class(name));
+    const ReplacementClass& stored = classes.emplace_back(std::move(c));
+    if (!by_spelling.emplace(spelling, &stored).second) return;
+    spellings.push_back(spelling);
+    if (spelling == op.name && op.kind != OperatorKind::default_op)
+      for (const ModuleClass* replaced : stored.replaced_classes) natives.emplace_back(replaced, &op);
   }
 
   Registry() {
@@ -206,12 +215,16 @@ const std::vector<OperatorInfo>& operators() {
   return all;
 }
 
+bool ReplacementClass::can_replace(const ModuleClass& cls) const {
+  if (replaced_classes.empty()) return true;
+  for (const ModuleClass* replaced : replaced_classes)
+    if (cls.is_a(*replaced)) return true;
+  return false;
+}
+
 const OperatorInfo* native_operator(const ModuleClass& cls) {
-  for (const ReplacementClass& c : registry().classes) {
-    if (c.spelling != c.op->name || c.op->kind == OperatorKind::default_op) continue;
-    for (const std::string& replaced : c.replaces)
-      if (const ModuleClass* r = find_module_class(replaced); r && cls.is_a(*r)) return c.op;
-  }
+  for (const auto& [replaced, op] : registry().natives)
+    if (cls.is_a(*replaced)) return op;
   return nullptr;
 }
 

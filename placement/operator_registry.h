@@ -71,6 +71,10 @@ struct ReplacementClass {
   std::string spelling;                 // "ktransformers.operators.experts.KDeepseekV3MoE" or "MoE"
   const OperatorInfo* op = nullptr;
   std::vector<std::string> replaces;    // native module class names; empty: any module
+  std::vector<const ModuleClass*> replaced_classes;  // the same, looked up once
+
+  // isinstance(module of class `cls`, one of `replaces`); true when `replaces` is empty.
+  bool can_replace(const ModuleClass& cls) const;
 };
 
 const ReplacementClass* find_replacement_class(std::string_view spelling);

@@ -1,3 +1,4 @@
+#include "placement/implementation.h"
 #include "placement/report.h"
 
 namespace switchyard {
@@ -31,6 +32,9 @@ ordered_json module_json(const CheckResult& result, const ModulePlacement& p) {
   m["generate_op"] = p.generate_op.empty() ? ordered_json(nullptr) : ordered_json(p.generate_op);
   m["prefill_op"] = p.prefill_op.empty() ? ordered_json(nullptr) : ordered_json(p.prefill_op);
   if (p.out_device) m["out_device"] = p.out_device->str();
+  const PhaseImplementations runs = implementation_of(result.plan, p.module);
+  m["implementation"] = ordered_json{{"generate", implementation_name(runs.generate)},
+                                     {"prefill", implementation_name(runs.prefill)}};
   m["rule_number"] = rule ? ordered_json(rule->number()) : ordered_json(nullptr);
   m["line"] = rule ? ordered_json(rule->location.line) : ordered_json(nullptr);
   m["recursive"] = p.recursive;

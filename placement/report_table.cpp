@@ -4,6 +4,7 @@
 
 #include "core/text.h"
 #include "core/units.h"
+#include "placement/implementation.h"
 #include "placement/report.h"
 
 namespace switchyard {
@@ -14,7 +15,7 @@ struct Row {
   std::string suffix;  // for layer rows
   std::vector<int> layers;
   std::string name;    // for rows outside the layers
-  std::string op, decode, prefill, rule;
+  std::string op, runs, decode, prefill, rule;
   std::uint64_t bytes = 0;
   int modules = 0;
 };
@@ -27,6 +28,13 @@ std::string op_text(const ModulePlacement& p, const Rule* rule) {
   }
   if (!p.op->ops.empty()) text += " " + p.generate_op + "/" + p.prefill_op;
   return text;
+}
+
+// "experts.cpu" when both phases run one implementation, else "decode/prefill" as the OP column
+// writes the ops: "experts.cpu/experts.gpu".
+std::string runs_text(const PhaseImplementations& runs) {
+  if (runs.generate == runs.prefill) return implementation_name(runs.generate);
+  return std::string(implementation_name(runs.generate)) + "/" + implementation_name(runs.prefill);
 }
 
 std::string pad(const std::string& text, std::size_t width) {
@@ -60,6 +68,7 @@ std::vector<Row> group_rows(const CheckResult& result) {
     const Rule* rule = p.rule >= 0 ? &result.rules->rules[static_cast<std::size_t>(p.rule)] : nullptr;
     Row row;
     row.op = op_text(p, rule);
+    row.runs = runs_text(implementation_of(plan, p.module));
     row.decode = p.generate_device.str();
     if (p.out_device && *p.out_device != p.generate_device) row.decode += " -> " + p.out_device->str();
     row.prefill = p.prefill_device.str();
@@ -68,8 +77,8 @@ std::vector<Row> group_rows(const CheckResult& result) {
     const bool in_layer = module.layer >= 0;
     if (in_layer) row.suffix = module_group_suffix(module);
     else row.name = module.name.empty() ? std::string("(root)") : std::string(module.name);
-    row.key = (in_layer ? "L|" + row.suffix : "N|" + row.name) + "|" + row.op + "|" + row.decode + "|" + row.prefill +
-              "|" + row.rule;
+    row.key = (in_layer ? "L|" + row.suffix : "N|" + row.name) + "|" + row.op + "|" + row.runs + "|" + row.decode +
+              "|" + row.prefill + "|" + row.rule;
     auto [it, inserted] = index.emplace(row.key, rows.size());
     if (inserted) rows.push_back(row);
     Row& target = rows[it->second];
@@ -118,12 +127,12 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
       << result.plan.options.gpus << " GPU" << (result.plan.options.gpus == 1 ? "" : "s") << ", default device "
       << result.plan.options.default_device.str() << "\n\n";
 
-  std::vector<std::vector<std::string>> rows = {{"MODULES", "OP", "DECODE", "PREFILL", "RULE", "WEIGHTS"}};
+  std::vector<std::vector<std::string>> rows = {{"MODULES", "OP", "IMPLEMENTATION", "DECODE", "PREFILL", "RULE", "WEIGHTS"}};
   for (const Row& row : group_rows(result)) {
     std::string modules = row.name;
     if (modules.empty())
       modules = std::string(row.layers.size() == 1 ? "layer " : "layers ") + format_ranges(row.layers) + " " + row.suffix;
-    rows.push_back({modules, row.op, row.decode, row.prefill, row.rule, row.bytes ? format_bytes(row.bytes) : "-"});
+    rows.push_back({modules, row.op, row.runs, row.decode, row.prefill, row.rule, row.bytes ? format_bytes(row.bytes) : "-"});
   }
   out << render(rows);
 

@@ -95,11 +95,9 @@ void check_replacement_classes(const PlacementPlan& plan, Diagnostics& diagnosti
   for (const ModulePlacement& p : plan.visited) {
     if (p.rule < 0) continue;
     const Rule& rule = plan.rules->rules[static_cast<std::size_t>(p.rule)];
-    if (!rule.replacement || rule.replacement->replaces.empty()) continue;
+    if (!rule.replacement) continue;
     const Module& module = plan.tree->at(p.module);
-    const bool fits = std::any_of(rule.replacement->replaces.begin(), rule.replacement->replaces.end(),
-                                  [&](const std::string& cls) { return module.cls->is_a(module_class(cls)); });
-    if (fits || !reported.insert(rule.index).second) continue;
+    if (rule.replacement->can_replace(*module.cls) || !reported.insert(rule.index).second) continue;
     diagnostics.error("incompatible-replacement",
                       rule.replace_text + " cannot replace " + std::string(module.name) + " (a " + module.cls->display_name() +
                           "); it replaces " + join(rule.replacement->replaces, ", ") +

@@ -72,7 +72,7 @@ TEST_CASE("check command: JSON output has the documented shape") {
   REQUIRE(doc["modules"].size() > 10);
   for (const json& m : doc["modules"])
     for (const char* key : {"name", "class", "op", "generate_device", "prefill_device", "generate_op", "prefill_op",
-                            "rule_number", "line"})
+                            "implementation", "rule_number", "line"})
       CHECK_MESSAGE(m.contains(key), m.dump());
   // Rules are listed once each, in file order, numbered from 1 as messages number them, with their
   // kwargs as written; modules name theirs by that number.
