@@ -14,6 +14,67 @@ const KwargSpec kPrefillDevice{"prefill_device", KwargType::device, "device the 
 const KwargSpec kGenerateOp{"generate_op", KwargType::op, "kernel used in decode", {}};
 const KwargSpec kPrefillOp{"prefill_op", KwargType::op, "kernel used in prefill", {}};
 
+// ktransformers' kwargs that Switchyard accepts and does not act on, each with the reason. Read
+// operators/ before changing one: the reason is what the engine does.
+const KwargSpec kLinearOutDevice{
+    .name = "out_device",
+    .type = KwargType::device,
+    .help = "device a CPU linear's output is written to (ktransformers' KLinearCPUInfer)",
+    .honoured = false,
+    .no_effect = "a Linear runs on its layer's device and its output stays there for the next module; only the "
+                 "routed experts (Experts) hand their output to another device"};
+const KwargSpec kExpertsBackend{
+    .name = "backend",
+    .type = KwargType::choice,
+    .help = "CPU kernel family",
+    .choices = {"auto", "llamafile", "AMXBF16", "AMXInt8", "AVX512"},
+    .honoured = false,
+    .no_effect = "the CPU experts choose their kernels per machine (the widest of AVX2, AVX-512 and AMX that this CPU "
+                 "runs) and have no llamafile or Int8 backend; run's --cpu_kernels picks a variant",
+    .asks_what_switchyard_does = [](const nlohmann::ordered_json& value, const Device&) { return value == "auto"; }};
+const KwargSpec kAbsorbForPrefill{
+    .name = "absorb_for_prefill",
+    .type = KwargType::boolean,
+    .help = "use the absorbed form in prefill too",
+    .honoured = false,
+    .no_effect = "MLA's prefill form is fixed per device: on the CPU prefill runs in the absorbed form, as decode does; "
+                 "on a GPU it expands the cached latent into per-head keys and values (decode runs absorbed)",
+    .asks_what_switchyard_does = [](const nlohmann::ordered_json& value, const Device& prefill_device) {
+      return value.is_boolean() && value.get<bool>() == prefill_device.is_cpu();
+    }};
+// ktransformers' attention splits a long prompt into chunks of this many tokens.
+KwargSpec prefill_chunk_kwarg(std::string name, std::string help) {
+  return KwargSpec{
+      .name = std::move(name),
+      .type = KwargType::integer,
+      .help = std::move(help),
+      .min_value = 1,
+      .max_value = kMaxChunkTokens,
+      .honoured = false,
+      .no_effect = "a prompt runs through the whole model in chunks of run's --prefill_chunk tokens (default 512), "
+                   "and a GPU's prefill attention splits its scores by its own workspace bound; set --prefill_chunk "
+                   "instead"};
+}
+const KwargSpec kChunckSize = prefill_chunk_kwarg("chunck_size", "prefill chunk length in tokens (ktransformers' spelling)");
+const KwargSpec kChunkSize = prefill_chunk_kwarg("chunk_size", "prefill chunk length in tokens");
+constexpr const char* kLayersResident =
+    "Switchyard keeps every layer resident on the device the plan gives it and never streams layers to a GPU for a "
+    "long prompt";
+const KwargSpec kPerLayerPrefillThreshold{
+    .name = "per_layer_prefill_intput_threshold",
+    .type = KwargType::integer,
+    .help = "prompt length in tokens from which prefill runs layer by layer (0: never)",
+    .min_value = 0,
+    .max_value = std::numeric_limits<int>::max(),
+    .honoured = false,
+    .no_effect = std::string(kLayersResident) + "; write 0 (never), or remove it",
+    .asks_what_switchyard_does = [](const nlohmann::ordered_json& value, const Device&) { return value == 0; }};
+const KwargSpec kPerLayerPrefillDevice{.name = "per_layer_prefill_device",
+                                       .type = KwargType::device,
+                                       .help = "device for layer-wise prefill",
+                                       .honoured = false,
+                                       .no_effect = std::string(kLayersResident) + ", so no device runs one"};
+
 // Names that share one implementation: every linear op runs the same kernels on bf16/f16/f32
 // weights (cuBLAS or our gemv on a GPU, the AVX kernels on the CPU), whatever ktransformers calls
 // its kernel; KExpertsTorch runs where it is placed.
@@ -60,7 +121,7 @@ struct Registry {
 
     const OperatorInfo& linear = add(
         {"Linear", OperatorKind::linear, "linear projection with a choice of kernels",
-         devices_and({kGenerateOp, kPrefillOp}),
+         devices_and({kGenerateOp, kPrefillOp, kLinearOutDevice}),
          {{"KLinearTorch", {"torch"}, kLinear},
           {"KLinearMarlin", {"marlin"}, kLinearGpu},
           {"VLinearMarlin", {"vmarlin"}, kLinearGpu},
@@ -74,8 +135,7 @@ struct Registry {
         {"Experts", OperatorKind::experts, "all routed experts of one MoE layer as one operator",
          devices_and({kGenerateOp, kPrefillOp,
                       {"out_device", KwargType::device, "device the experts' output is handed to", {}},
-                      {"backend", KwargType::choice, "CPU kernel family",
-                       {"auto", "llamafile", "AMXBF16", "AMXInt8", "AVX512"}}}),
+                      kExpertsBackend}),
          {{"KExpertsCPU", {"cpu"}, kExpertsCpu},
           {"KExpertsTorch", {"torch"}, kExperts},
           {"KExpertsMarlin", {"marlin"}, kExpertsGpu}},
@@ -100,16 +160,14 @@ struct Registry {
 
     const OperatorInfo& mla = add(
         {"MLA", OperatorKind::attention, "multi-head latent attention with a compressed KV cache",
-         devices_and({{"absorb_for_prefill", KwargType::boolean, "use the absorbed form in prefill too", {}},
-                      {"chunck_size", KwargType::integer, "prefill chunk length in tokens (ktransformers' spelling)",
-                       {}, 1, kMaxChunkTokens},
-                      {"chunk_size", KwargType::integer, "prefill chunk length in tokens", {}, 1, kMaxChunkTokens}}),
+         devices_and({kAbsorbForPrefill, kChunckSize, kChunkSize}),
          {}, "", "", std::nullopt, false, {Implementation::mla_cpu, Implementation::mla_gpu}});
     spell(mla, "MLA", {"DeepseekV3Attention", "DeepseekV2Attention"});
     spell(mla, kt + "attention.KDeepseekV2Attention", {"DeepseekV3Attention", "DeepseekV2Attention"});
 
     const OperatorInfo& gqa = add({"GQA", OperatorKind::attention, "grouped-query attention with a K/V cache",
-                                   devices_and({}), {}, "", "", std::nullopt, false, {Implementation::gqa_cpu, Implementation::gqa_gpu}});
+                                   devices_and({kChunckSize, kChunkSize}), {}, "", "", std::nullopt, false,
+                                   {Implementation::gqa_cpu, Implementation::gqa_gpu}});
     spell(gqa, "GQA", {"Qwen3MoeAttention", "MixtralAttention"});
     spell(gqa, kt + "balance_serve_attention.KQwen3MoeAttention", {"Qwen3MoeAttention"});
 
@@ -127,10 +185,7 @@ struct Registry {
     const OperatorInfo& model = add(
         {"Model", OperatorKind::model, "the decoder stack; moves the hidden state across devices by transfer_map",
          devices_and({{"transfer_map", KwargType::transfer_map, "layer -> device the hidden state moves to", {}},
-                      {"per_layer_prefill_intput_threshold", KwargType::integer,
-                       "prompt length in tokens from which prefill runs layer by layer (0: never)", {}, 0,
-                       std::numeric_limits<int>::max()},
-                      {"per_layer_prefill_device", KwargType::device, "device for layer-wise prefill", {}}}),
+                      kPerLayerPrefillThreshold, kPerLayerPrefillDevice}),
          {}, "", "", std::nullopt, false, {Implementation::decoder_stack, Implementation::decoder_stack}});
     spell(model, "Model", {"Model"});
     spell(model, kt + "models.KDeepseekV2Model", {"DeepseekV3Model", "DeepseekV2Model"});

@@ -1,13 +1,16 @@
 #pragma once
 // The operator registry: every replacement class a rule's `replace.class` may name, under our
-// short native names and ktransformers' Python paths, with the kwargs each one accepts, the
-// module classes it can replace and the ops (generate_op / prefill_op) it can run.
-// Placement validates profiles against this; the engine builds operators from it.
+// short native names and ktransformers' Python paths, with the kwargs each one accepts (and
+// whether Switchyard honours each), the module classes it can replace and the ops (generate_op /
+// prefill_op) it can run. Placement validates profiles against this; the engine builds operators
+// from it.
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/device.h"
 #include "core/module_class.h"
@@ -22,10 +25,19 @@ struct KwargSpec {
   std::string name;
   KwargType type;
   std::string help;
-  std::vector<std::string> choices;  // KwargType::choice
+  std::vector<std::string> choices = {};  // KwargType::choice
   // KwargType::integer: the values accepted, both ends included.
   long long min_value = std::numeric_limits<long long>::min();
   long long max_value = std::numeric_limits<long long>::max();
+  // Whether Switchyard does what the kwarg asks. One it does not is still accepted, so that
+  // ktransformers' files load, and check warns where it is written (kwarg-no-effect), once per
+  // rule, with `no_effect`: why it changes nothing here and what to use instead.
+  bool honoured = true;
+  std::string no_effect = {};
+  // For a kwarg not honoured: whether `value` (as the rule's kwargs hold it) asks for what
+  // Switchyard does anyway when the operator prefills on `prefill_device`
+  // (per_layer_prefill_intput_threshold: 0); such a value is not reported. Null: every value is.
+  bool (*asks_what_switchyard_does)(const nlohmann::ordered_json& value, const Device& prefill_device) = nullptr;
 };
 
 // What an op (or an operator without ops) runs on each kind of device; Implementation::none

@@ -82,6 +82,16 @@ class Walker {
       if (p.op->has_out_device) p.out_device = rule.out_device.value_or(fallback);
       p.generate_op = rule.generate_op.empty() ? p.op->default_generate_op : rule.generate_op;
       p.prefill_op = rule.prefill_op.empty() ? p.op->default_prefill_op : rule.prefill_op;
+      // A phase whose op is None has no kernel of its own: it runs the other phase's op where that
+      // runs (ktransformers' serve experts prefill with their decode experts), and holds nothing
+      // on its own device. Both None is a parse error.
+      if (p.prefill_op == "None" && p.generate_op != "None") {
+        p.prefill_op = p.generate_op;
+        p.prefill_device = p.generate_device;
+      } else if (p.generate_op == "None" && p.prefill_op != "None") {
+        p.generate_op = p.prefill_op;
+        p.generate_device = p.prefill_device;
+      }
       p.recursive = rule.recursive;
       if (module.cls->role == ModuleRole::model && plan_.model_rule < 0) plan_.model_rule = p.rule;
     }

@@ -341,6 +341,11 @@ void RuleParser::parse_replace(const YamlNode& replace, const YamlNode& key, Rul
     }
   }
   if (const auto kwargs = replace.find("kwargs")) parse_kwargs(replace.value(*kwargs), rule);
+  if (rule.generate_op == "None" && rule.prefill_op == "None")
+    error("no-op",
+          "generate_op and prefill_op are both None, so " + rule.op().name +
+              " would run in neither phase; give one of them an op (" + join(rule.op().op_spellings(), ", ") + ")",
+          rule.kwarg_location("prefill_op"), rule.index);
 }
 
 void RuleParser::parse_kwargs(const YamlNode& kwargs, Rule& rule) {
@@ -386,11 +391,13 @@ void RuleParser::check_kwarg(const std::string& name, const YamlNode& value, Rul
       const auto device = device_value(name, value, rule);
       if (name == "generate_device") rule.generate_device = device;
       else if (name == "prefill_device") rule.prefill_device = device;
-      else if (name == "out_device") rule.out_device = device;
+      // Only an operator that hands its output over acts on out_device (KwargSpec::honoured).
+      else if (name == "out_device" && op.has_out_device) rule.out_device = device;
       break;
     }
     case KwargType::op: {
-      if (value.is_null()) {
+      // ktransformers writes None (a string to YAML) where it means no op, as YAML's null does.
+      if (value.is_null() || (value.kind == YamlKind::string && value.text == "None")) {
         (name == "generate_op" ? rule.generate_op : rule.prefill_op) = "None";
         break;
       }

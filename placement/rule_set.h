@@ -45,7 +45,9 @@ struct Rule {
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   std::map<std::string, SourceLocation> kwarg_locations;
   std::optional<Device> generate_device, prefill_device, out_device;
-  std::string generate_op, prefill_op;  // canonical op names; "" when not given; "None" for none
+  // Canonical op names; "" when not given; "None" (YAML null or ktransformers' string None) when
+  // the phase has no op of its own and runs the other phase's, on that phase's device.
+  std::string generate_op, prefill_op;
   std::vector<TransferMapEntry> transfer_map;  // sorted by layer
   bool has_transfer_map = false;
 

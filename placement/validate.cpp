@@ -106,6 +106,47 @@ void check_replacement_classes(const PlacementPlan& plan, Diagnostics& diagnosti
   }
 }
 
+std::string value_text(const nlohmann::ordered_json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// A kwarg Switchyard accepts and does not act on (KwargSpec::honoured false) is reported where it
+// is written, once per rule, unless its value asks for what Switchyard does anyway; so is the
+// device of a phase whose op is None, which runs the other phase's op on that phase's device.
+void check_kwarg_effects(const PlacementPlan& plan, Diagnostics& diagnostics) {
+  const Device fallback = plan.options.default_device;
+  for (const Rule& rule : plan.rules->rules) {
+    if (!rule.replacement) continue;
+    const OperatorInfo& op = *rule.replacement->op;
+    const Device prefill = rule.prefill_device.value_or(fallback);
+    for (const auto& [name, value] : rule.kwargs.items()) {
+      const KwargSpec* spec = op.find_kwarg(name);
+      if (!spec || spec->honoured) continue;
+      if (spec->asks_what_switchyard_does && spec->asks_what_switchyard_does(value, prefill)) continue;
+      diagnostics.warning("kwarg-no-effect",
+                          "'" + printable_excerpt(name) + ": " + printable_excerpt(value_text(value)) + "' of " + rule_ref(rule) +
+                              " has no effect in Switchyard: " + spec->no_effect,
+                          rule.kwarg_location(name), rule.index);
+    }
+    const Device generate = rule.generate_device.value_or(op.default_generate_device.value_or(fallback));
+    const auto unused_device = [&](const char* none_op, const char* device_key, const std::optional<Device>& device,
+                                   const std::string& other_op, const char* other_key, const Device& other_device) {
+      if (!device || *device == other_device) return;
+      diagnostics.warning("kwarg-no-effect",
+                          std::string("'") + device_key + ": " + device->str() + "' of " + rule_ref(rule) +
+                              " has no effect in Switchyard: " + none_op + " is None, so that phase runs " +
+                              other_key + " " + other_op + " on " + other_device.str(),
+                          rule.kwarg_location(device_key), rule.index);
+    };
+    const std::string generate_op = rule.generate_op.empty() ? op.default_generate_op : rule.generate_op;
+    const std::string prefill_op = rule.prefill_op.empty() ? op.default_prefill_op : rule.prefill_op;
+    if (prefill_op == "None" && generate_op != "None")
+      unused_device("prefill_op", "prefill_device", rule.prefill_device, generate_op, "generate_op", generate);
+    else if (generate_op == "None" && prefill_op != "None")
+      unused_device("generate_op", "generate_device", rule.generate_device, prefill_op, "prefill_op", prefill);
+  }
+}
+
 struct Mismatch {
   std::vector<int> layers;
   std::string first_module;
@@ -290,6 +331,7 @@ void validate_plan(const PlacementPlan& plan, Diagnostics& diagnostics) {
   check_transfer_map(plan, diagnostics);
   check_replacement_classes(plan, diagnostics);
   check_ops_fit_devices(plan, diagnostics);
+  check_kwarg_effects(plan, diagnostics);
   check_layer_devices(plan, multi_gpu, diagnostics);
   check_final_modules(plan, diagnostics);
   if (multi_gpu) check_default_fallbacks(plan, diagnostics);

@@ -125,6 +125,9 @@ TEST_CASE("implementation: the experts' class and ops choose CPU or GPU experts,
        "experts.cpu", "experts.gpu"},
       // ktransformers' defaults: KExpertsCPU in decode, KExpertsTorch in prefill.
       {"generate_device: cpu, prefill_device: 'cuda:0'", "experts.cpu", "experts.gpu"},
+      // A prefill op of None prefills with the decode experts, where they run.
+      {"generate_device: cpu, prefill_device: cpu, generate_op: KExpertsCPU, prefill_op: None", "experts.cpu",
+       "experts.cpu"},
   };
   for (const char* spelling : {"ktransformers.operators.experts.KTransformersExperts", "Experts"}) {
     for (const Case& c : cases) {
