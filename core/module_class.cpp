@@ -27,6 +27,16 @@ struct ClassTable {
   void remember(const std::string& spelling, const ModuleClass& c) {
     if (by_spelling.emplace(spelling, &c).second) spellings.push_back(spelling);
   }
+  // One more Python path for the registered class `native` (after its first, the display name).
+  void alias(const std::string& path, const std::string& native) {
+    for (ModuleClass& c : classes)
+      if (c.name == native) {
+        c.python_paths.push_back(path);
+        remember(path, c);
+        return;
+      }
+    throw std::logic_error("alias of unregistered module class " + native);
+  }
 
   // One model family: the Python module paths its classes live under, and its class names.
   struct Family {
@@ -80,6 +90,10 @@ struct ClassTable {
                  {"Qwen3MoeDecoderLayer", "DecoderLayer"}, {"Qwen3MoeAttention", "Attention"},
                  {"Qwen3MoeSparseMoeBlock", "MoE"}, {"Qwen3MoeMLP", "MLP"}, {"Qwen3MoeRMSNorm", "RMSNorm"},
                  {"Qwen3MoeRotaryEmbedding", "RotaryEmbedding"}}});
+    // ktransformers' Qwen3-MoE attention takes its RoPE from modeling_qwen2_moe's class (one per
+    // layer), and its Qwen3 profiles match that class; transformers' model, which the tree
+    // follows, has one model.rotary_emb, and those rules place it.
+    alias("ktransformers.models.modeling_qwen2_moe.Qwen2MoeRotaryEmbedding", "Qwen3MoeRotaryEmbedding");
     add_family({{"ktransformers.models.modeling_mixtral", "transformers.models.mixtral.modeling_mixtral"},
                 {{"MixtralForCausalLM", "CausalLM"}, {"MixtralModel", "Model"},
                  {"MixtralDecoderLayer", "DecoderLayer"}, {"MixtralAttention", "Attention"},

@@ -18,8 +18,11 @@ CheckResult run_check(const CheckOptions& options) {
   placement.default_device =
       options.default_device.value_or(placement.gpus > 0 ? Device::cuda(0) : Device::cpu());
   result.plan = plan_placement(*result.tree, *result.rules, placement, result.diagnostics);
-  validate_plan(result.plan, result.diagnostics);
   result.memory = estimate_memory(result.plan, options.budget);
+  // A profile for another model family or another machine has had its one error; findings
+  // about how it places this model would be noise.
+  if (result.rules->for_unsupported_target) return result;
+  validate_plan(result.plan, result.diagnostics);
   check_memory(result.memory, result.diagnostics, result.rules->file.string());
   return result;
 }

@@ -131,6 +131,7 @@ struct Registry {
     spell(linear, "Linear", {"Linear"});
     spell(linear, kt + "linear.KTransformersLinear", {"Linear"});
 
+    // ktransformers' V2 experts (balance_serve) take the same kwargs and ops as KTransformersExperts.
     const OperatorInfo& experts = add(
         {"Experts", OperatorKind::experts, "all routed experts of one MoE layer as one operator",
          devices_and({kGenerateOp, kPrefillOp,
@@ -142,14 +143,17 @@ struct Registry {
          "KExpertsCPU", "KExpertsTorch", Device::cpu(), true, {Implementation::none, Implementation::none}});
     spell(experts, "Experts", {"ModuleList"});
     spell(experts, kt + "experts.KTransformersExperts", {"ModuleList"});
+    spell(experts, kt + "experts.KTransformersExpertsV2", {"ModuleList"});
 
     const OperatorInfo& moe = add({"MoE", OperatorKind::moe,
                                    "MoE block: gate, routed experts (possibly on the CPU) and shared experts",
                                    devices_and({}), {}, "", "", std::nullopt, false, {Implementation::moe_cpu, Implementation::moe_gpu}});
     spell(moe, "MoE", {"MoE"});
     spell(moe, kt + "experts.KDeepseekV3MoE", {"DeepseekV3MoE"});
+    spell(moe, kt + "experts.KDeepseekV3MoEV2", {"DeepseekV3MoE"});
     spell(moe, kt + "experts.KDeepseekV2MoE", {"DeepseekV2MoE"});
     spell(moe, kt + "experts.KQwen3MoeSparseMoeBlock", {"Qwen3MoeSparseMoeBlock"});
+    spell(moe, kt + "experts.KQwen3MoeSparseMoeBlockV2", {"Qwen3MoeSparseMoeBlock"});
     spell(moe, kt + "experts.KMistralSparseMoEBlock", {"MixtralSparseMoeBlock"});
 
     const OperatorInfo& gate = add({"Gate", OperatorKind::gate, "MoE router: scores and top-k expert selection",
@@ -158,12 +162,14 @@ struct Registry {
     spell(gate, kt + "gate.KMoEGate", {"MoEGate"});
     spell(gate, kt + "gate.KMoEGateDeepSeekV3", {"DeepseekV3MoEGate"});
 
+    // flashinfer_attn is ktransformers' MLA for its balance_serve server; ours is one operator.
     const OperatorInfo& mla = add(
         {"MLA", OperatorKind::attention, "multi-head latent attention with a compressed KV cache",
          devices_and({kAbsorbForPrefill, kChunckSize, kChunkSize}),
          {}, "", "", std::nullopt, false, {Implementation::mla_cpu, Implementation::mla_gpu}});
     spell(mla, "MLA", {"DeepseekV3Attention", "DeepseekV2Attention"});
     spell(mla, kt + "attention.KDeepseekV2Attention", {"DeepseekV3Attention", "DeepseekV2Attention"});
+    spell(mla, kt + "balance_serve_attention.flashinfer_attn", {"DeepseekV3Attention", "DeepseekV2Attention"});
 
     const OperatorInfo& gqa = add({"GQA", OperatorKind::attention, "grouped-query attention with a K/V cache",
                                    devices_and({kChunckSize, kChunkSize}), {}, "", "", std::nullopt, false,
@@ -171,17 +177,24 @@ struct Registry {
     spell(gqa, "GQA", {"Qwen3MoeAttention", "MixtralAttention"});
     spell(gqa, kt + "balance_serve_attention.KQwen3MoeAttention", {"Qwen3MoeAttention"});
 
+    // The RoPE classes differ in how ktransformers caches their tables; ours are built from the
+    // config's rope_theta and rope_scaling whatever the spelling.
     const OperatorInfo& rope = add({"RoPE", OperatorKind::rotary, "rotary position embedding", devices_and({}), {},
                                     "", "", std::nullopt, false, {Implementation::rotary, Implementation::rotary}});
     spell(rope, "RoPE", {"RotaryEmbedding"});
     spell(rope, kt + "RoPE.RotaryEmbedding", {"RotaryEmbedding"});
+    spell(rope, kt + "RoPE.RotaryEmbeddingV2", {"RotaryEmbedding"});
     spell(rope, kt + "RoPE.RotaryEmbeddingV3", {"RotaryEmbedding"});
+    spell(rope, kt + "RoPE.RotaryEmbeddingV4", {"RotaryEmbedding"});
+    spell(rope, kt + "RoPE.KQwen3MoeRotaryEmbedding", {"Qwen3MoeRotaryEmbedding"});
     const OperatorInfo& yarn = add({"YarnRoPE", OperatorKind::rotary, "YaRN-scaled rotary embedding (DeepSeek)",
                                     devices_and({}), {}, "", "", std::nullopt, false, {Implementation::rotary, Implementation::rotary}});
     spell(yarn, "YarnRoPE", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
     spell(yarn, kt + "RoPE.YarnRotaryEmbedding", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
     spell(yarn, kt + "RoPE.YarnRotaryEmbeddingV3", {"DeepseekV3YarnRotaryEmbedding", "DeepseekV2YarnRotaryEmbedding"});
 
+    // ktransformers' Qwen3-MoE profiles place the model with KQwen2MoeModel and the dense MLPs
+    // with KQwen2MoeMLP (its Qwen3 classes derive from the Qwen2 ones).
     const OperatorInfo& model = add(
         {"Model", OperatorKind::model, "the decoder stack; moves the hidden state across devices by transfer_map",
          devices_and({{"transfer_map", KwargType::transfer_map, "layer -> device the hidden state moves to", {}},
@@ -190,6 +203,7 @@ struct Registry {
     spell(model, "Model", {"Model"});
     spell(model, kt + "models.KDeepseekV2Model", {"DeepseekV3Model", "DeepseekV2Model"});
     spell(model, kt + "models.KQwen3MoeModel", {"Qwen3MoeModel"});
+    spell(model, kt + "models.KQwen2MoeModel", {"Qwen3MoeModel"});
 
     const OperatorInfo& norm = add({"RMSNorm", OperatorKind::rms_norm, "fused RMSNorm", devices_and({}), {}, "", "",
                                     std::nullopt, false, {Implementation::rms_norm_cpu, Implementation::rms_norm_gpu}});
@@ -203,6 +217,7 @@ struct Registry {
     spell(mlp, "MLP", {"MLP"});
     spell(mlp, kt + "mlp.kDeepseekV3MLP", {"DeepseekV3MLP", "DeepseekV2MLP"});
     spell(mlp, kt + "mlp.KQwen3MoeMLP", {"Qwen3MoeMLP"});
+    spell(mlp, kt + "mlp.KQwen2MoeMLP", {"Qwen3MoeMLP"});
   }
 };
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/text.h"
+#include "placement/foreign_targets.h"
 #include "placement/rule_set.h"
 #include "placement/yaml_reader.h"
 
@@ -59,10 +60,26 @@ class RuleParser {
   void parse_transfer_map(const YamlNode& value, Rule& rule);
   void check_keys(const YamlNode& map, std::initializer_list<const char*> allowed, const char* where, Rule& rule);
 
+  // A family or device Switchyard does not run, named by the profile: where first, and how often.
+  struct ForeignUse {
+    std::string what;         // the family's model_type, or the device kind
+    std::string description;  // "Qwen2-MoE (Qwen2-57B-A14B)", "an Ascend NPU (torch_npu)"
+    std::string first_text;
+    SourceLocation first;
+    int first_rule = 0;
+    int last_rule = -1;
+    int rules = 0;   // distinct rules naming it
+    int places = 0;  // values naming it
+  };
+  void note_foreign(std::vector<ForeignUse>& uses, const std::string& what, const std::string& description,
+                    const std::string& text, const SourceLocation& where, const Rule& rule);
+  void report_foreign(RuleSet& set);
+
   std::string file_;
   Diagnostics& diagnostics_;
   std::size_t problems_ = 0;
   bool gave_up_ = false;
+  std::vector<ForeignUse> families_, devices_;
 };
 
 std::string node_kind(const YamlNode& node) {
@@ -224,6 +241,7 @@ RuleSet RuleParser::parse(std::string_view text) {
     rule.location = at(*item, at(*root));
     parse_rule(*item, rule);
   }
+  report_foreign(set);
   if (gave_up_)
     diagnostics_.error("too-many-problems",
                        "stopped after " + std::to_string(kMaxProfileProblems) + " problems, in rule #" +
@@ -304,10 +322,13 @@ void RuleParser::parse_match(const YamlNode& match, const YamlNode& key, Rule& r
       rule.class_text = value.text;
       rule.match_class = find_module_class(*rule.class_text);
       if (!rule.match_class) {
-        error("unknown-match-class",
-              "unknown module class " + quoted_excerpt(*rule.class_text) +
-                  suggestion(*rule.class_text, module_class_spellings()),
-              rule.class_location, rule.index);
+        if (const ForeignFamily* family = foreign_family_of_module_class(*rule.class_text))
+          note_foreign(families_, family->model_type, family->models, *rule.class_text, rule.class_location, rule);
+        else
+          error("unknown-match-class",
+                "unknown module class " + quoted_excerpt(*rule.class_text) +
+                    suggestion(*rule.class_text, module_class_spellings()),
+                rule.class_location, rule.index);
         rule.matchable = false;
       }
     }
@@ -333,11 +354,16 @@ void RuleParser::parse_replace(const YamlNode& replace, const YamlNode& key, Rul
     } else {
       rule.replace_text = value.text;
       rule.replacement = find_replacement_class(rule.replace_text);
-      if (!rule.replacement)
+      if (const ForeignFamily* family = rule.replacement ? nullptr : foreign_family_of_replacement(rule.replace_text)) {
+        // Written for a family we do not run: the rule places nothing and its kwargs are not judged.
+        note_foreign(families_, family->model_type, family->models, rule.replace_text, rule.replace_location, rule);
+        rule.matchable = false;
+      } else if (!rule.replacement) {
         error("unknown-class",
               "unknown replacement class " + quoted_excerpt(rule.replace_text) +
                   suggestion(rule.replace_text, replacement_class_spellings()),
               rule.replace_location, rule.index);
+      }
     }
   }
   if (const auto kwargs = replace.find("kwargs")) parse_kwargs(replace.value(*kwargs), rule);
@@ -367,6 +393,10 @@ std::optional<Device> RuleParser::device_value(const std::string& key, const Yam
   const SourceLocation where = at(value, rule.kwarg_location(key));
   if (value.is_scalar()) {
     if (const auto device = parse_device(value.text)) return device;
+    if (const std::string kind = foreign_device_kind(value.text); !kind.empty()) {
+      note_foreign(devices_, kind, foreign_device_description(value.text), value.text, where, rule);
+      return std::nullopt;
+    }
   }
   error("bad-device", "'" + key + "' is " + node_kind(value) + ", which is not a device; write cpu or cuda:N", where,
         rule.index);
@@ -492,6 +522,40 @@ void RuleParser::parse_transfer_map(const YamlNode& value, Rule& rule) {
   }
   std::sort(rule.transfer_map.begin(), rule.transfer_map.end(),
             [](const TransferMapEntry& a, const TransferMapEntry& b) { return a.layer < b.layer; });
+}
+
+void RuleParser::note_foreign(std::vector<ForeignUse>& uses, const std::string& what, const std::string& description,
+                              const std::string& text, const SourceLocation& where, const Rule& rule) {
+  auto use = std::find_if(uses.begin(), uses.end(), [&](const ForeignUse& u) { return u.what == what; });
+  if (use == uses.end()) use = uses.insert(uses.end(), ForeignUse{what, description, text, where, rule.index, -1, 0, 0});
+  ++use->places;
+  if (use->last_rule != rule.index) ++use->rules;
+  use->last_rule = rule.index;
+}
+
+// One error per family and per device kind, at its first mention; the rules that name them place
+// nothing, and the plan is not validated.
+void RuleParser::report_foreign(RuleSet& set) {
+  for (const ForeignUse& use : families_)
+    diagnostics_.error("profile-family-unsupported",
+                       "this profile is written for " + use.description + ", model_type " + use.what +
+                           ", which Switchyard does not run yet: rule #" + std::to_string(use.first_rule + 1) +
+                           " names " + quoted_excerpt(use.first_text) +
+                           (use.rules == 2 ? ", and 1 more rule names its classes" : "") +
+                           (use.rules > 2 ? ", and " + std::to_string(use.rules - 1) + " more rules name its classes" : "") +
+                           ". Switchyard runs " + join(families_switchyard_runs(), ", ") +
+                           "; use a profile written for one of those",
+                       use.first, use.first_rule);
+  for (const ForeignUse& use : devices_)
+    diagnostics_.error("unsupported-device",
+                       quoted_excerpt(use.first_text) + " is " + use.description +
+                           ", which Switchyard does not run: it runs on cpu and cuda:N" +
+                           (use.places > 1 ? " (this profile names " + use.what + " devices in " +
+                                                 std::to_string(use.places) + " places; this is the first)"
+                                           : "") +
+                           ". Use a profile written for CUDA GPUs or the CPU",
+                       use.first, use.first_rule);
+  set.for_unsupported_target = !families_.empty() || !devices_.empty();
 }
 
 RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics) {

@@ -62,6 +62,10 @@ struct Rule {
 struct RuleSet {
   std::filesystem::path file;
   std::vector<Rule> rules;
+  // The profile is written for a model family or a device Switchyard does not run. The parse
+  // said so once for each (profile-family-unsupported, unsupported-device), and the plan is not
+  // validated: its findings would be about another model or another machine.
+  bool for_unsupported_target = false;
   // Every device any rule names, for "is this a multi-GPU profile" and --gpus defaults.
   std::vector<Device> devices_named() const;
   int gpus_named() const;  // highest cuda ordinal named + 1; 0 when none

@@ -129,7 +129,8 @@ TEST_CASE("implementation: the experts' class and ops choose CPU or GPU experts,
       {"generate_device: cpu, prefill_device: cpu, generate_op: KExpertsCPU, prefill_op: None", "experts.cpu",
        "experts.cpu"},
   };
-  for (const char* spelling : {"ktransformers.operators.experts.KTransformersExperts", "Experts"}) {
+  for (const char* spelling : {"ktransformers.operators.experts.KTransformersExperts",
+                               "ktransformers.operators.experts.KTransformersExpertsV2", "Experts"}) {
     for (const Case& c : cases) {
       INFO(spelling << " with " << c.kwargs);
       const std::string profile = std::string("- match: {name: '^model\\.layers\\..*\\.mlp\\.experts$'}\n") +
