@@ -306,14 +306,16 @@ int DecodeBenchOptions::run() const {
               stream.threads, cpu::isa_name(cpu::chosen_isa()));
   const Checkpoint weights = Checkpoint::open(options.model.model_path);
   Tracer tracer(parse_layer_selection("none", check.tree->num_layers()), false);
-  const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
+  BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
+  context.kv_cache_dtype = options.budget.kv_cache_dtype;  // the caches check estimated
   CausalLMOptions lm_options;
   lm_options.use_cuda_graph = use_cuda_graph;
   lm_options.prefill_chunk = options.budget.prefill_chunk;
   auto start = Clock::now();
   const std::unique_ptr<CausalLM> built = build_model(context, lm_options, check);
   CausalLM& lm = *built;
-  std::printf("built in %.1f s; placement: %s\n", seconds_since(start), lm.placement_summary().c_str());
+  std::printf("built in %.1f s; placement: %s; KV cache %s\n", seconds_since(start), lm.placement_summary().c_str(),
+              dtype_name(context.kv_cache().dtype));
   double hbm = 0;
   int gpu_index = -1;  // the first GPU with weights: the one whose ceilings and clock are printed
 #if SWITCHYARD_HAVE_CUDA

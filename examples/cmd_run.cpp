@@ -145,7 +145,8 @@ struct RunCommand {
     apply_cpu_kernels(cpu_kernels);
     const Checkpoint weights = Checkpoint::open(options.model.model_path);
     Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
-    const BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
+    BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
+    context.kv_cache_dtype = options.budget.kv_cache_dtype;  // the caches check estimated
     CausalLMOptions lm_options;
     lm_options.use_cuda_graph = use_cuda_graph;
     lm_options.prefill_chunk = prefill_chunk;
@@ -170,9 +171,9 @@ struct RunCommand {
     std::printf("eval count:           %lld token(s)\n", static_cast<long long>(s.generated_tokens));
     std::printf("eval duration:        %.4fs\n", s.decode_seconds);
     std::printf("eval rate:            %.2f tokens/s\n", s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0);
-    std::printf("threads: %d, CPU kernels: %s, KV cache: %.1f MiB for %lld tokens\n", omp_get_max_threads(),
+    std::printf("threads: %d, CPU kernels: %s, KV cache: %.1f MiB for %lld tokens (%s)\n", omp_get_max_threads(),
                 cpu::isa_name(cpu::chosen_isa()), static_cast<double>(lm.kv_cache_bytes()) / (1 << 20),
-                static_cast<long long>(lm.max_context()));
+                static_cast<long long>(lm.max_context()), dtype_name(context.kv_cache().dtype));
     std::uint64_t checkpoint_bytes = 0;
     for (const SafetensorsHeader& shard : weights.index().shards) checkpoint_bytes += shard.file_bytes;
     rusage usage{};

@@ -115,6 +115,9 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   command.add_option("--max_context", max_context, "KV-cache length in tokens, 1 to 2^32")
       ->capture_default_str()
       ->transform(whole_number<std::int64_t>());
+  command.add_option("--kv_cache_dtype", kv_cache_dtype,
+                     "KV cache element type, f32 or bf16 (default: the checkpoint's activation dtype, torch_dtype: "
+                     "f32 for float32, bf16 otherwise)");
   command.add_option("--default_device", default_device, "device of modules no rule matches (default cuda:0, or cpu without GPUs)");
 }
 
@@ -172,6 +175,11 @@ CheckOptions ModelOptions::to_check_options() const {
     throw InputError("--max_context " + std::to_string(max_context) + " is outside 1 to 2^32 (" +
                      std::to_string(kMaxContextTokens) + ") tokens of KV cache");
   options.budget.max_context = max_context;
+  if (kv_cache_dtype) {
+    options.budget.kv_cache_dtype = parse_kv_cache_dtype(*kv_cache_dtype);
+    if (!options.budget.kv_cache_dtype)
+      throw InputError("--kv_cache_dtype: " + quoted_argument(*kv_cache_dtype) + " is not a KV cache dtype (f32, bf16)");
+  }
   if (!default_device.empty()) {
     options.default_device = parse_device(default_device);
     if (!options.default_device) throw InputError("--default_device: " + quoted_argument(default_device) + " is not a device (cpu, cuda:N)");

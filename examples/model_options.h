@@ -1,6 +1,6 @@
 #pragma once
 // Options every model-describing subcommand shares: --arch | --model_path, --weight_dtype,
-// --gpus, --gpu_memory, --cpu_memory, --max_context, --default_device, and the profile path
+// --gpus, --gpu_memory, --cpu_memory, --max_context, --kv_cache_dtype, --default_device, and the profile path
 // (--optimize_config_path, alias --optimize_rule_path); the CPU thread and kernel options of run
 // and the benches; the range check of every integer flag.
 #include <cstdint>
@@ -25,6 +25,7 @@ struct ModelOptions {
   std::string gpu_memory;
   std::string cpu_memory;
   std::int64_t max_context = 4096;
+  std::optional<std::string> kv_cache_dtype;  // f32 | bf16; absent: the checkpoint's activation dtype
   std::string default_device;
 
   void add_to(CLI::App& command, bool profile_required = true);

@@ -82,8 +82,9 @@ MlaAttention::MlaAttention(const BuildContext& context, const Module& self_attn)
                 sizeof(float) * static_cast<std::size_t>(v_dim_ * latent_));
   }
   frequencies_ = rope_frequencies(c, static_cast<int>(rope_));
-  latent_cache_.assign(static_cast<std::size_t>(max_context_ * latent_), 0.0f);
-  rope_cache_.assign(static_cast<std::size_t>(max_context_ * rope_), 0.0f);
+  const KvCacheLayout cache = context.kv_cache();
+  latent_cache_ = cpu::CacheRows(cache, 0);
+  rope_cache_ = cpu::CacheRows(cache, 1);
 }
 
 void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
@@ -101,16 +102,18 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
     q_.forward(x, tokens, q.data());
   }
   // Compressed KV: [tokens, latent + rope]; the normalised latent and the rotated rope key go to
-  // the cache rows of these positions.
+  // the cache rows of these positions (rounded there when the cache is bf16).
   std::vector<float> ckv(static_cast<std::size_t>(tokens * (latent_ + rope_)));
   kv_a_.forward(x, tokens, ckv.data());
   std::vector<float> latent(static_cast<std::size_t>(tokens * latent_));
   for (std::int64_t t = 0; t < tokens; ++t)
     std::memcpy(latent.data() + t * latent_, ckv.data() + t * (latent_ + rope_), sizeof(float) * static_cast<std::size_t>(latent_));
-  kv_a_norm_.forward(latent.data(), tokens, latent_cache_.data() + position * latent_);
-  float* k_rope = rope_cache_.data() + position * rope_;
+  std::vector<float> latent_normed(latent.size());
+  kv_a_norm_.forward(latent.data(), tokens, latent_normed.data());
+  latent_cache_.write(position, tokens, latent_normed.data(), latent_);
+  std::vector<float> k_rope(static_cast<std::size_t>(tokens * rope_));  // [tokens, rope]
   for (std::int64_t t = 0; t < tokens; ++t)
-    std::memcpy(k_rope + t * rope_, ckv.data() + t * (latent_ + rope_) + latent_, sizeof(float) * static_cast<std::size_t>(rope_));
+    std::memcpy(k_rope.data() + t * rope_, ckv.data() + t * (latent_ + rope_) + latent_, sizeof(float) * static_cast<std::size_t>(rope_));
 
   std::vector<float> cos(static_cast<std::size_t>(tokens * rope_ / 2)), sin(cos.size());
   cpu::rope_cos_sin(frequencies_, position, tokens, cos.data(), sin.data());
@@ -119,7 +122,8 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
   const auto layout = cpu::RopeLayout::interleaved_to_half_split;
   cpu::apply_rope(q.data() + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos.data(),
                   sin.data(), layout);
-  cpu::apply_rope(k_rope, tokens, 1, rope_, rope_, static_cast<int>(rope_), cos.data(), sin.data(), layout);
+  cpu::apply_rope(k_rope.data(), tokens, 1, rope_, rope_, static_cast<int>(rope_), cos.data(), sin.data(), layout);
+  rope_cache_.write(position, tokens, k_rope.data(), rope_);
 
   // Absorb: q_latent[t, h] = q_nope[t, h] @ W_UK[h]  ([nope] x [nope, latent]).
   std::vector<float> q_latent(static_cast<std::size_t>(tokens * heads_ * latent_), 0.0f);
@@ -142,7 +146,7 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
     }
   std::vector<float> out_latent(q_latent.size());
   cpu::mla_attention(q_latent.data(), q_rope.data(), tokens, heads_, latent_, rope_, latent_cache_.data(),
-                     rope_cache_.data(), position, scale_, out_latent.data());
+                     rope_cache_.data(), latent_cache_.dtype(), position, scale_, out_latent.data());
   // Values: attn[t, h, j] = W_UV[h, j] . out_latent[t, h]
   std::vector<float> attn(static_cast<std::size_t>(tokens * heads_ * v_dim_));
 #pragma omp parallel for collapse(2) schedule(static) if (tokens * heads_ * v_dim_ * latent_ > (1 << 18))
@@ -175,36 +179,38 @@ GqaAttention::GqaAttention(const BuildContext& context, const Module& self_attn)
   }
   frequencies_ = rope_frequencies(c, static_cast<int>(head_dim_));
   scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
-  k_cache_.assign(static_cast<std::size_t>(max_context_ * kv_heads_ * head_dim_), 0.0f);
-  v_cache_.assign(k_cache_.size(), 0.0f);
+  const KvCacheLayout cache = context.kv_cache();
+  k_cache_ = cpu::CacheRows(cache, 0);
+  v_cache_ = cpu::CacheRows(cache, 1);
 }
 
 void GqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
   check_context(position, tokens, max_context_);
   const std::int64_t kv_width = kv_heads_ * head_dim_;
   std::vector<float> q(static_cast<std::size_t>(tokens * heads_ * head_dim_));
-  float* k = k_cache_.data() + position * kv_width;
-  float* v = v_cache_.data() + position * kv_width;
+  std::vector<float> k(static_cast<std::size_t>(tokens * kv_width)), v(k.size());  // [tokens, kv_heads, head_dim]
   q_.forward(x, tokens, q.data());
-  k_.forward(x, tokens, k);
-  v_.forward(x, tokens, v);
+  k_.forward(x, tokens, k.data());
+  v_.forward(x, tokens, v.data());
   if (q_norm_) {  // Qwen3: RMSNorm over each head's vector before the rotation
     std::vector<float> normed(q.size());
     q_norm_->forward(q.data(), tokens * heads_, normed.data());
     q.swap(normed);
-    std::vector<float> k_normed(static_cast<std::size_t>(tokens * kv_width));
-    k_norm_->forward(k, tokens * kv_heads_, k_normed.data());
-    std::memcpy(k, k_normed.data(), sizeof(float) * k_normed.size());
+    std::vector<float> k_normed(k.size());
+    k_norm_->forward(k.data(), tokens * kv_heads_, k_normed.data());
+    k.swap(k_normed);
   }
   std::vector<float> cos(static_cast<std::size_t>(tokens * head_dim_ / 2)), sin(cos.size());
   cpu::rope_cos_sin(frequencies_, position, tokens, cos.data(), sin.data());
   cpu::apply_rope(q.data(), tokens, heads_, heads_ * head_dim_, head_dim_, static_cast<int>(head_dim_), cos.data(),
                   sin.data(), cpu::RopeLayout::half_split);
-  cpu::apply_rope(k, tokens, kv_heads_, kv_width, head_dim_, static_cast<int>(head_dim_), cos.data(), sin.data(),
+  cpu::apply_rope(k.data(), tokens, kv_heads_, kv_width, head_dim_, static_cast<int>(head_dim_), cos.data(), sin.data(),
                   cpu::RopeLayout::half_split);
+  k_cache_.write(position, tokens, k.data(), kv_width);
+  v_cache_.write(position, tokens, v.data(), kv_width);
   std::vector<float> attn(q.size());
-  cpu::gqa_attention(q.data(), tokens, heads_, head_dim_, k_cache_.data(), v_cache_.data(), kv_heads_, position,
-                     scale_, attn.data());
+  cpu::gqa_attention(q.data(), tokens, heads_, head_dim_, k_cache_.data(), v_cache_.data(), k_cache_.dtype(),
+                     kv_heads_, position, scale_, attn.data());
   o_.forward(attn.data(), tokens, out);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "operators/build_context.h"
+#include "operators/cpu/cache_rows.h"
 #include "operators/cpu/rope.h"
 #include "operators/linear_op.h"
 
@@ -15,7 +16,7 @@ class AttentionOp {
   virtual ~AttentionOp() = default;
   // x: [tokens, hidden] f32 (already normalised) -> out: [tokens, hidden] f32
   virtual void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) = 0;
-  // Bytes of KV cache held.
+  // Bytes of KV cache held: the allocations themselves (BuildContext::kv_cache sizes them).
   virtual std::size_t cache_bytes() const = 0;
   // Where x, out and the cache live.
   virtual Device device() const { return Device::cpu(); }
@@ -42,24 +43,24 @@ class MlaAttention final : public AttentionOp, private MlaProjections {
  public:
   MlaAttention(const BuildContext& context, const Module& self_attn);
   void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
-  std::size_t cache_bytes() const override { return (latent_cache_.size() + rope_cache_.size()) * sizeof(float); }
+  std::size_t cache_bytes() const override { return latent_cache_.bytes() + rope_cache_.bytes(); }
 
  private:
   std::vector<float> w_uk_;  // [heads, nope, latent]: kv_b_proj rows that make keys, f32
   std::vector<float> w_uv_;  // [heads, v_dim, latent]: kv_b_proj rows that make values, f32
   cpu::RopeFrequencies frequencies_;
-  std::vector<float> latent_cache_;  // [max_context, latent]
-  std::vector<float> rope_cache_;    // [max_context, rope]
+  cpu::CacheRows latent_cache_;  // [max_context, latent], f32 or bf16
+  cpu::CacheRows rope_cache_;    // [max_context, rope], f32 or bf16
   std::int64_t max_context_;
 };
 
 // Grouped-query attention (Qwen3-MoE with per-head q/k RMSNorm, Mixtral without). The cache holds
-// rotated keys and values, [max_context, kv_heads, head_dim] each.
+// rotated keys and values, [max_context, kv_heads, head_dim] each, f32 or bf16.
 class GqaAttention final : public AttentionOp {
  public:
   GqaAttention(const BuildContext& context, const Module& self_attn);
   void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
-  std::size_t cache_bytes() const override { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+  std::size_t cache_bytes() const override { return k_cache_.bytes() + v_cache_.bytes(); }
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_;
@@ -67,7 +68,7 @@ class GqaAttention final : public AttentionOp {
   LinearOp q_, k_, v_, o_;
   std::unique_ptr<NormOp> q_norm_, k_norm_;
   cpu::RopeFrequencies frequencies_;
-  std::vector<float> k_cache_, v_cache_;
+  cpu::CacheRows k_cache_, v_cache_;
   std::int64_t max_context_;
 };
 

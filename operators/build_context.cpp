@@ -16,6 +16,10 @@ const Module& BuildContext::child(const Module& parent, std::string_view local_n
   throw std::logic_error(std::string(parent.name) + " has no child " + std::string(local_name));
 }
 
+KvCacheLayout BuildContext::kv_cache() const {
+  return kv_cache_layout(tree.config(), max_context, switchyard::kv_cache_dtype(tree.config(), kv_cache_dtype));
+}
+
 Tensor BuildContext::param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const {
   for (const Parameter& p : module.params) {
     if (p.name != name) continue;

@@ -4,11 +4,13 @@
 // shape the tree (config.json) predicts, so a checkpoint that disagrees fails with the tensor's
 // name before anything runs.
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/kv_cache_layout.h"
 #include "core/module_tree.h"
 #include "core/trace.h"
 #include "placement/implementation.h"
@@ -35,8 +37,12 @@ struct BuildContext {
   Tracer* tracer = nullptr;         // NVTX ranges and profile events; nullptr: none
   DeviceRuntimes* runtimes = nullptr;  // the GPUs' shared state; set by CausalLM
   BuiltImplementations* built = nullptr;  // filled by the builders when set
+  std::optional<DType> kv_cache_dtype = std::nullopt;  // f32 | bf16 (--kv_cache_dtype); nullopt: the checkpoint's
 
   const Module& child(const Module& parent, std::string_view local_name) const;
+  // Every attention layer's KV cache: kv_cache_layout for this model, max_context and dtype (the
+  // same call check's memory estimate makes).
+  KvCacheLayout kv_cache() const;
   // The module's parameter `name` from the checkpoint, in one of `dtypes`.
   Tensor param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const;
   // The same converted to f32 (small tensors: norms, biases).

@@ -33,12 +33,14 @@ class DeviceRuntimes {};
 
 namespace {
 
-// The caches are allocated up front (f32); refuse a --max_context whose caches cannot fit in this
-// machine's memory with a message that says so, rather than failing inside an allocation.
-void check_kv_cache_fits(const ModelConfig& config, std::int64_t max_context) {
+// The caches are allocated up front (BuildContext::kv_cache); refuse a --max_context whose caches
+// cannot fit in this machine's memory with a message that says so, rather than failing inside an
+// allocation.
+void check_kv_cache_fits(const BuildContext& context) {
+  const std::int64_t max_context = context.max_context;
   if (max_context <= 0) throw InputError("--max_context must be at least 1 token");
-  const double bytes = static_cast<double>(config.kv_cache_bytes_per_token_per_layer(sizeof(float))) *
-                       static_cast<double>(max_context) * config.num_hidden_layers;
+  const double bytes =
+      static_cast<double>(context.kv_cache().bytes()) * context.tree.config().num_hidden_layers;
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (physical > 0 && bytes > physical)
     throw InputError("a KV cache of " + format_bytes(static_cast<std::uint64_t>(bytes)) + " for --max_context " +
@@ -61,7 +63,7 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   context.runtimes = runtimes_.get();
 #endif
   const ModuleTree& tree = context.tree;
-  check_kv_cache_fits(tree.config(), context.max_context);
+  check_kv_cache_fits(context);
   const Module& root = tree.at(0);
   const Module& model = context.child(root, "model");
   const Module& embed = context.child(model, "embed_tokens");
@@ -109,6 +111,13 @@ CausalLM::~CausalLM() {
 std::size_t CausalLM::kv_cache_bytes() const {
   std::size_t total = 0;
   for (const auto& layer : layers_) total += layer->attention().cache_bytes();
+  return total;
+}
+
+std::size_t CausalLM::kv_cache_bytes(Device device) const {
+  std::size_t total = 0;
+  for (const auto& layer : layers_)
+    if (layer->attention_device() == device) total += layer->attention().cache_bytes();
   return total;
 }
 

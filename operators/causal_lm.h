@@ -61,7 +61,9 @@ class CausalLM {
   // Throws InputError for an id outside [0, vocab_size()) (forward checks its ids with it).
   void check_token_ids(std::span<const std::int32_t> ids) const;
   std::int64_t max_context() const { return max_context_; }
+  // Bytes of KV cache the attention layers hold (allocated), in all or on `device`.
   std::size_t kv_cache_bytes() const;
+  std::size_t kv_cache_bytes(Device device) const;
   // The GPU whose decode steps are CUDA graphs, if any.
   std::optional<Device> graph_device() const;
   // Benchmarks: with skip, the CPU experts' hand-offs go on as usual but their work is not done

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 
 #include <cstring>
+#include <optional>
 
 #include "operators/activations.h"
 #include "operators/cpu/half.h"
@@ -18,12 +19,25 @@
 namespace switchyard {
 namespace {
 
-// A zeroed cache: rows past the written positions are never read, but zeros keep a debugger's
-// view (and compute-sanitizer's initcheck) clean.
-cuda::DeviceBuffer make_cache(GpuRuntime& gpu, std::int64_t floats, const std::string& what) {
-  cuda::DeviceBuffer cache = gpu.context().allocate(static_cast<std::size_t>(floats) * sizeof(float), what);
+// Buffer `buffer` of the layer's cache, zeroed: rows past the written positions are never read,
+// but zeros keep a debugger's view (and compute-sanitizer's initcheck) clean. Its bytes are the
+// layout's, which check's estimate counts.
+cuda::DeviceBuffer make_cache(GpuRuntime& gpu, const KvCacheLayout& layout, int buffer, const std::string& where) {
+  const KvCacheBuffer& b = layout.buffers.at(static_cast<std::size_t>(buffer));
+  cuda::DeviceBuffer cache = gpu.context().allocate(static_cast<std::size_t>(layout.buffer_bytes(buffer)),
+                                                    std::string("the ") + b.what + " cache" + where);
   SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(cache.data(), 0, cache.bytes(), gpu.stream()));
   return cache;
+}
+
+// The first `rows` rows of a cache as f32, for a prompt's attention (cuBLAS multiplies f32): the
+// cache itself when it is f32, else a widened copy in `copy`.
+const float* rows_as_f32(GpuRuntime& gpu, const cuda::DeviceBuffer& cache, DType dtype, std::int64_t rows,
+                         std::int64_t width, std::optional<Scratch>& copy, const char* what) {
+  if (dtype == DType::f32) return cache.as<float>();
+  copy.emplace(&gpu, rows * width, what);
+  cuda::widen_cache_rows(cache.data(), dtype, rows, width, copy->data(), gpu.stream());
+  return copy->data();
 }
 
 // Batched over heads: C_h = op(A_h) B_h, column-major as cuBLAS sees the row-major operands.
@@ -110,10 +124,12 @@ GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self
   // Decode's attention kernel for one token (Hopper and later), where it takes these sizes.
   int major = 0;
   SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu_->where().index));
-  if (major >= 9 && cuda::mla_decode_supports(heads_, latent_, rope_, max_context_))
+  const KvCacheLayout cache = context.kv_cache();
+  cache_dtype_ = cache.dtype;
+  if (major >= 9 && cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, cache_dtype_))
     decode_counters_ = gpu_->zeroed_counters(cuda::mla_decode_counter_count(heads_));
-  latent_cache_ = make_cache(*gpu_, max_context_ * latent_, "the latent KV cache" + where);
-  rope_cache_ = make_cache(*gpu_, max_context_ * rope_, "the rope key cache" + where);
+  latent_cache_ = make_cache(*gpu_, cache, 0, where);
+  rope_cache_ = make_cache(*gpu_, cache, 1, where);
 }
 
 void GpuMlaAttention::absorb_queries(const float* q, std::int64_t tokens, float* q_latent) {
@@ -181,14 +197,13 @@ void GpuMlaAttention::project(const float* x, std::int64_t tokens, float* first,
 void GpuMlaAttention::attend_one_token(const float* q_latent, const float* q_rope, float* attn) {
   cudaStream_t stream = gpu_->stream();
   if (decode_counters_ == nullptr ||
-      !cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, q_latent, q_rope, latent_cache_.as<float>(),
-                                 rope_cache_.as<float>())) {
+      !cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, cache_dtype_, q_latent, q_rope,
+                                 latent_cache_.data(), rope_cache_.data())) {
     Scratch out_latent(gpu_, heads_ * latent_, "MLA latent output");
     const std::size_t bytes = cuda::mla_attention_workspace_bytes(1, heads_, latent_, max_context_);
     cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the MLA attention workspace");
-    cuda::mla_attention(q_latent, q_rope, 1, heads_, latent_, rope_, latent_cache_.as<float>(),
-                        rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent, workspace.data(),
-                        stream);
+    cuda::mla_attention(q_latent, q_rope, 1, heads_, latent_, rope_, latent_cache_.data(), rope_cache_.data(),
+                        cache_dtype_, gpu_->position(), max_context_, scale_, out_latent, workspace.data(), stream);
     expand_values(out_latent, 1, attn);
     return;
   }
@@ -198,17 +213,16 @@ void GpuMlaAttention::attend_one_token(const float* q_latent, const float* q_rop
                                    nope_ * latent_, v_dim_};
   if (cuda::mla_expand_supports(heads_, latent_, max_context_, value_rows, attn)) {
     // The splits' partials are combined by the value expansion's blocks (no combining block).
-    cuda::mla_decode_partials(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
-                              rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, workspace.data(),
-                              stream);
+    cuda::mla_decode_partials(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.data(), rope_cache_.data(),
+                              cache_dtype_, gpu_->position(), max_context_, scale_, workspace.data(), stream);
     cuda::mla_expand_partials(workspace.data(), heads_, latent_, max_context_, gpu_->position(), value_rows, attn,
                               stream);
     return;
   }
   Scratch out_latent(gpu_, heads_ * latent_, "MLA latent output");
-  cuda::mla_decode_attention(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.as<float>(),
-                             rope_cache_.as<float>(), gpu_->position(), max_context_, scale_, out_latent,
-                             workspace.data(), decode_counters_, stream);
+  cuda::mla_decode_attention(q_latent, q_rope, heads_, latent_, rope_, latent_cache_.data(), rope_cache_.data(),
+                             cache_dtype_, gpu_->position(), max_context_, scale_, out_latent, workspace.data(),
+                             decode_counters_, stream);
   expand_values(out_latent, 1, attn);
 }
 
@@ -244,8 +258,8 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   const cuda::MlaAbsorb absorb{w_uk_t_.data(), w_uk_t_dtype_, q, heads_, latent_, nope_, q_head, q_latent.data()};
   const bool absorb_with_caches = cuda::mla_absorb_supported(absorb, tokens);
   cuda::write_mla_caches(ckv, tokens, latent_, rope_, kv_a_norm_.device_weight(), kv_a_norm_.device_dtype(),
-                         kv_a_norm_.eps(), cos, sin, layout, gpu_->position(), max_context_, latent_cache_.as<float>(),
-                         rope_cache_.as<float>(), stream, rope_queries,
+                         kv_a_norm_.eps(), cos, sin, layout, gpu_->position(), max_context_, latent_cache_.data(),
+                         rope_cache_.data(), cache_dtype_, stream, rope_queries,
                          absorb_with_caches ? absorb : cuda::MlaAbsorb{});
   if (tokens > 1)
     cuda::apply_rope_at(q + nope_, tokens, heads_, heads_ * q_head, q_head, static_cast<int>(rope_), cos, sin,
@@ -259,11 +273,15 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   } else {
     // Prefill, decompressed: keys and values of every position so far, per head.
     const std::int64_t context = position + tokens;
+    std::optional<Scratch> latent_f32, rope_f32;  // widened copies of a bf16 cache's rows
+    const float* latent_rows = rows_as_f32(*gpu_, latent_cache_, cache_dtype_, context, latent_, latent_f32,
+                                           "MLA latent cache rows (f32)");
+    const float* rope_rows =
+        rows_as_f32(*gpu_, rope_cache_, cache_dtype_, context, rope_, rope_f32, "MLA rope key cache rows (f32)");
     Scratch kv(gpu_, context * heads_ * (nope_ + v_dim_), "MLA decompressed KV");
-    kv_b_.forward(latent_cache_.as<float>(), context, kv);
+    kv_b_.forward(latent_rows, context, kv);
     Scratch keys(gpu_, context * heads_ * q_head, "MLA keys"), values(gpu_, context * heads_ * v_dim_, "MLA values");
-    cuda::assemble_mla_keys_values(kv, rope_cache_.as<float>(), context, heads_, nope_, rope_, v_dim_, keys, values,
-                                   stream);
+    cuda::assemble_mla_keys_values(kv, rope_rows, context, heads_, nope_, rope_, v_dim_, keys, values, stream);
     attend_prompt(*gpu_, q, tokens, heads_, q_head, v_dim_, keys, values, heads_, position, scale_, attn);
   }
   o_.forward(attn, tokens, out);
@@ -287,8 +305,10 @@ GpuGqaAttention::GpuGqaAttention(const BuildContext& context, const Module& self
   scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
   rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, static_cast<int>(head_dim_)), max_context_);
   const std::string where = " of " + std::string(self_attn.name);
-  k_cache_ = make_cache(*gpu_, max_context_ * kv_heads_ * head_dim_, "the key cache" + where);
-  v_cache_ = make_cache(*gpu_, max_context_ * kv_heads_ * head_dim_, "the value cache" + where);
+  const KvCacheLayout cache = context.kv_cache();
+  cache_dtype_ = cache.dtype;
+  k_cache_ = make_cache(*gpu_, cache, 0, where);
+  v_cache_ = make_cache(*gpu_, cache, 1, where);
 }
 
 void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) {
@@ -313,16 +333,22 @@ void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
                       cpu::RopeLayout::half_split, stream);
   cuda::apply_rope_at(k, tokens, kv_heads_, kv_width, head_dim_, dim, cos, sin, gpu_->position(),
                       cpu::RopeLayout::half_split, stream);
-  cuda::write_cache_rows(k_cache_.as<float>(), kv_width, k, kv_width, tokens, gpu_->position(), max_context_, stream);
-  cuda::write_cache_rows(v_cache_.as<float>(), kv_width, v, kv_width, tokens, gpu_->position(), max_context_, stream);
+  cuda::write_cache_rows(k_cache_.data(), cache_dtype_, kv_width, k, kv_width, tokens, gpu_->position(), max_context_,
+                         stream);
+  cuda::write_cache_rows(v_cache_.data(), cache_dtype_, kv_width, v, kv_width, tokens, gpu_->position(), max_context_,
+                         stream);
   Scratch attn(gpu_, tokens * q_width, "attention output");
   if (tokens > 1) {
-    attend_prompt(*gpu_, q, tokens, heads_, head_dim_, head_dim_, k_cache_.as<float>(), v_cache_.as<float>(),
-                  kv_heads_, position, scale_, attn);
+    const std::int64_t context = position + tokens;
+    std::optional<Scratch> k_f32, v_f32;  // widened copies of a bf16 cache's rows
+    const float* k_rows = rows_as_f32(*gpu_, k_cache_, cache_dtype_, context, kv_width, k_f32, "key cache rows (f32)");
+    const float* v_rows =
+        rows_as_f32(*gpu_, v_cache_, cache_dtype_, context, kv_width, v_f32, "value cache rows (f32)");
+    attend_prompt(*gpu_, q, tokens, heads_, head_dim_, head_dim_, k_rows, v_rows, kv_heads_, position, scale_, attn);
   } else {
     const std::size_t bytes = cuda::gqa_attention_workspace_bytes(tokens, heads_, head_dim_, max_context_);
     cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the attention workspace");
-    cuda::gqa_attention(q, tokens, heads_, head_dim_, head_dim_, k_cache_.as<float>(), v_cache_.as<float>(),
+    cuda::gqa_attention(q, tokens, heads_, head_dim_, head_dim_, k_cache_.data(), v_cache_.data(), cache_dtype_,
                         kv_heads_, gpu_->position(), max_context_, scale_, attn, workspace.data(), stream);
   }
   o_.forward(attn, tokens, out);

@@ -8,6 +8,10 @@
 // value rows), reading the latent cache once per tile of heads; prefill decompresses the cached
 // latent into per-head keys and values and runs ordinary attention over them.
 // GQA (Qwen3-MoE with per-head q/k norms, Mixtral): keys and values cached per kv head.
+//
+// Caches are f32 or bf16 (BuildContext::kv_cache, core/kv_cache_layout.h): written rounded, read
+// widened by the kernels themselves in decode (half the bytes for bf16), and widened into an f32
+// copy of the visible rows for a prompt's cuBLAS attention.
 #include "operators/attention_op.h"
 #include "operators/gpu_runtime.h"
 
@@ -36,7 +40,8 @@ class GpuMlaAttention final : public AttentionOp, private MlaProjections {
   std::int64_t max_context_;
   LinearOp kv_b_;
   const GpuRuntime::RopeTables* rope_tables_;
-  cuda::DeviceBuffer latent_cache_, rope_cache_;  // [max_context, latent], [max_context, rope] f32
+  cuda::DeviceBuffer latent_cache_, rope_cache_;  // [max_context, latent], [max_context, rope] of cache_dtype_
+  DType cache_dtype_ = DType::f32;
   // kv_b_proj's key rows transposed per head, [heads, latent, nope] in the checkpoint's dtype:
   // decode's absorption is then a matrix-vector product over contiguous rows.
   cuda::DeviceBuffer w_uk_t_;
@@ -59,7 +64,8 @@ class GpuGqaAttention final : public AttentionOp {
   LinearOp q_, k_, v_, o_;
   std::unique_ptr<NormOp> q_norm_, k_norm_;
   const GpuRuntime::RopeTables* rope_tables_;
-  cuda::DeviceBuffer k_cache_, v_cache_;  // [max_context, kv_heads, head_dim] f32
+  cuda::DeviceBuffer k_cache_, v_cache_;  // [max_context, kv_heads, head_dim] of cache_dtype_
+  DType cache_dtype_ = DType::f32;
 };
 
 }  // namespace switchyard

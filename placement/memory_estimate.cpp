@@ -14,6 +14,10 @@ std::vector<Device> weight_devices(const ModulePlacement& owner) {
   return {owner.generate_device, owner.prefill_device};
 }
 
+KvCacheLayout kv_cache_layout(const ModelConfig& config, const MemoryBudget& budget) {
+  return kv_cache_layout(config, budget.max_context, kv_cache_dtype(config, budget.kv_cache_dtype));
+}
+
 std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const MemoryBudget& budget) {
   const ModuleTree& tree = *plan.tree;
   std::map<Device, DeviceMemory> by_device;
@@ -31,9 +35,8 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
       if (held_by.size() > 1) memory.one_phase_bytes += module.own_bytes();
     }
   }
-  const std::uint64_t kv_per_layer =
-      tree.config().kv_cache_bytes_per_token_per_layer(budget.kv_cache_element_bytes) *
-      static_cast<std::uint64_t>(budget.max_context);
+  // Each attention layer allocates its cache on its device (decode and prefill share it).
+  const std::uint64_t kv_per_layer = kv_cache_layout(tree.config(), budget).bytes();
   for (const ModulePlacement& p : plan.visited) {
     const Module& module = tree.at(p.module);
     if (module.cls->role != ModuleRole::attention) continue;

@@ -2,14 +2,16 @@
 // Per-device memory a plan needs: the weights each device holds (a module's weights live where
 // its owning operator runs, in decode and in prefill: routed experts that run on the CPU in one
 // phase and on a GPU in the other are held by both) plus the KV cache of the attention layers it
-// runs, for --max_context tokens, plus the CPU experts' prefill buffers. Checked against
-// --gpu_memory / --cpu_memory budgets.
+// runs, for --max_context tokens in the cache's dtype, plus the CPU experts' prefill buffers.
+// Checked against --gpu_memory / --cpu_memory budgets. The KV cache bytes are exactly what run
+// allocates: both come from kv_cache_layout (core/kv_cache_layout.h).
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "core/device.h"
 #include "core/diagnostics.h"
+#include "core/kv_cache_layout.h"
 #include "placement/placement_plan.h"
 
 namespace switchyard {
@@ -30,9 +32,13 @@ struct MemoryBudget {
   std::vector<std::uint64_t> gpu_bytes;  // one per GPU, or one for all
   std::optional<std::uint64_t> cpu_bytes;
   std::int64_t max_context = 4096;       // tokens of KV cache per attention layer
-  int kv_cache_element_bytes = 2;        // bf16 cache
+  std::optional<DType> kv_cache_dtype = std::nullopt;  // f32 | bf16 (--kv_cache_dtype); nullopt: the checkpoint's
   std::int64_t prefill_chunk = 512;      // most prompt tokens a forward pass (run --prefill_chunk)
 };
+
+// The KV cache of one attention layer of `config` under `budget`: its max_context and dtype
+// (kv_cache_dtype with the budget's request), as BuildContext::kv_cache gives it to the operators.
+KvCacheLayout kv_cache_layout(const ModelConfig& config, const MemoryBudget& budget);
 
 // The devices that hold the weights of the modules `owner` owns: its decode device, and its
 // prefill device where that differs (the model keeps a copy there: GpuMoeOp uploads every routed

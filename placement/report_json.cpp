@@ -88,6 +88,7 @@ ordered_json check_to_json(const CheckResult& result, const MemoryBudget& budget
                                    {"budget_bytes", m.budget_bytes ? ordered_json(*m.budget_bytes) : ordered_json(nullptr)}});
   out["devices"] = std::move(devices);
   out["max_context"] = budget.max_context;
+  out["kv_cache_dtype"] = dtype_name(kv_cache_layout(result.tree->config(), budget).dtype);
   ordered_json diagnostics = ordered_json::array();
   for (const Diagnostic& d : result.diagnostics.sorted()) diagnostics.push_back(diagnostic_json(d));
   out["diagnostics"] = std::move(diagnostics);

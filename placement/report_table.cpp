@@ -145,7 +145,10 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
 
   out << "\n";
   std::vector<std::vector<std::string>> devices = {
-      {"DEVICE", "WEIGHTS", "KV CACHE (" + std::to_string(budget.max_context) + " tok)", "TOTAL", "BUDGET", "HEADROOM"}};
+      {"DEVICE", "WEIGHTS",
+       "KV CACHE (" + std::to_string(budget.max_context) + " tok, " +
+           dtype_name(kv_cache_layout(result.tree->config(), budget).dtype) + ")",
+       "TOTAL", "BUDGET", "HEADROOM"}};
   for (const DeviceMemory& m : result.memory)
     devices.push_back({m.device.str(), format_bytes(m.weight_bytes), format_bytes(m.kv_cache_bytes),
                        format_bytes(m.total_bytes()), budget_text(m.budget_bytes), headroom_text(m)});

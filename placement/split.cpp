@@ -267,9 +267,7 @@ SplitResult split_profile(const CheckResult& base, int gpus, const MemoryBudget&
     else if (module.name == "model.norm" || module.name == "lm_head") last_extra += module.own_bytes();
     else first_extra += module.own_bytes();
   }
-  const std::uint64_t kv_per_layer =
-      tree.config().kv_cache_bytes_per_token_per_layer(budget.kv_cache_element_bytes) *
-      static_cast<std::uint64_t>(budget.max_context);
+  const std::uint64_t kv_per_layer = kv_cache_layout(tree.config(), budget).bytes();
   for (const ModulePlacement& p : plan.visited) {
     const Module& module = tree.at(p.module);
     if (module.cls->role == ModuleRole::attention && p.generate_device.is_cuda() && module.layer >= 0)

@@ -30,6 +30,24 @@ inline std::vector<float> cache_with_garbage(std::int64_t rows, std::int64_t wid
   return cache;
 }
 
+// A cache as a bf16 cache holds it: every value rounded to bf16 in place (so that the references
+// see exactly what the kernels read, NaN staying NaN) and the bits returned.
+inline std::vector<std::uint16_t> round_to_bf16(std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    bits[i] = cpu::f32_to_bf16(values[i]);
+    values[i] = cpu::bf16_to_f32(bits[i]);
+  }
+  return bits;
+}
+
+// The device copy of a cache in `dtype` (f32 or bf16); for bf16 `values` are rounded in place first.
+inline cuda::DeviceBuffer cache_to_device(cuda::DeviceContext& context, std::vector<float>& values, DType dtype) {
+  REQUIRE((dtype == DType::f32 || dtype == DType::bf16));
+  if (dtype == DType::f32) return to_device(context, values);
+  return to_device(context, round_to_bf16(values));
+}
+
 // Exact attention and the scale its errors are measured against (see the tolerances above).
 struct Exact {
   std::vector<double> out;        // [tokens, heads, v_dim]
@@ -112,12 +130,14 @@ inline double check_against(const std::vector<float>& got, const Exact& exact, c
 struct MlaShape {
   std::int64_t tokens, heads, latent_dim, rope_dim, position, max_context;
   float scale;
+  DType cache_dtype = DType::f32;
 };
 
 inline std::string describe(const MlaShape& s) {
   std::ostringstream out;
   out << "mla: tokens " << s.tokens << ", heads " << s.heads << ", latent " << s.latent_dim << ", rope "
-      << s.rope_dim << ", position " << s.position << ", max_context " << s.max_context << ", scale " << s.scale;
+      << s.rope_dim << ", position " << s.position << ", max_context " << s.max_context << ", scale " << s.scale
+      << ", " << dtype_name(s.cache_dtype) << " cache";
   return out.str();
 }
 
@@ -151,7 +171,7 @@ inline Exact exact_mla(const MlaShape& s, const MlaInputs& in) {
 inline std::vector<float> mla_on_cpu(const MlaShape& s, const MlaInputs& in) {
   std::vector<float> out(static_cast<std::size_t>(s.tokens * s.heads * s.latent_dim));
   cpu::mla_attention(in.q_latent.data(), in.q_rope.data(), s.tokens, s.heads, s.latent_dim, s.rope_dim,
-                     in.latent_cache.data(), in.rope_cache.data(), s.position, s.scale, out.data());
+                     in.latent_cache.data(), in.rope_cache.data(), DType::f32, s.position, s.scale, out.data());
   return out;
 }
 

@@ -260,3 +260,33 @@ TEST_CASE("check command: a rule's kwargs appear once in the JSON document, not 
   CHECK(doc["rules"][0]["kwargs"]["notes"].size() == 20000);
   CHECK(run.output.size() < 2'000'000);
 }
+
+TEST_CASE("check command: --kv_cache_dtype sets the KV cache's element type, and the checkpoint's dtype is the default") {
+  const std::string profile = source_path("optimize_rules/DeepSeek-V2-Lite-Chat.yaml");
+  const std::string base = "check --arch deepseek-v2-lite --optimize_config_path " + profile + " --format json";
+  const auto kv_bytes = [](const json& doc) {
+    std::uint64_t total = 0;
+    for (const json& d : doc["devices"]) total += d["kv_cache_bytes"].get<std::uint64_t>();
+    return total;
+  };
+  const json by_default = parse_document(run_switchyard(base).output);  // the preset's torch_dtype: bfloat16
+  const json f32 = parse_document(run_switchyard(base + " --kv_cache_dtype f32").output);
+  const json bf16 = parse_document(run_switchyard(base + " --kv_cache_dtype bf16").output);
+  CHECK(by_default["kv_cache_dtype"] == "bf16");
+  CHECK(f32["kv_cache_dtype"] == "f32");
+  CHECK(bf16["kv_cache_dtype"] == "bf16");
+  // DeepSeek-V2-Lite: 27 layers of 512 + 64 elements a position, 4096 positions.
+  CHECK(kv_bytes(bf16) == 27ULL * 576 * 4096 * 2);
+  CHECK(kv_bytes(f32) == 2 * kv_bytes(bf16));
+  CHECK(kv_bytes(by_default) == kv_bytes(bf16));
+  const auto table = run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " + profile +
+                                    " --kv_cache_dtype f32 --max_context 1000");
+  CHECK(table.exit_code == 0);
+  CHECK(table.output.find("KV CACHE (1000 tok, f32)") != std::string::npos);
+  for (const char* bad : {"f16", "fp32", "BF16", "''"}) {
+    INFO("--kv_cache_dtype " << bad);
+    const auto refused = run_switchyard_with_env("", base + " --kv_cache_dtype " + bad, /*with_stderr=*/true);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.output.find("is not a KV cache dtype (f32, bf16)") != std::string::npos);
+  }
+}

@@ -2,8 +2,9 @@
 // write_cache_rows for the latent; copy_rows, apply_rope_at, write_cache_rows for the rope key;
 // apply_rope_at and copy_rows for the queries' rope parts):
 // bit-identical caches, at a position read from device memory, on fresh random inputs, with rows
-// outside the written ones untouched; and its absorbing blocks (decode's absorbed queries) against a
-// double-precision reference. Skipped visibly without a GPU.
+// outside the written ones untouched, in f32 caches and in bf16 caches (both paths round the same
+// f32 values); and its absorbing blocks (decode's absorbed queries) against a double-precision
+// reference. Skipped visibly without a GPU.
 #include <doctest/doctest.h>
 
 #ifdef SWITCHYARD_HAVE_CUDA
@@ -58,11 +59,19 @@ TEST_CASE("cuda: write_mla_caches equals the eight kernels it fuses, bit for bit
                                                            : up(weight_f32.data(), weight_f32.size() * 4);
     cuda::DeviceBuffer cos_d = up(cos.data(), cos.size() * 4), sin_d = up(sin.data(), sin.size() * 4);
     cuda::DeviceBuffer position_d = up(&position, 4);
-    // Caches prefilled with a pattern, to see that other rows stay as they were.
+    // Caches prefilled with a pattern (7.25: f32 0x40e80000, bf16 0x40e8), to see that other rows stay
+    // as they were.
+    const sy::DType cache_dtype = round % 4 < 2 ? sy::DType::f32 : sy::DType::bf16;
+    const std::size_t element = cache_dtype == sy::DType::f32 ? 4 : 2;
+    INFO(sy::dtype_name(cache_dtype) << " caches");
     std::vector<float> pattern(static_cast<std::size_t>(max_context * latent), 7.25f);
-    cuda::DeviceBuffer fused_latent = up(pattern.data(), pattern.size() * 4), plain_latent = up(pattern.data(), pattern.size() * 4);
-    cuda::DeviceBuffer fused_rope = up(pattern.data(), static_cast<std::size_t>(max_context * rope) * 4),
-                       plain_rope = up(pattern.data(), static_cast<std::size_t>(max_context * rope) * 4);
+    std::vector<std::uint16_t> pattern16(pattern.size(), 0x40e8);
+    const void* pattern_bytes =
+        cache_dtype == sy::DType::f32 ? static_cast<const void*>(pattern.data()) : pattern16.data();
+    const std::size_t latent_bytes = pattern.size() * element;
+    const std::size_t rope_bytes = static_cast<std::size_t>(max_context * rope) * element;
+    cuda::DeviceBuffer fused_latent = up(pattern_bytes, latent_bytes), plain_latent = up(pattern_bytes, latent_bytes);
+    cuda::DeviceBuffer fused_rope = up(pattern_bytes, rope_bytes), plain_rope = up(pattern_bytes, rope_bytes);
     const float eps = 1e-6f;
     cudaStream_t stream = context.stream();
     // Query heads [tokens, heads, nope + rope]: their rope parts rotated into a compact buffer.
@@ -72,8 +81,8 @@ TEST_CASE("cuda: write_mla_caches equals the eight kernels it fuses, bit for bit
     cuda::DeviceBuffer q_d = up(q.data(), q.size() * 4);
     cuda::DeviceBuffer q_rope_fused = context.allocate(static_cast<std::size_t>(tokens * heads * rope) * 4, "t");
     cuda::write_mla_caches(ckv_d.as<float>(), tokens, latent, rope, weight_d.data(), dtype, eps, cos_d.as<float>(),
-                           sin_d.as<float>(), layout, position_d.as<std::int32_t>(), max_context,
-                           fused_latent.as<float>(), fused_rope.as<float>(), stream,
+                           sin_d.as<float>(), layout, position_d.as<std::int32_t>(), max_context, fused_latent.data(),
+                           fused_rope.data(), cache_dtype, stream,
                            cuda::MlaQueryRope{q_d.as<float>() + nope, heads, heads * q_head, q_head,
                                               q_rope_fused.as<float>()});
     cuda::apply_rope_at(q_d.as<float>() + nope, tokens, heads, heads * q_head, q_head, static_cast<int>(rope),
@@ -85,30 +94,33 @@ TEST_CASE("cuda: write_mla_caches equals the eight kernels it fuses, bit for bit
                        k = context.allocate(static_cast<std::size_t>(tokens * rope) * 4, "t");
     cuda::copy_rows(ckv_d.as<float>(), latent + rope, tokens, latent, lat.as<float>(), latent, stream);
     cuda::rms_norm(lat.as<float>(), tokens, latent, weight_d.data(), dtype, eps, normed.as<float>(), stream);
-    cuda::write_cache_rows(plain_latent.as<float>(), latent, normed.as<float>(), latent, tokens,
+    cuda::write_cache_rows(plain_latent.data(), cache_dtype, latent, normed.as<float>(), latent, tokens,
                            position_d.as<std::int32_t>(), max_context, stream);
     cuda::copy_rows(ckv_d.as<float>() + latent, latent + rope, tokens, rope, k.as<float>(), rope, stream);
     cuda::apply_rope_at(k.as<float>(), tokens, 1, rope, rope, static_cast<int>(rope), cos_d.as<float>(),
                         sin_d.as<float>(), position_d.as<std::int32_t>(), layout, stream);
-    cuda::write_cache_rows(plain_rope.as<float>(), rope, k.as<float>(), rope, tokens, position_d.as<std::int32_t>(),
-                           max_context, stream);
+    cuda::write_cache_rows(plain_rope.data(), cache_dtype, rope, k.as<float>(), rope, tokens,
+                           position_d.as<std::int32_t>(), max_context, stream);
     auto down = [&](const cuda::DeviceBuffer& b, std::size_t floats) {
       std::vector<float> host(floats);
       context.copy_to_host(host.data(), b.data(), floats * 4);
       context.synchronize();
       return host;
     };
-    const std::size_t latent_floats = pattern.size(), rope_floats = static_cast<std::size_t>(max_context * rope);
-    const std::vector<float> a = down(fused_latent, latent_floats), b = down(plain_latent, latent_floats);
-    const std::vector<float> c = down(fused_rope, rope_floats), d = down(plain_rope, rope_floats);
-    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-    CHECK(std::memcmp(c.data(), d.data(), c.size() * 4) == 0);
+    const std::vector<std::uint8_t> a = to_host<std::uint8_t>(context, fused_latent, latent_bytes),
+                                    b = to_host<std::uint8_t>(context, plain_latent, latent_bytes);
+    const std::vector<std::uint8_t> c = to_host<std::uint8_t>(context, fused_rope, rope_bytes),
+                                    d = to_host<std::uint8_t>(context, plain_rope, rope_bytes);
+    CHECK(a == b);
+    CHECK(c == d);
     const std::size_t q_rope_floats = static_cast<std::size_t>(tokens * heads * rope);
     const std::vector<float> e = down(q_rope_fused, q_rope_floats), f = down(q_rope_plain, q_rope_floats);
     CHECK(std::memcmp(e.data(), f.data(), e.size() * 4) == 0);
     CHECK(e[0] != q[static_cast<std::size_t>(nope)]);  // rotated (position > 0), not copied
-    CHECK(a[0] == 7.25f);                                    // row 0: not written
-    CHECK(a[static_cast<std::size_t>(position * latent)] != 7.25f);  // the first new row: written
+    const auto* pattern_start = static_cast<const std::uint8_t*>(pattern_bytes);
+    CHECK(std::memcmp(a.data(), pattern_start, element) == 0);  // row 0: not written
+    // The first new row: written.
+    CHECK(std::memcmp(a.data() + position * latent * element, pattern_start, element) != 0);
   }
 }
 
@@ -148,7 +160,7 @@ TEST_CASE("cuda: write_mla_caches absorbs the queries in the same launch, as the
     cuda::DeviceBuffer out = context.allocate(static_cast<std::size_t>(heads * rows) * 4, "absorbed");
     cuda::write_mla_caches(ckv_d.as<float>(), 1, latent, rope, norm_d.data(), sy::DType::f32, 1e-6f, cos_d.as<float>(),
                            sin_d.as<float>(), sy::cpu::RopeLayout::half_split, position_d.as<std::int32_t>(),
-                           max_context, latent_cache.as<float>(), rope_cache.as<float>(), context.stream(), {},
+                           max_context, latent_cache.data(), rope_cache.data(), sy::DType::f32, context.stream(), {},
                            cuda::MlaAbsorb{weight_d.data(), dtype, q_d.as<float>(), heads, rows, in, head_stride,
                                            out.as<float>()});
     const std::vector<float> got = to_host<float>(context, out, static_cast<std::size_t>(heads * rows));
@@ -170,7 +182,7 @@ TEST_CASE("cuda: write_mla_caches absorbs the queries in the same launch, as the
   float* none = nullptr;
   CHECK_THROWS_AS(cuda::write_mla_caches(none, 2, 512, 64, none, sy::DType::f32, 1e-6f, none, none,
                                          sy::cpu::RopeLayout::half_split, reinterpret_cast<const std::int32_t*>(16),
-                                         8, none, none, context.stream(), {},
+                                         8, none, none, sy::DType::f32, context.stream(), {},
                                          cuda::MlaAbsorb{reinterpret_cast<const void*>(16), sy::DType::f32,
                                                          reinterpret_cast<const float*>(16), 1, 1, 8, 8, none}),
                   std::invalid_argument);

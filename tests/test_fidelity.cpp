@@ -28,6 +28,23 @@ TEST_CASE("fidelity: logits and greedy continuations match transformers") {
   }
 }
 
+TEST_CASE("fidelity: with bf16 KV caches the logits stay within bf16's tolerance of transformers'") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml"},
+      {"deepseek_v2", "DeepSeek-V2-Lite-Chat-cpu.yaml"},
+      {"qwen3_moe", "Qwen3-MoE-cpu.yaml"},
+      {"mixtral", "Mixtral-cpu.yaml"},
+  };
+  for (const auto& [fixture, profile] : cases) {
+    const std::string name = std::string(fixture) + " with " + profile + ", bf16 KV cache";
+    INFO(name);
+    const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
+    Loaded l = load(fixture, profile, "", {}, nullptr, nullptr, DType::bf16);
+    REQUIRE(l.model->kv_cache_bytes() * 2 == load(fixture, profile).model->kv_cache_bytes());
+    check_bf16_cache_run(run_teacher_forced(*l.model, ref), ref, name);
+  }
+}
+
 TEST_CASE("fidelity: forward_greedy chooses the argmax of forward's logits on the CPU") {
   const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
   Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml");

@@ -70,6 +70,27 @@ TEST_CASE("gpu model: hybrid and all-GPU runs match transformers, eagerly and as
   }
 }
 
+TEST_CASE("gpu model: with bf16 KV caches, hybrid and all-GPU runs stay within the bf16 cache tolerance") {
+  if (no_gpu()) return;
+  // The CPU run's tolerance and jump rule (fidelity_support.h): the GPU kernels read the rounded
+  // cache rows widened exactly, so only the f32 summation orders and the rounding of values that
+  // differ by those orders separate the devices.
+  for (const auto& [fixture, hybrid] : kHybridCases) {
+    const Reference ref = load_reference(source_path(std::string("tests/fixtures/fidelity/") + fixture));
+    for (const bool all_gpu : {false, true})
+      for (const bool graph : {false, true}) {
+        const std::string name = std::string(fixture) + (all_gpu ? " all-GPU" : std::string(" hybrid ") + hybrid) +
+                                 (graph ? ", CUDA graph" : ", eager") + ", bf16 KV cache";
+        INFO(name);
+        CausalLMOptions options;
+        options.use_cuda_graph = graph;
+        Loaded l = load(fixture, all_gpu ? "<all-GPU profile>" : hybrid, all_gpu ? kAllGpuProfile : "", options,
+                        nullptr, nullptr, DType::bf16);
+        check_bf16_cache_run(run_teacher_forced(*l.model, ref), ref, name);
+      }
+  }
+}
+
 TEST_CASE("gpu model: hybrid profiles split over two GPUs (switchyard split) match transformers") {
   if (no_gpu()) return;
   if (cuda::device_count() < 2) {

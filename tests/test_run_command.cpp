@@ -247,3 +247,27 @@ TEST_CASE("bench decode --ab_env: both sides of a switch timed in one process, a
   CHECK(std::count(text.begin() + static_cast<std::ptrdiff_t>(open), text.begin() + static_cast<std::ptrdiff_t>(close),
                    ' ') == 2);
 }
+
+TEST_CASE("run command: the KV cache is the checkpoint's dtype unless --kv_cache_dtype says otherwise") {
+  // The embedded model is a bf16 checkpoint: bf16 caches, half the bytes of f32 ones.
+  const auto bf16 = run_switchyard("run --max_new_tokens 2 --max_context 16384");
+  const auto f32 = run_switchyard("run --max_new_tokens 2 --max_context 16384 --kv_cache_dtype f32");
+  REQUIRE(bf16.exit_code == 0);
+  REQUIRE(f32.exit_code == 0);
+  const auto mib = [](const std::string& output, const std::string& dtype) {
+    const auto at = output.find("KV cache: ");
+    REQUIRE_MESSAGE(at != std::string::npos, output);
+    const std::string line = output.substr(at, output.find('\n', at) - at);
+    INFO(line);
+    CHECK(line.find("for 16384 tokens (" + dtype + ")") != std::string::npos);
+    return std::stod(line.substr(std::string("KV cache: ").size()));
+  };
+  const double bf16_mib = mib(bf16.output, "bf16"), f32_mib = mib(f32.output, "f32");
+  CHECK(bf16_mib > 0);
+  CHECK(f32_mib == doctest::Approx(2 * bf16_mib).epsilon(0.05));
+  // The dry run states the dtype it estimated.
+  const auto dry = run_switchyard("run --dry_run --kv_cache_dtype f32 --max_context 512");
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.output.find("KV CACHE (512 tok, f32)") != std::string::npos);
+  CHECK(run_switchyard("run --dry_run --kv_cache_dtype q8_0").exit_code == 2);
+}

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/cache_element.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/device_facts.h"
 #include "operators/cuda/launch.cuh"
@@ -78,10 +79,11 @@ __device__ inline std::int64_t split_keys(std::int64_t all_visible, int splits) 
 struct AttentionArgs {
   const float* q_a;  // [tokens, heads, dim_a]
   const float* q_b;  // [tokens, heads, dim_b]
-  const float* k_a;  // position p, kv head g at k_a + p * k_a_row + g * k_a_head: dim_a floats
-  const float* k_b;  // likewise: dim_b floats
-  const float* v;    // likewise: v_dim floats (unused when values_are_k_a)
-  std::int64_t k_a_row, k_a_head, k_b_row, k_b_head, v_row, v_head;  // strides in floats
+  // The caches, of the kernel's cache element type (f32 or bf16, widened into the f32 tiles):
+  const void* k_a;   // position p, kv head g at k_a + p * k_a_row + g * k_a_head: dim_a elements
+  const void* k_b;   // likewise: dim_b elements
+  const void* v;     // likewise: v_dim elements (unused when values_are_k_a)
+  std::int64_t k_a_row, k_a_head, k_b_row, k_b_head, v_row, v_head;  // strides in elements
   std::int64_t tokens, heads, group;
   int dim_a, dim_b, v_dim;
   bool values_are_k_a;
@@ -126,11 +128,11 @@ __device__ inline std::int64_t output_row(const AttentionArgs& a, std::int64_t k
 // thread issues a batch of global loads before its first shared-memory store waits on them.
 constexpr int kLoadBatch = 6;
 
-// rows x width floats from source (row stride source_stride) to shared memory (row stride
-// destination_stride), columns [width, padded_width) zeroed. kVector: width == padded_width and
-// source rows 16-byte aligned.
-template <bool kVector>
-__device__ void load_rows(float* destination, int destination_stride, const float* __restrict__ source,
+// rows x width cache elements from source (row stride source_stride) to shared memory as f32 (row
+// stride destination_stride), columns [width, padded_width) zeroed. kVector: width == padded_width
+// and source rows aligned to 4 elements (16 bytes of f32, 8 of bf16).
+template <bool kVector, typename C>
+__device__ void load_rows(float* destination, int destination_stride, const C* __restrict__ source,
                           std::int64_t source_stride, int rows, int width, int padded_width) {
   if constexpr (kVector) {
     const int chunks = width / 4, total = rows * chunks;
@@ -139,7 +141,7 @@ __device__ void load_rows(float* destination, int destination_stride, const floa
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
         const int i = base + u * kThreads, row = i / chunks, chunk = i - row * chunks;
-        if (i < total) staged[u] = __ldg(reinterpret_cast<const float4*>(source + row * source_stride) + chunk);
+        if (i < total) staged[u] = load_cache4_read_only(source + row * source_stride + 4 * chunk);
       }
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
@@ -154,7 +156,7 @@ __device__ void load_rows(float* destination, int destination_stride, const floa
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
         const int i = base + u * kThreads, row = i / padded_width, column = i - row * padded_width;
-        staged[u] = i < total && column < width ? __ldg(source + row * source_stride + column) : 0.0f;
+        staged[u] = i < total && column < width ? load_cache_read_only(source + row * source_stride + column) : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
@@ -210,8 +212,8 @@ __device__ void load_query_rows(const AttentionArgs& a, float* q_tile, std::int6
 // grid: (query tiles, kv heads, splits); block: kThreads; dynamic shared memory: shared_layout.
 // Attends the block's query rows to the keys of its split that they see, then writes the output
 // (one split) or the partial (several). Every branch on which a __syncthreads depends is uniform
-// over the block.
-template <bool kVector>
+// over the block. C: the caches' element type (float, or std::uint16_t for bf16).
+template <bool kVector, typename C>
 __global__ void __launch_bounds__(kThreads, 2) attend_split(const AttentionArgs a) {
   begin_after_previous_grid();
   extern __shared__ float4 shared_words[];
@@ -264,9 +266,9 @@ __global__ void __launch_bounds__(kThreads, 2) attend_split(const AttentionArgs 
 #pragma unroll
   for (int j = 0; j < kMaxTileRows; ++j) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
-  const float* k_a = a.k_a + kv_head * a.k_a_head;
-  const float* k_b = a.padded_b > 0 ? a.k_b + kv_head * a.k_b_head : nullptr;
-  const float* v = a.values_are_k_a ? nullptr : a.v + kv_head * a.v_head;
+  const C* k_a = static_cast<const C*>(a.k_a) + kv_head * a.k_a_head;
+  const C* k_b = a.padded_b > 0 ? static_cast<const C*>(a.k_b) + kv_head * a.k_b_head : nullptr;
+  const C* v = a.values_are_k_a ? nullptr : static_cast<const C*>(a.v) + kv_head * a.v_head;
 
   for (std::int64_t tile_begin = keys_begin; tile_begin < keys_end; tile_begin += kTileKeys) {
     const int tile_keys = static_cast<int>(min(std::int64_t{kTileKeys}, keys_end - tile_begin));
@@ -456,7 +458,9 @@ void check_common(const char* name, std::int64_t tokens, std::int64_t heads, con
 }
 
 // Fills the tile layout, picks the query rows per block by shared memory, and launches.
-void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char* name, cudaStream_t stream) {
+void launch(AttentionArgs a, DType cache_dtype, std::int64_t kv_heads, void* workspace, const char* name,
+            cudaStream_t stream) {
+  const bool bf16 = cache_element_bytes(cache_dtype, name) == 2;
   a.padded_a = round_up_4(a.dim_a);
   a.padded_b = round_up_4(a.dim_b);
   a.padded_v = round_up_4(a.v_dim);
@@ -500,7 +504,8 @@ void launch(AttentionArgs a, std::int64_t kv_heads, void* workspace, const char*
                       a.k_a_row % 4 == 0 && a.k_a_head % 4 == 0 &&
                       (a.dim_b == 0 || (aligned_16(a.k_b) && a.k_b_row % 4 == 0 && a.k_b_head % 4 == 0)) &&
                       (a.values_are_k_a || (aligned_16(a.v) && a.v_row % 4 == 0 && a.v_head % 4 == 0));
-  const auto kernel = vector ? attend_split<true> : attend_split<false>;
+  const auto kernel = bf16 ? (vector ? attend_split<true, std::uint16_t> : attend_split<false, std::uint16_t>)
+                          : (vector ? attend_split<true, float> : attend_split<false, float>);
   // Past the default 48 KiB a kernel must opt in.
   if (shared_bytes > 48 * 1024 &&
       shared_bytes > static_cast<std::size_t>(allow_most_dynamic_shared_memory(reinterpret_cast<const void*>(kernel))))
@@ -527,9 +532,9 @@ std::size_t mla_attention_workspace_bytes(std::int64_t tokens, std::int64_t head
 }
 
 void gqa_attention(const float* q, std::int64_t tokens, std::int64_t heads, std::int64_t qk_dim,
-                   std::int64_t v_dim, const float* k_cache, const float* v_cache, std::int64_t kv_heads,
-                   const std::int32_t* position, std::int64_t max_context, float scale, float* out,
-                   void* workspace, cudaStream_t stream) {
+                   std::int64_t v_dim, const void* k_cache, const void* v_cache, DType cache_dtype,
+                   std::int64_t kv_heads, const std::int32_t* position, std::int64_t max_context, float scale,
+                   float* out, void* workspace, cudaStream_t stream) {
   const char* name = "cuda::gqa_attention";
   if (qk_dim < 1 || qk_dim > kMaxGqaDim || v_dim < 1 || v_dim > kMaxGqaDim)
     refuse(name, "qk_dim " + std::to_string(qk_dim) + " and v_dim " + std::to_string(v_dim) + " must be in [1, " +
@@ -557,13 +562,13 @@ void gqa_attention(const float* q, std::int64_t tokens, std::int64_t heads, std:
   a.max_context = max_context;
   a.scale = scale;
   a.out = out;
-  launch(a, kv_heads, workspace, name, stream);
+  launch(a, cache_dtype, kv_heads, workspace, name, stream);
 }
 
 void mla_attention(const float* q_latent, const float* q_rope, std::int64_t tokens, std::int64_t heads,
-                   std::int64_t latent_dim, std::int64_t rope_dim, const float* latent_cache,
-                   const float* rope_cache, const std::int32_t* position, std::int64_t max_context, float scale,
-                   float* out_latent, void* workspace, cudaStream_t stream) {
+                   std::int64_t latent_dim, std::int64_t rope_dim, const void* latent_cache,
+                   const void* rope_cache, DType cache_dtype, const std::int32_t* position,
+                   std::int64_t max_context, float scale, float* out_latent, void* workspace, cudaStream_t stream) {
   const char* name = "cuda::mla_attention";
   if (latent_dim < 1 || latent_dim > kMaxLatentDim)
     refuse(name, "latent_dim " + std::to_string(latent_dim) + " must be in [1, " + std::to_string(kMaxLatentDim) + "]");
@@ -588,7 +593,7 @@ void mla_attention(const float* q_latent, const float* q_rope, std::int64_t toke
   a.max_context = max_context;
   a.scale = scale;
   a.out = out_latent;
-  launch(a, 1, workspace, name, stream);
+  launch(a, cache_dtype, 1, workspace, name, stream);
 }
 
 }  // namespace switchyard::cuda

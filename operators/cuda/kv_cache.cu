@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/cache_element.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/gemv_rows.cuh"
 #include "operators/cuda/launch.cuh"
@@ -14,15 +16,25 @@ namespace switchyard::cuda {
 namespace {
 
 // One block per token row.
-__global__ void copy_rows_at(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,
+template <typename C>
+__global__ void copy_rows_at(C* cache, std::int64_t width, const float* source, std::int64_t source_stride,
                              const std::int32_t* position, std::int64_t max_context) {
   begin_after_previous_grid();
   const std::int64_t t = blockIdx.x;
   const std::int64_t row = std::int64_t{*position} + t;
   if (row < 0 || row >= max_context) return;
-  float* destination = cache + row * width;
+  C* destination = cache + row * width;
   const float* from = source + t * source_stride;
-  for (std::int64_t i = threadIdx.x; i < width; i += blockDim.x) destination[i] = from[i];
+  for (std::int64_t i = threadIdx.x; i < width; i += blockDim.x) store_cache(destination + i, from[i]);
+}
+
+// grid-stride over rows * width elements.
+template <typename C>
+__global__ void widen_rows(const C* cache, std::int64_t elements, float* out) {
+  begin_after_previous_grid();
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < elements;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    out[i] = load_cache(cache + i);
 }
 
 __device__ inline float norm_weight_at(const float* weight, std::int64_t i) { return weight[i]; }
@@ -31,15 +43,17 @@ __device__ inline float norm_weight_at(const unsigned short* weight, std::int64_
 }
 
 // A pair (a, b) of a rope vector rotated by (c, s): transformers' order, (x * cos) + (rotate_half(x)
-// * sin), each product rounded, as rotate_heads does it.
-__device__ inline void rotate_pair(const float* in, float* out, std::int64_t j, std::int64_t half, float c, float s,
+// * sin), each product rounded, as rotate_heads does it; stored as an element of Out (f32, or a
+// bf16 cache's, rounded).
+template <typename Out>
+__device__ inline void rotate_pair(const float* in, Out* out, std::int64_t j, std::int64_t half, float c, float s,
                                    cpu::RopeLayout layout) {
   const bool pairs_in = layout != cpu::RopeLayout::half_split;
   const bool pairs_out = layout == cpu::RopeLayout::interleaved;
   const float a = pairs_in ? in[2 * j] : in[j];
   const float b = pairs_in ? in[2 * j + 1] : in[j + half];
-  out[pairs_out ? 2 * j : j] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  out[pairs_out ? 2 * j + 1 : j + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  store_cache(out + (pairs_out ? 2 * j : j), __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
+  store_cache(out + (pairs_out ? 2 * j + 1 : j + half), __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
 }
 
 // The absorbed queries' share of a launch: `lanes` lanes per weight row (in / 8 rounded down to a
@@ -90,11 +104,11 @@ __device__ void absorb_queries(const AbsorbLaunch& launch) {
 // latent's RMSNorm (as rms_norm_rows), then the rope key's rotation (as rotate_heads for one head).
 // Then a group of the token's query heads per block, rotated into queries.out; then the absorbed
 // queries (one token).
-template <typename W>
+template <typename W, typename C>
 __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, std::int64_t rope, const W* weight,
                                         float eps, const float* cos_table, const float* sin_table,
                                         cpu::RopeLayout layout, const std::int32_t* position,
-                                        std::int64_t max_context, float* latent_cache, float* rope_cache,
+                                        std::int64_t max_context, C* latent_cache, C* rope_cache,
                                         MlaQueryRope queries, AbsorbLaunch absorb) {
   if (absorb.lanes > 0 && blockIdx.y >= absorb.first_block) {
     if (absorb.a.dtype == DType::bf16) absorb_queries<__nv_bfloat16>(absorb);
@@ -143,14 +157,14 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
   if (!row_inside) return;  // uniform across the block, after its barriers
   const float variance = sum_squares / static_cast<float>(latent);
   const auto inverse_rms = static_cast<float>(1.0 / sqrt(static_cast<double>(variance + eps)));
-  float* latent_out = latent_cache + row * latent;
+  C* latent_out = latent_cache + row * latent;
 #pragma unroll
   for (int k = 0; k < kHeld; ++k) {
     const std::int64_t i = threadIdx.x + std::int64_t{k} * blockDim.x;
-    if (i < latent) latent_out[i] = held_weight[k] * (held_in[k] * inverse_rms);
+    if (i < latent) store_cache(latent_out + i, held_weight[k] * (held_in[k] * inverse_rms));
   }
   for (std::int64_t i = threadIdx.x + std::int64_t{kHeld} * blockDim.x; i < latent; i += blockDim.x)
-    latent_out[i] = norm_weight_at(weight, i) * (in[i] * inverse_rms);
+    store_cache(latent_out + i, norm_weight_at(weight, i) * (in[i] * inverse_rms));
   for (std::int64_t j = threadIdx.x; j < half; j += blockDim.x)
     rotate_pair(in + latent, rope_cache + row * rope, j, half, j == j0 ? c0 : cos_table[row * half + j],
                 j == j0 ? s0 : sin_table[row * half + j], layout);
@@ -168,10 +182,11 @@ bool mla_absorb_supported(const MlaAbsorb& absorb, std::int64_t tokens) {
 void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent, std::int64_t rope,
                       const void* norm_weight, DType norm_dtype, float eps, const float* cos_table,
                       const float* sin_table, cpu::RopeLayout layout, const std::int32_t* position,
-                      std::int64_t max_context, float* latent_cache, float* rope_cache, cudaStream_t stream,
-                      const MlaQueryRope& queries, const MlaAbsorb& absorb) {
+                      std::int64_t max_context, void* latent_cache, void* rope_cache, DType cache_dtype,
+                      cudaStream_t stream, const MlaQueryRope& queries, const MlaAbsorb& absorb) {
   if (norm_dtype != DType::f32 && norm_dtype != DType::bf16)
     throw std::invalid_argument("cuda::write_mla_caches: norm weights must be f32 or bf16");
+  cache_element_bytes(cache_dtype, "cuda::write_mla_caches");
   if (latent < 1 || rope < 0 || rope % 2 != 0 || rope > 1024 || tokens < 0 || tokens > 0x7fffffff ||
       position == nullptr)
     throw std::invalid_argument("cuda::write_mla_caches: latent " + std::to_string(latent) + ", rope " +
@@ -206,19 +221,24 @@ void write_mla_caches(const float* ckv, std::int64_t tokens, std::int64_t latent
   if (1 + query_blocks + absorb_blocks >= 65535)
     throw std::invalid_argument("cuda::write_mla_caches: too many query heads");
   const dim3 blocks(static_cast<unsigned>(tokens), static_cast<unsigned>(1 + query_blocks + absorb_blocks));
-  if (norm_dtype == DType::f32)
-    launch_kernel(write_mla_caches_kernel<float>, blocks, threads, 0, stream, ckv, latent, rope,
-                  static_cast<const float*>(norm_weight), eps, cos_table, sin_table, layout, position, max_context,
-                  latent_cache, rope_cache, queries, absorbing);
-  else
-    launch_kernel(write_mla_caches_kernel<unsigned short>, blocks, threads, 0, stream, ckv, latent, rope,
-                  static_cast<const unsigned short*>(norm_weight), eps, cos_table, sin_table, layout, position,
-                  max_context, latent_cache, rope_cache, queries, absorbing);
+  const auto launch = [&](auto weight, auto cache) {
+    using C = std::remove_const_t<std::remove_pointer_t<decltype(cache)>>;
+    launch_kernel(write_mla_caches_kernel<std::remove_const_t<std::remove_pointer_t<decltype(weight)>>, C>, blocks,
+                  threads, 0, stream, ckv, latent, rope, weight, eps, cos_table, sin_table, layout, position,
+                  max_context, static_cast<C*>(latent_cache), static_cast<C*>(rope_cache), queries, absorbing);
+  };
+  const auto with_weight = [&](auto weight) {
+    if (cache_dtype == DType::f32) launch(weight, static_cast<float*>(nullptr));
+    else launch(weight, static_cast<std::uint16_t*>(nullptr));
+  };
+  if (norm_dtype == DType::f32) with_weight(static_cast<const float*>(norm_weight));
+  else with_weight(static_cast<const unsigned short*>(norm_weight));
 }
 
-void write_cache_rows(float* cache, std::int64_t width, const float* source, std::int64_t source_stride,
-                      std::int64_t tokens, const std::int32_t* position, std::int64_t max_context,
-                      cudaStream_t stream) {
+void write_cache_rows(void* cache, DType cache_dtype, std::int64_t width, const float* source,
+                      std::int64_t source_stride, std::int64_t tokens, const std::int32_t* position,
+                      std::int64_t max_context, cudaStream_t stream) {
+  cache_element_bytes(cache_dtype, "cuda::write_cache_rows");
   if (width < 1 || tokens < 0 || source_stride < 0 || max_context < 0)
     throw std::invalid_argument("cuda::write_cache_rows: width " + std::to_string(width) + ", tokens " +
                                 std::to_string(tokens) + ", source stride " + std::to_string(source_stride) +
@@ -229,8 +249,30 @@ void write_cache_rows(float* cache, std::int64_t width, const float* source, std
     throw std::invalid_argument("cuda::write_cache_rows: no position (a device pointer to one int32)");
   if (tokens == 0 || max_context == 0) return;
   const int threads = width >= 1024 ? 512 : width >= 256 ? 256 : 128;
-  launch_kernel(copy_rows_at, static_cast<unsigned>(tokens), threads, 0, stream, cache, width, source, source_stride,
-                position, max_context);
+  if (cache_dtype == DType::f32)
+    launch_kernel(copy_rows_at<float>, static_cast<unsigned>(tokens), threads, 0, stream, static_cast<float*>(cache),
+                  width, source, source_stride, position, max_context);
+  else
+    launch_kernel(copy_rows_at<std::uint16_t>, static_cast<unsigned>(tokens), threads, 0, stream,
+                  static_cast<std::uint16_t*>(cache), width, source, source_stride, position, max_context);
+}
+
+void widen_cache_rows(const void* cache, DType cache_dtype, std::int64_t rows, std::int64_t width, float* out,
+                      cudaStream_t stream) {
+  cache_element_bytes(cache_dtype, "cuda::widen_cache_rows");
+  if (rows < 0 || width < 0)
+    throw std::invalid_argument("cuda::widen_cache_rows: rows " + std::to_string(rows) + " and width " +
+                                std::to_string(width) + " must not be negative");
+  const std::int64_t elements = rows * width;
+  if (elements == 0) return;
+  if (cache == nullptr || out == nullptr) throw std::invalid_argument("cuda::widen_cache_rows: a null pointer");
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((elements + kThreads - 1) / kThreads, 4096));
+  if (cache_dtype == DType::f32)
+    launch_kernel(widen_rows<float>, blocks, kThreads, 0, stream, static_cast<const float*>(cache), elements, out);
+  else
+    launch_kernel(widen_rows<std::uint16_t>, blocks, kThreads, 0, stream, static_cast<const std::uint16_t*>(cache),
+                  elements, out);
 }
 
 }  // namespace switchyard::cuda

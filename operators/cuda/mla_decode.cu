@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "operators/cuda/block_reduce.cuh"
+#include "operators/cuda/cache_element.cuh"
 #include "operators/cuda/cuda_check.h"
 #include "operators/cuda/device_facts.h"
 #include "operators/cuda/gemv_rows.cuh"
@@ -93,8 +94,8 @@ __device__ inline float negative_infinity() { return __int_as_float(0xff800000);
 struct DecodeArgs {
   const float* q_latent;      // [heads, latent_dim]
   const float* q_rope;        // [heads, rope_dim]
-  const float* latent_cache;  // [max_context, latent_dim]
-  const float* rope_cache;    // [max_context, rope_dim]
+  const void* latent_cache;   // [max_context, latent_dim] of the kernel's cache type C
+  const void* rope_cache;     // [max_context, rope_dim] of C
   const std::int32_t* position;
   float* out;                 // [heads, latent_dim]
   float* partial_acc;         // [splits, heads, latent_dim], unnormalised
@@ -106,13 +107,15 @@ struct DecodeArgs {
   int heads, latent_dim, rope_dim;
   int splits;                 // S
   int tile_keys;              // keys a shared-memory tile holds: kMaxTileKeys or kSmallTileKeys
+  int cache_bytes;            // bytes of a cache element: sizeof(C), 4 (f32) or 2 (bf16)
   float scale;
   bool defer_combine;         // every active split writes its partial and stops (mla_decode_partials)
 };
 
 // Shared memory (floats; every offset a multiple of 4):
-//   keys: two tile buffers, each [tile_keys, latent_dim] then [tile_keys, rope_dim] (KeyTile), later
-//   the value groups' accumulators; q: [heads_per_block, latent_dim] then [heads_per_block, rope_dim];
+//   keys: two tile buffers, each [tile_keys, latent_dim] then [tile_keys, rope_dim] cache elements
+//   as the cache holds them (KeyTile: f32, or bf16 in half the room), later the value groups' f32
+//   accumulators; q: [heads_per_block, latent_dim] then [heads_per_block, rope_dim];
 //   scores: [heads_per_block, tile_keys];
 //   probabilities: [tile_keys, heads_per_block]; rescale: [heads_per_block];
 //   stats: [2, heads_per_block] (max, sum); weights: [heads_per_block, 32] of the combine, then its
@@ -126,9 +129,9 @@ __host__ __device__ constexpr int round_up_4(int n) { return (n + 3) / 4 * 4; }
 __host__ __device__ inline int value_groups(int latent_dim) { return kThreads / (latent_dim / 4); }
 
 __host__ __device__ inline SharedLayout shared_layout(int heads_per_block, int latent_dim, int rope_dim,
-                                                      int tile_keys) {
+                                                      int tile_keys, int cache_bytes) {
   const int row = latent_dim + rope_dim;
-  const int key_tiles = 2 * tile_keys * row;
+  const int key_tiles = 2 * tile_keys * row * cache_bytes / 4;  // in floats (bf16 rows: a multiple of 8)
   const int group_sums = (value_groups(latent_dim) - 1) * heads_per_block * latent_dim;
   SharedLayout l{};
   l.keys = 0;
@@ -260,31 +263,41 @@ __device__ bool arrive_last(std::int32_t* counter, int expected) {
 
 // ---- The kernel's phases -------------------------------------------------------------------------
 
-// Tile buffers: [tile_keys, latent_dim] latent rows, then [tile_keys, rope_dim] rope rows.
+// Tile buffers: [tile_keys, latent_dim] latent rows, then [tile_keys, rope_dim] rope rows, cache
+// elements C copied as they are (a bf16 tile moves and holds half the bytes of an f32 one).
+template <typename C>
 struct KeyTile {
-  float* latent;
-  float* rope;
+  C* latent;
+  C* rope;
 };
 
 // Thread 0 starts the copies of rows [first_key, first_key + keys) of both caches into `tile`,
 // counted in on `barrier` (two contiguous ranges), which expects `expected` rows (keys when -1;
 // load_key_row brings the rest).
-__device__ void load_key_tile(const DecodeArgs& a, KeyTile tile, std::int64_t first_key, int keys,
+template <typename C>
+__device__ void load_key_tile(const DecodeArgs& a, KeyTile<C> tile, std::int64_t first_key, int keys,
                               std::uint64_t* barrier, int expected = -1) {
-  const unsigned row_bytes = (a.latent_dim + a.rope_dim) * 4u;
-  const unsigned latent_bytes = keys * a.latent_dim * 4u, rope_bytes = keys * a.rope_dim * 4u;
+  constexpr unsigned kBytes = sizeof(C);
+  const unsigned row_bytes = (a.latent_dim + a.rope_dim) * kBytes;
+  const unsigned latent_bytes = keys * a.latent_dim * kBytes, rope_bytes = keys * a.rope_dim * kBytes;
+  const C* latent_cache = static_cast<const C*>(a.latent_cache);
+  const C* rope_cache = static_cast<const C*>(a.rope_cache);
   fence_async_shared();  // the block's reads of the buffer's previous tile come first
   barrier_expect_bytes(barrier, (expected < 0 ? keys : expected) * row_bytes);
-  if (latent_bytes > 0) bulk_copy(tile.latent, a.latent_cache + first_key * a.latent_dim, latent_bytes, barrier);
-  if (rope_bytes > 0) bulk_copy(tile.rope, a.rope_cache + first_key * a.rope_dim, rope_bytes, barrier);
+  if (latent_bytes > 0) bulk_copy(tile.latent, latent_cache + first_key * a.latent_dim, latent_bytes, barrier);
+  if (rope_bytes > 0) bulk_copy(tile.rope, rope_cache + first_key * a.rope_dim, rope_bytes, barrier);
 }
 
 // Thread 0 copies cache row `key` into row `slot` of the tile whose barrier already expects it.
-__device__ void load_key_row(const DecodeArgs& a, KeyTile tile, std::int64_t slot, std::int64_t key,
+template <typename C>
+__device__ void load_key_row(const DecodeArgs& a, KeyTile<C> tile, std::int64_t slot, std::int64_t key,
                              std::uint64_t* barrier) {
-  bulk_copy(tile.latent + slot * a.latent_dim, a.latent_cache + key * a.latent_dim, a.latent_dim * 4u, barrier);
+  constexpr unsigned kBytes = sizeof(C);
+  const C* latent_cache = static_cast<const C*>(a.latent_cache);
+  const C* rope_cache = static_cast<const C*>(a.rope_cache);
+  bulk_copy(tile.latent + slot * a.latent_dim, latent_cache + key * a.latent_dim, a.latent_dim * kBytes, barrier);
   if (a.rope_dim > 0)
-    bulk_copy(tile.rope + slot * a.rope_dim, a.rope_cache + key * a.rope_dim, a.rope_dim * 4u, barrier);
+    bulk_copy(tile.rope + slot * a.rope_dim, rope_cache + key * a.rope_dim, a.rope_dim * kBytes, barrier);
 }
 
 // Thread 0 starts the copies of the block's query rows: [heads_per_block, latent_dim] then
@@ -310,9 +323,9 @@ __device__ void zero_missing_queries(const DecodeArgs& a, float* q, int heads_he
 
 // Scores of the tile's keys: scores[h, k] = scale * q[h] . key[k]. Warp w takes head group
 // w % head groups (kGroupHeads heads, their queries in registers) and keys 2 at a time; lanes split
-// the row's float4 chunks (chunk lane + 32 j).
-template <int kHeads, int kGroupHeads, int kLaneChunks>
-__device__ void score_tile(const DecodeArgs& a, KeyTile keys, const float* q_rows, float* scores, int tile_keys) {
+// the row's chunks of 4 elements (chunk lane + 32 j), widened to f32 as they load.
+template <int kHeads, int kGroupHeads, int kLaneChunks, typename C>
+__device__ void score_tile(const DecodeArgs& a, KeyTile<C> keys, const float* q_rows, float* scores, int tile_keys) {
   constexpr int kHeadGroups = kHeads / kGroupHeads;
   constexpr int kWarpsPerGroup = kWarps / kHeadGroups;
   constexpr int kValues = kKeysPerStep * kGroupHeads;
@@ -351,9 +364,9 @@ __device__ void score_tile(const DecodeArgs& a, KeyTile keys, const float* q_row
       if (c < row_chunks) {
         const bool in_rope = c >= latent_chunks;
         const int width = in_rope ? a.rope_dim : a.latent_dim;
-        const float* key = (in_rope ? keys.rope + 4 * (c - latent_chunks) : keys.latent + 4 * c) + first * width;
-        const float4 k0 = *reinterpret_cast<const float4*>(key);
-        const float4 k1 = *reinterpret_cast<const float4*>(key + width);
+        const C* key = (in_rope ? keys.rope + 4 * (c - latent_chunks) : keys.latent + 4 * c) + first * width;
+        const float4 k0 = load_cache4(key);
+        const float4 k1 = load_cache4(key + width);
 #pragma unroll
         for (int g = 0; g < kGroupHeads; ++g) {
           dot[g] = dot4(q[g][j], k0, dot[g]);
@@ -405,9 +418,9 @@ __device__ inline void load_probabilities(const float* row, float (&p)[kHeads]) 
 }
 
 // acc[h] = acc[h] * rescale[h] + sum over this thread's keys k of p[k, h] * latent[k][chunk]; a thread
-// takes one float4 column chunk and every groups-th key from `group` on.
-template <int kHeads>
-__device__ void value_tile(const DecodeArgs& a, const float* latent_rows, const float* probabilities,
+// takes one column chunk of 4 elements and every groups-th key from `group` on.
+template <int kHeads, typename C>
+__device__ void value_tile(const DecodeArgs& a, const C* latent_rows, const float* probabilities,
                            const float* rescale, int tile_keys, int chunk, int group, int groups,
                            float4 (&acc)[kHeads]) {
   if (group >= groups) return;
@@ -418,7 +431,7 @@ __device__ void value_tile(const DecodeArgs& a, const float* latent_rows, const 
   }
 #pragma unroll 2
   for (int k = group; k < tile_keys; k += groups) {
-    const float4 v = *reinterpret_cast<const float4*>(latent_rows + k * a.latent_dim + 4 * chunk);
+    const float4 v = load_cache4(latent_rows + k * a.latent_dim + 4 * chunk);
     float p[kHeads];
     load_probabilities<kHeads>(probabilities + k * kHeads, p);
 #pragma unroll
@@ -489,15 +502,16 @@ __device__ void combine_partials(const DecodeArgs& a, float* weights, float* tot
 }
 
 // grid: (head tiles, S splits); block: kThreads; dynamic shared memory: shared_layout. kLaneChunks:
-// float4 chunks of a key row a lane scores (ceil((latent + rope) / 128)). Every branch that a
-// __syncthreads depends on is uniform over the block.
-template <int kHeads, int kLaneChunks>
+// chunks of 4 elements of a key row a lane scores (ceil((latent + rope) / 128)). C: the caches'
+// element type (float, or std::uint16_t for bf16). Every branch that a __syncthreads depends on is
+// uniform over the block.
+template <int kHeads, int kLaneChunks, typename C>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArgs a) {
   begin_after_previous_grid();  // launched with programmatic dependent launch (launch.cuh)
   constexpr int kGroupHeads = kHeads < (kLaneChunks <= 5 ? 4 : 2) ? kHeads : (kLaneChunks <= 5 ? 4 : 2);
   extern __shared__ float4 shared_words[];
   float* shared = reinterpret_cast<float*>(shared_words);
-  const SharedLayout layout = shared_layout(kHeads, a.latent_dim, a.rope_dim, a.tile_keys);
+  const SharedLayout layout = shared_layout(kHeads, a.latent_dim, a.rope_dim, a.tile_keys, static_cast<int>(sizeof(C)));
   float* scores = shared + layout.scores;
   float* probabilities = shared + layout.probabilities;
   float* rescale = shared + layout.rescale;
@@ -522,8 +536,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
   const bool has_keys = plan.visible > 0 && keys_begin < plan.visible;
   const std::int64_t keys_end = has_keys ? min(keys_begin + plan.chunk, plan.visible) : keys_begin;
   const auto buffer = [&](int t) {
-    float* base = shared + layout.keys + (t % 2) * a.tile_keys * (a.latent_dim + a.rope_dim);
-    return KeyTile{base, base + a.tile_keys * a.latent_dim};
+    C* base = reinterpret_cast<C*>(shared + layout.keys) + (t % 2) * a.tile_keys * (a.latent_dim + a.rope_dim);
+    return KeyTile<C>{base, base + a.tile_keys * a.latent_dim};
   };
   const auto keys_in = [&](int t) {
     return static_cast<int>(min(static_cast<std::int64_t>(a.tile_keys), keys_end - keys_begin - t * a.tile_keys));
@@ -567,11 +581,11 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const DecodeArg
     if (t == 0) barrier_wait(&barriers[2], 0);
     barrier_wait(&barriers[t % 2], (t / 2) % 2);
     __syncthreads();
-    score_tile<kHeads, kGroupHeads, kLaneChunks>(a, buffer(t), shared + layout.q, scores, keys_in(t));
+    score_tile<kHeads, kGroupHeads, kLaneChunks, C>(a, buffer(t), shared + layout.q, scores, keys_in(t));
     __syncthreads();
     softmax_tile<kHeads>(a, scores, probabilities, rescale, keys_in(t), running_max, running_sum);
     __syncthreads();
-    value_tile<kHeads>(a, buffer(t).latent, probabilities, rescale, keys_in(t), chunk, group, groups, acc);
+    value_tile<kHeads, C>(a, buffer(t).latent, probabilities, rescale, keys_in(t), chunk, group, groups, acc);
     __syncthreads();  // the next iteration loads into this tile's buffer
   }
 
@@ -807,20 +821,21 @@ int split_count(std::int64_t heads, std::int64_t max_context) {
 int group_count(int splits) { return splits > kGroupSplits ? static_cast<int>(ceil_div(splits, kGroupSplits)) : 0; }
 
 // Keys a shared-memory tile holds: kMaxTileKeys when the block's shared memory fits the device (1 KiB
-// left for static shared memory), else kSmallTileKeys (the widest rows: latent 1024 + rope 128).
-int tile_keys_for(const DeviceFacts& facts, int heads_per_block, int latent_dim, int rope_dim) {
+// left for static shared memory), else kSmallTileKeys (the widest f32 rows: latent 1024 + rope 128).
+int tile_keys_for(const DeviceFacts& facts, int heads_per_block, int latent_dim, int rope_dim, int cache_bytes) {
   const auto bytes = [&](int keys) {
-    return static_cast<std::int64_t>(shared_layout(heads_per_block, latent_dim, rope_dim, keys).floats) * 4;
+    return static_cast<std::int64_t>(shared_layout(heads_per_block, latent_dim, rope_dim, keys, cache_bytes).floats) * 4;
   };
   return bytes(kMaxTileKeys) + 1024 <= facts.block_shared_optin_bytes ? kMaxTileKeys : kSmallTileKeys;
 }
 
-template <int kHeads>
+template <int kHeads, typename C>
 void launch_for_heads(const DecodeArgs& a, int lane_chunks, dim3 grid, const DeviceFacts& facts, const char* name,
                       cudaStream_t stream) {
-  const auto kernel = lane_chunks <= 5 ? mla_decode_kernel<kHeads, 5> : mla_decode_kernel<kHeads, 9>;
+  const auto kernel = lane_chunks <= 5 ? mla_decode_kernel<kHeads, 5, C> : mla_decode_kernel<kHeads, 9, C>;
   const std::size_t shared_bytes =
-      static_cast<std::size_t>(shared_layout(kHeads, a.latent_dim, a.rope_dim, a.tile_keys).floats) * sizeof(float);
+      static_cast<std::size_t>(shared_layout(kHeads, a.latent_dim, a.rope_dim, a.tile_keys, static_cast<int>(sizeof(C))).floats) *
+      sizeof(float);
   // Past the default 48 KiB a kernel must opt in; the limit covers static shared memory too.
   const int allowed = allow_most_dynamic_shared_memory(reinterpret_cast<const void*>(kernel));
   if (shared_bytes > static_cast<std::size_t>(allowed))
@@ -832,11 +847,14 @@ void launch_for_heads(const DecodeArgs& a, int lane_chunks, dim3 grid, const Dev
 }  // namespace
 
 bool mla_decode_supports(std::int64_t heads, std::int64_t latent_dim, std::int64_t rope_dim, std::int64_t max_context,
-                         const float* q_latent, const float* q_rope, const float* latent_cache,
-                         const float* rope_cache, const float* out_latent) {
+                         DType cache_dtype, const float* q_latent, const float* q_rope, const void* latent_cache,
+                         const void* rope_cache, const float* out_latent) {
   if (heads < 1 || heads > 65535 * 8 || max_context < 1) return false;
-  if (latent_dim < 4 || latent_dim > kMaxLatentDim || latent_dim % 4 != 0) return false;
-  if (rope_dim < 0 || rope_dim > kMaxRopeDim || rope_dim % 4 != 0) return false;
+  if (cache_dtype != DType::f32 && cache_dtype != DType::bf16) return false;
+  // Rows are bulk-copied in multiples of 16 bytes: 4 f32 or 8 bf16 elements.
+  const std::int64_t grain = cache_dtype == DType::f32 ? 4 : 8;
+  if (latent_dim < 4 || latent_dim > kMaxLatentDim || latent_dim % grain != 0) return false;
+  if (rope_dim < 0 || rope_dim > kMaxRopeDim || rope_dim % grain != 0) return false;
   if (!aligned_16(q_latent) || !aligned_16(latent_cache) || !aligned_16(out_latent)) return false;
   return rope_dim == 0 || (aligned_16(q_rope) && aligned_16(rope_cache));  // unread without a rope part
 }
@@ -858,17 +876,21 @@ namespace {
 
 // mla_decode_attention, or with defer (out_latent and counters unused) mla_decode_partials.
 void enqueue_decode(const char* name, const float* q_latent, const float* q_rope, std::int64_t heads,
-                    std::int64_t latent_dim, std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
-                    const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
-                    void* workspace, std::int32_t* counters, bool defer, cudaStream_t stream) {
+                    std::int64_t latent_dim, std::int64_t rope_dim, const void* latent_cache, const void* rope_cache,
+                    DType cache_dtype, const std::int32_t* position, std::int64_t max_context, float scale,
+                    float* out_latent, void* workspace, std::int32_t* counters, bool defer, cudaStream_t stream) {
   check_sizes(name, heads, latent_dim, rope_dim, max_context);
+  const int cache_bytes = cache_element_bytes(cache_dtype, name);
+  if (cache_bytes == 2 && (latent_dim % 8 != 0 || rope_dim % 8 != 0))
+    refuse(name, "a bf16 cache needs latent_dim (" + std::to_string(latent_dim) + ") and rope_dim (" +
+                     std::to_string(rope_dim) + ") multiples of 8 (mla_attention takes others)");
   if (q_latent == nullptr || latent_cache == nullptr || (out_latent == nullptr && !defer))
     refuse(name, "q_latent, latent_cache and out_latent must be device pointers, not null");
   if (rope_dim > 0 && (q_rope == nullptr || rope_cache == nullptr))
     refuse(name, "q_rope and rope_cache must be device pointers when rope_dim is " + std::to_string(rope_dim));
   if (position == nullptr) refuse(name, "no position (a device pointer to one int32)");
-  if (!mla_decode_supports(heads, latent_dim, rope_dim, max_context, q_latent, q_rope, latent_cache, rope_cache,
-                           out_latent) ||
+  if (!mla_decode_supports(heads, latent_dim, rope_dim, max_context, cache_dtype, q_latent, q_rope, latent_cache,
+                           rope_cache, out_latent) ||
       !aligned_16(workspace))
     refuse(name, "every pointer must be 16-byte aligned (mla_attention takes others)");
 
@@ -886,6 +908,7 @@ void enqueue_decode(const char* name, const float* q_latent, const float* q_rope
   a.splits = split_count(heads, max_context);
   a.scale = scale;
   a.defer_combine = defer;
+  a.cache_bytes = cache_bytes;
   const std::size_t workspace_needed = mla_decode_workspace_bytes(heads, latent_dim, max_context);
   if (defer && workspace_needed == 0)
     refuse(name, "max_context " + std::to_string(max_context) + " takes one split: nothing to defer (use mla_decode_attention)");
@@ -907,34 +930,39 @@ void enqueue_decode(const char* name, const float* q_latent, const float* q_rope
                      std::to_string(facts.compute_capability_major) +
                      ".x; the kernel's bulk copies need 9.0 (Hopper) or later (mla_attention runs anywhere)");
   const int block_heads = heads_per_block(heads, max_context);
-  a.tile_keys = tile_keys_for(facts, block_heads, a.latent_dim, a.rope_dim);
+  a.tile_keys = tile_keys_for(facts, block_heads, a.latent_dim, a.rope_dim, cache_bytes);
   const int lane_chunks = static_cast<int>(ceil_div((latent_dim + rope_dim) / 4, 32));
   const dim3 grid(static_cast<unsigned>(head_tiles(heads, max_context)), static_cast<unsigned>(a.splits));
-  switch (block_heads) {
-    case 1: launch_for_heads<1>(a, lane_chunks, grid, facts, name, stream); break;
-    case 2: launch_for_heads<2>(a, lane_chunks, grid, facts, name, stream); break;
-    case 4: launch_for_heads<4>(a, lane_chunks, grid, facts, name, stream); break;
-    default: launch_for_heads<8>(a, lane_chunks, grid, facts, name, stream); break;
-  }
+  const auto launch = [&](auto cache_element) {
+    using C = decltype(cache_element);
+    switch (block_heads) {
+      case 1: launch_for_heads<1, C>(a, lane_chunks, grid, facts, name, stream); break;
+      case 2: launch_for_heads<2, C>(a, lane_chunks, grid, facts, name, stream); break;
+      case 4: launch_for_heads<4, C>(a, lane_chunks, grid, facts, name, stream); break;
+      default: launch_for_heads<8, C>(a, lane_chunks, grid, facts, name, stream); break;
+    }
+  };
+  if (cache_bytes == 4) launch(float{});
+  else launch(std::uint16_t{});
 }
 
 
 }  // namespace
 
 void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
-                          std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                          std::int64_t rope_dim, const void* latent_cache, const void* rope_cache, DType cache_dtype,
                           const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
                           void* workspace, std::int32_t* counters, cudaStream_t stream) {
   enqueue_decode("cuda::mla_decode_attention", q_latent, q_rope, heads, latent_dim, rope_dim, latent_cache,
-                 rope_cache, position, max_context, scale, out_latent, workspace, counters, false, stream);
+                 rope_cache, cache_dtype, position, max_context, scale, out_latent, workspace, counters, false, stream);
 }
 
 void mla_decode_partials(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
-                         std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                         std::int64_t rope_dim, const void* latent_cache, const void* rope_cache, DType cache_dtype,
                          const std::int32_t* position, std::int64_t max_context, float scale, void* workspace,
                          cudaStream_t stream) {
   enqueue_decode("cuda::mla_decode_partials", q_latent, q_rope, heads, latent_dim, rope_dim, latent_cache, rope_cache,
-                 position, max_context, scale, nullptr, workspace, nullptr, true, stream);
+                 cache_dtype, position, max_context, scale, nullptr, workspace, nullptr, true, stream);
 }
 
 bool mla_expand_supports(std::int64_t heads, std::int64_t latent_dim, std::int64_t max_context, const ValueRows& rows,

@@ -5,7 +5,10 @@
 // The token sits at position P = *position and sees cache rows [0, min(P + 1, max_context)); its
 // head h scores row j as scale * (q_latent[h] . latent_j + q_rope[h] . rope_j) and its output is
 // softmax(scores) . latent rows, in f32 (expf). Rows past the visible ones are never read: they may
-// hold anything, NaN included.
+// hold anything, NaN included. The caches are f32 or bf16 (`cache_dtype`, core/kv_cache_layout.h):
+// rows are bulk-copied into shared memory as they are stored (a bf16 cache moves half the bytes of
+// an f32 one) and widened to f32 as they are scored and summed; the grid, block and workspace are
+// the same for both types, the shared memory of the key tiles half as large for bf16.
 //
 // For CUDA graphs: `position` is a device pointer to ONE int32, read by the kernel; the launch
 // (grid, shared memory, workspace layout) depends only on the host arguments and the device, so a
@@ -55,12 +58,13 @@
 namespace switchyard::cuda {
 
 // True when mla_decode_attention takes these sizes and pointers: heads >= 1, latent_dim a multiple of
-// 4 in [4, 1024], rope_dim a multiple of 4 in [0, 128], max_context >= 1, and every pointer 16-byte
-// aligned (cudaMalloc's and the memory pool's are). A null pointer counts as aligned, so a caller may
-// ask about the sizes alone, before it has buffers. Otherwise use mla_attention (attention.h).
+// 4 in [4, 1024], rope_dim a multiple of 4 in [0, 128] (both multiples of 8 for a bf16 cache: rows
+// move in 16-byte units), max_context >= 1, an f32 or bf16 cache, and every pointer 16-byte aligned
+// (cudaMalloc's and the memory pool's are). A null pointer counts as aligned, so a caller may ask
+// about the sizes alone, before it has buffers. Otherwise use mla_attention (attention.h).
 bool mla_decode_supports(std::int64_t heads, std::int64_t latent_dim, std::int64_t rope_dim, std::int64_t max_context,
-                         const float* q_latent = nullptr, const float* q_rope = nullptr,
-                         const float* latent_cache = nullptr, const float* rope_cache = nullptr,
+                         DType cache_dtype, const float* q_latent = nullptr, const float* q_rope = nullptr,
+                         const void* latent_cache = nullptr, const void* rope_cache = nullptr,
                          const float* out_latent = nullptr);
 
 // Workspace bytes for mla_decode_attention with these sizes: the partials of the splits (0 when one
@@ -75,17 +79,18 @@ std::size_t mla_decode_workspace_bytes(std::int64_t heads, std::int64_t latent_d
 // them again. Throws std::invalid_argument for heads < 1.
 std::int64_t mla_decode_counter_count(std::int64_t heads);
 
-// Device pointers, queued on `stream`, f32:
-//   q_latent: [heads, latent_dim] (q_nope already multiplied into the latent space);
-//   q_rope: [heads, rope_dim]; latent_cache: [max_context, latent_dim];
-//   rope_cache: [max_context, rope_dim]; position: one int32, P; out_latent: [heads, latent_dim];
+// Device pointers, queued on `stream`:
+//   q_latent: [heads, latent_dim] f32 (q_nope already multiplied into the latent space);
+//   q_rope: [heads, rope_dim] f32; latent_cache: [max_context, latent_dim] and
+//   rope_cache: [max_context, rope_dim] of cache_dtype; position: one int32, P;
+//   out_latent: [heads, latent_dim] f32;
 //   workspace: mla_decode_workspace_bytes(heads, latent_dim, max_context) bytes;
 //   counters: mla_decode_counter_count(heads) int32, zero (see above); may be null only when the
 //   workspace size is 0.
 // q_rope and rope_cache may be null when rope_dim == 0. Throws std::invalid_argument, before
 // launching, for what mla_decode_supports refuses, a missing pointer, or a GPU before Hopper.
 void mla_decode_attention(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
-                          std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                          std::int64_t rope_dim, const void* latent_cache, const void* rope_cache, DType cache_dtype,
                           const std::int32_t* position, std::int64_t max_context, float scale, float* out_latent,
                           void* workspace, std::int32_t* counters, cudaStream_t stream);
 
@@ -105,7 +110,7 @@ struct ValueRows {
   std::int64_t v_dim = 0;                        // rows a head
 };
 void mla_decode_partials(const float* q_latent, const float* q_rope, std::int64_t heads, std::int64_t latent_dim,
-                         std::int64_t rope_dim, const float* latent_cache, const float* rope_cache,
+                         std::int64_t rope_dim, const void* latent_cache, const void* rope_cache, DType cache_dtype,
                          const std::int32_t* position, std::int64_t max_context, float scale, void* workspace,
                          cudaStream_t stream);
 // Whether mla_expand_partials takes these (latent_dim a multiple of 8, 16-byte aligned rows, more
