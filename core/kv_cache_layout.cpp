@@ -43,7 +43,7 @@ KvCacheLayout kv_cache_layout(const ModelConfig& config, std::int64_t max_contex
   KvCacheLayout layout;
   layout.dtype = dtype;
   layout.max_context = max_context;
-  if (config.is_deepseek()) {
+  if (config.attention() == AttentionKind::mla) {
     layout.buffers = {KvCacheBuffer{"latent", config.kv_lora_rank}, KvCacheBuffer{"rope key", config.qk_rope_head_dim}};
   } else {
     const std::int64_t width = std::int64_t{config.num_key_value_heads} * config.head_dim;

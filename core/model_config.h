@@ -1,6 +1,7 @@
 #pragma once
-// ModelConfig: the architecture hyper-parameters of a HF config.json, for the four MoE families we
-// place. Parsing accepts both the classic `rope_scaling` and transformers v5 `rope_parameters`.
+// ModelConfig: the architecture hyper-parameters of a HF config.json. Its model_type picks the
+// family (core/model_family.h), which reads its own fields and keeps its own rules; parsing accepts
+// both the classic `rope_scaling` and transformers v5 `rope_parameters`.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -9,10 +10,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace switchyard {
+#include "core/model_family.h"
 
-enum class Architecture { deepseek_v3, deepseek_v2, qwen3_moe, mixtral };
-const char* architecture_model_type(Architecture arch);  // "deepseek_v3", ...
+namespace switchyard {
 
 struct RopeScaling {
   std::string type;  // "yarn", "linear", "dynamic", ...
@@ -25,8 +25,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  Architecture arch = Architecture::deepseek_v3;
-  std::string model_type;
+  const ModelFamily* family = nullptr;  // never null in a parsed config
+  std::string model_type;               // family->model_type
   std::string source;  // file the config came from, or "preset NAME"
 
   std::int64_t vocab_size = 0;
@@ -37,6 +37,10 @@ struct ModelConfig {
   int num_attention_heads = 0;
   int num_key_value_heads = 0;
   int head_dim = 0;  // GQA head width
+  // GQA: RoPE turns the first rope_dim() = head_dim * partial_rotary_factor dimensions of each
+  // head (GLM-4.5: half), the rest pass through.
+  double partial_rotary_factor = 1.0;
+  bool qk_norm = false;  // GQA: per-head RMSNorm of queries and keys before RoPE (q_norm, k_norm)
 
   // Multi-head latent attention (DeepSeek).
   std::optional<std::int64_t> q_lora_rank;  // absent: q_proj instead of q_a/q_b
@@ -49,7 +53,7 @@ struct ModelConfig {
   int n_routed_experts = 0;
   int n_shared_experts = 0;
   int num_experts_per_tok = 0;
-  int first_k_dense_replace = 0;  // DeepSeek: layers [0, k) are dense
+  int first_k_dense_replace = 0;  // DeepSeek, GLM-4.5: layers [0, k) are dense
   int moe_layer_freq = 1;
   int decoder_sparse_step = 1;      // Qwen3-MoE
   std::vector<int> mlp_only_layers; // Qwen3-MoE: dense layers
@@ -65,12 +69,14 @@ struct ModelConfig {
   std::int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;
-  int num_nextn_predict_layers = 0;  // DeepSeek-V3 MTP layers, stored after the placed layers
+  bool attention_bias = false;  // GQA: q_proj, k_proj, v_proj (and the family's o_proj) have biases
+  int num_nextn_predict_layers = 0;  // MTP layers (DeepSeek-V3, GLM-4.5), stored after the placed layers
   std::string torch_dtype = "bfloat16";
 
-  bool is_deepseek() const { return arch == Architecture::deepseek_v3 || arch == Architecture::deepseek_v2; }
-  bool is_moe_layer(int layer) const;
+  AttentionKind attention() const { return family->attention; }
+  bool is_moe_layer(int layer) const { return family->is_moe_layer(*this, layer); }
+  // The dimensions of a head that RoPE turns: qk_rope_head_dim (MLA), else as partial_rotary_factor says.
+  int rope_dim() const;
   // Bytes of KV cache one token takes in one layer, for cache elements of `element_bytes`.
   std::uint64_t kv_cache_bytes_per_token_per_layer(int element_bytes) const;
 };
@@ -78,17 +84,16 @@ struct ModelConfig {
 // Throws InputError (exit 1) naming `source` and the field at fault: a value of the wrong type or
 // outside its range (every float finite, in a range stated in the message), a default head_dim
 // that hidden_size / num_attention_heads does not give whole, a rope scaling other than YaRN, or a
-// config the engine cannot run (validate_model_config). Whatever `run` would refuse in a config is
-// refused here, so `check` refuses it first.
+// config the engine cannot run (validate_model_config). An unknown model_type names the families
+// there are. Whatever `run` would refuse in a config is refused here, so `check` refuses it first.
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source);
 // Reads `config_json` as a regular file of at most kMaxConfigJsonBytes (InputError exit 2 when it
 // cannot be read, exit 1 when it is not valid JSON or parse_model_config refuses it).
 ModelConfig load_model_config(const std::filesystem::path& config_json);
 // The rules between fields: RoPE widths even and at most 1024 (the kernels' limit), KV heads that
-// divide the heads, DeepSeek routing that can pick num_experts_per_tok experts from topk_group
-// groups with the scoring and top-k method the MoE gate implements, mlp_only_layers inside
-// [0, num_hidden_layers), untied embeddings. Throws InputError (exit 1) naming `config.source` and
-// the field. parse_model_config calls it; call it again after changing a parsed config
+// divide the heads, routed experts over all layers within bounds, untied embeddings; then the
+// family's own (routing the MoE gate implements, layer lists in range). Throws InputError (exit 1)
+// naming `config.source` and the field. parse_model_config calls it; call it again after changing a parsed config
 // (make-model's --layers).
 void validate_model_config(const ModelConfig& config);
 // HF-style config.json for `config`; parse_model_config(model_config_to_json(c)) == c.

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/model_family.h"
+
 namespace switchyard {
 namespace {
 
@@ -38,20 +40,13 @@ struct ClassTable {
     throw std::logic_error("alias of unregistered module class " + native);
   }
 
-  // One model family: the Python module paths its classes live under, and its class names.
-  struct Family {
-    std::vector<std::string> python_modules;
-    std::vector<std::pair<std::string, const char*>> classes;  // (class name, native base)
-  };
-  void add_family(const Family& family) {
-    for (const auto& [name, base] : family.classes) {
+  // A family's classes under their Python modules (core/model_family.h).
+  void add_family(const FamilyClasses& family) {
+    for (const FamilyClass& cls : family.classes) {
+      const std::string python_name = cls.python_name ? cls.python_name : cls.name;
       std::vector<std::string> paths;
-      // A class registered under a family-local name (MoEGate) keeps that Python name.
-      std::string python_name = name;
-      if (const auto dot = name.find('.'); dot != std::string::npos) python_name = name.substr(dot + 1);
       for (const std::string& module : family.python_modules) paths.push_back(module + "." + python_name);
-      const std::string native = name.find('.') == std::string::npos ? name : name.substr(0, name.find('.'));
-      add(native, base, by_spelling.at(base)->role, std::move(paths));
+      add(cls.name, cls.base, by_spelling.at(cls.base)->role, std::move(paths));
     }
   }
 
@@ -71,34 +66,10 @@ struct ClassTable {
     add("RMSNorm", "Module", ModuleRole::rms_norm, {});
     add("RotaryEmbedding", "Module", ModuleRole::rotary, {});
 
-    add_family({{"ktransformers.models.modeling_deepseek_v3", "transformers.models.deepseek_v3.modeling_deepseek_v3"},
-                {{"DeepseekV3ForCausalLM", "CausalLM"}, {"DeepseekV3Model", "Model"},
-                 {"DeepseekV3DecoderLayer", "DecoderLayer"}, {"DeepseekV3Attention", "Attention"},
-                 {"DeepseekV3MoE", "MoE"}, {"DeepseekV3MoEGate.MoEGate", "MoEGate"}, {"DeepseekV3MLP", "MLP"},
-                 {"DeepseekV3RMSNorm", "RMSNorm"}, {"DeepseekV3RotaryEmbedding", "RotaryEmbedding"}}});
-    add_family({{"ktransformers.models.modeling_deepseek_v3"},
-                {{"DeepseekV3YarnRotaryEmbedding", "DeepseekV3RotaryEmbedding"}}});
-    add_family({{"ktransformers.models.modeling_deepseek", "transformers.models.deepseek_v2.modeling_deepseek_v2"},
-                {{"DeepseekV2ForCausalLM", "CausalLM"}, {"DeepseekV2Model", "Model"},
-                 {"DeepseekV2DecoderLayer", "DecoderLayer"}, {"DeepseekV2Attention", "Attention"},
-                 {"DeepseekV2MoE", "MoE"}, {"DeepseekV2MoEGate.MoEGate", "MoEGate"}, {"DeepseekV2MLP", "MLP"},
-                 {"DeepseekV2RMSNorm", "RMSNorm"}, {"DeepseekV2RotaryEmbedding", "RotaryEmbedding"}}});
-    add_family({{"ktransformers.models.modeling_deepseek"},
-                {{"DeepseekV2YarnRotaryEmbedding", "DeepseekV2RotaryEmbedding"}}});
-    add_family({{"ktransformers.models.modeling_qwen3_moe", "transformers.models.qwen3_moe.modeling_qwen3_moe"},
-                {{"Qwen3MoeForCausalLM", "CausalLM"}, {"Qwen3MoeModel", "Model"},
-                 {"Qwen3MoeDecoderLayer", "DecoderLayer"}, {"Qwen3MoeAttention", "Attention"},
-                 {"Qwen3MoeSparseMoeBlock", "MoE"}, {"Qwen3MoeMLP", "MLP"}, {"Qwen3MoeRMSNorm", "RMSNorm"},
-                 {"Qwen3MoeRotaryEmbedding", "RotaryEmbedding"}}});
-    // ktransformers' Qwen3-MoE attention takes its RoPE from modeling_qwen2_moe's class (one per
-    // layer), and its Qwen3 profiles match that class; transformers' model, which the tree
-    // follows, has one model.rotary_emb, and those rules place it.
-    alias("ktransformers.models.modeling_qwen2_moe.Qwen2MoeRotaryEmbedding", "Qwen3MoeRotaryEmbedding");
-    add_family({{"ktransformers.models.modeling_mixtral", "transformers.models.mixtral.modeling_mixtral"},
-                {{"MixtralForCausalLM", "CausalLM"}, {"MixtralModel", "Model"},
-                 {"MixtralDecoderLayer", "DecoderLayer"}, {"MixtralAttention", "Attention"},
-                 {"MixtralSparseMoeBlock", "MoE"}, {"MixtralBlockSparseTop2MLP", "MLP"},
-                 {"MixtralRMSNorm", "RMSNorm"}, {"MixtralRotaryEmbedding", "RotaryEmbedding"}}});
+    for (const ModelFamily* family : model_families()) {
+      for (const FamilyClasses& classes : family->classes) add_family(classes);
+      for (const ClassAlias& a : family->class_aliases) alias(a.python_path, a.name);
+    }
   }
 };
 

@@ -2,7 +2,8 @@
 // Module classes: the Python classes a ktransformers rule's `match.class` names, with their
 // inheritance, so matching follows isinstance. Each concrete class (DeepseekV3MoE, ...) derives
 // from one of our family-neutral natives (MoE, Attention, ...), which themselves derive from
-// Module; `class: MoE` thus matches the MoE block of every family.
+// Module; `class: MoE` thus matches the MoE block of every family. The families list their own
+// classes (core/model_family.h); this table holds the natives and collects theirs.
 #include <string>
 #include <string_view>
 #include <vector>

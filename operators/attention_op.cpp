@@ -169,15 +169,16 @@ GqaAttention::GqaAttention(const BuildContext& context, const Module& self_attn)
   heads_ = c.num_attention_heads;
   kv_heads_ = c.num_key_value_heads;
   head_dim_ = c.head_dim;
+  rope_dim_ = c.rope_dim();
   q_ = LinearOp(context, context.child(self_attn, "q_proj"));
   k_ = LinearOp(context, context.child(self_attn, "k_proj"));
   v_ = LinearOp(context, context.child(self_attn, "v_proj"));
   o_ = LinearOp(context, context.child(self_attn, "o_proj"));
-  if (c.arch == Architecture::qwen3_moe) {
+  if (c.qk_norm) {
     q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), static_cast<float>(c.rms_norm_eps));
     k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), static_cast<float>(c.rms_norm_eps));
   }
-  frequencies_ = rope_frequencies(c, static_cast<int>(head_dim_));
+  frequencies_ = rope_frequencies(c, rope_dim_);
   scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
   const KvCacheLayout cache = context.kv_cache();
   k_cache_ = cpu::CacheRows(cache, 0);
@@ -192,7 +193,7 @@ void GqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
   q_.forward(x, tokens, q.data());
   k_.forward(x, tokens, k.data());
   v_.forward(x, tokens, v.data());
-  if (q_norm_) {  // Qwen3: RMSNorm over each head's vector before the rotation
+  if (q_norm_) {  // RMSNorm over each head's vector before the rotation
     std::vector<float> normed(q.size());
     q_norm_->forward(q.data(), tokens * heads_, normed.data());
     q.swap(normed);
@@ -200,11 +201,12 @@ void GqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
     k_norm_->forward(k.data(), tokens * kv_heads_, k_normed.data());
     k.swap(k_normed);
   }
-  std::vector<float> cos(static_cast<std::size_t>(tokens * head_dim_ / 2)), sin(cos.size());
+  // The first rope_dim_ dimensions of each head turn (half-split pairs within them); the rest pass.
+  std::vector<float> cos(static_cast<std::size_t>(tokens * rope_dim_ / 2)), sin(cos.size());
   cpu::rope_cos_sin(frequencies_, position, tokens, cos.data(), sin.data());
-  cpu::apply_rope(q.data(), tokens, heads_, heads_ * head_dim_, head_dim_, static_cast<int>(head_dim_), cos.data(),
-                  sin.data(), cpu::RopeLayout::half_split);
-  cpu::apply_rope(k.data(), tokens, kv_heads_, kv_width, head_dim_, static_cast<int>(head_dim_), cos.data(), sin.data(),
+  cpu::apply_rope(q.data(), tokens, heads_, heads_ * head_dim_, head_dim_, rope_dim_, cos.data(), sin.data(),
+                  cpu::RopeLayout::half_split);
+  cpu::apply_rope(k.data(), tokens, kv_heads_, kv_width, head_dim_, rope_dim_, cos.data(), sin.data(),
                   cpu::RopeLayout::half_split);
   k_cache_.write(position, tokens, k.data(), kv_width);
   v_cache_.write(position, tokens, v.data(), kv_width);

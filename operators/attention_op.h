@@ -54,8 +54,10 @@ class MlaAttention final : public AttentionOp, private MlaProjections {
   std::int64_t max_context_;
 };
 
-// Grouped-query attention (Qwen3-MoE with per-head q/k RMSNorm, Mixtral without). The cache holds
-// rotated keys and values, [max_context, kv_heads, head_dim] each, f32 or bf16.
+// Grouped-query attention, with what the config asks for: biases on q/k/v (attention_bias), a
+// per-head RMSNorm of queries and keys before RoPE (qk_norm: Qwen3-MoE, GLM-4.5), RoPE over the
+// first rope_dim of each head's head_dim (GLM: half). The cache holds rotated keys and values,
+// [max_context, kv_heads, head_dim] each, f32 or bf16.
 class GqaAttention final : public AttentionOp {
  public:
   GqaAttention(const BuildContext& context, const Module& self_attn);
@@ -64,10 +66,11 @@ class GqaAttention final : public AttentionOp {
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_;
+  int rope_dim_;  // the dimensions RoPE turns at the start of each head, <= head_dim_
   float scale_;
   LinearOp q_, k_, v_, o_;
   std::unique_ptr<NormOp> q_norm_, k_norm_;
-  cpu::RopeFrequencies frequencies_;
+  cpu::RopeFrequencies frequencies_;  // [rope_dim_ / 2]
   cpu::CacheRows k_cache_, v_cache_;
   std::int64_t max_context_;
 };

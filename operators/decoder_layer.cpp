@@ -12,8 +12,7 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
     : tracer_(context.tracer), layer_(layer.layer), hidden_size_(context.tree.config().hidden_size) {
   const float eps = static_cast<float>(context.tree.config().rms_norm_eps);
   attention_ = build_attention(context, context.child(layer, "self_attn"));
-  const bool mixtral = context.tree.config().arch == Architecture::mixtral;
-  const Module& mlp = context.child(layer, mixtral ? "block_sparse_moe" : "mlp");
+  const Module& mlp = context.child(layer, context.tree.config().family->feed_forward_child);
   moe_ = mlp.cls->role == ModuleRole::moe;
   feed_forward_ = build_feed_forward(context, mlp);
   attention_gpu_ = context.gpu(attention_->device());

@@ -4,24 +4,30 @@
 
 namespace switchyard {
 
-ExpertNames expert_names(const ModelConfig& config) {
-  if (config.arch == Architecture::mixtral) return {"w1", "w3", "w2"};
-  return {"gate_proj", "up_proj", "down_proj"};
-}
+ExpertNames expert_names(const ModelConfig& config) { return config.family->expert_projections; }
 
 cpu::MoeGateConfig gate_config(const ModelConfig& c, const float* bias) {
-  switch (c.arch) {
-    case Architecture::deepseek_v3:
-      return cpu::deepseek_v3_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, bias,
-                                   c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor));
-    case Architecture::deepseek_v2:
-      return cpu::deepseek_v2_gate(c.n_routed_experts, c.num_experts_per_tok,
-                                   c.topk_method == "group_limited_greedy" ? c.n_group : 0, c.topk_group,
-                                   static_cast<float>(c.routed_scaling_factor));
-    case Architecture::qwen3_moe: return cpu::qwen3_moe_gate(c.n_routed_experts, c.num_experts_per_tok, c.norm_topk_prob);
-    case Architecture::mixtral: return cpu::mixtral_gate(c.n_routed_experts, c.num_experts_per_tok);
+  const GateScheme s = c.family->gate_scheme(c);
+  cpu::MoeGateConfig g;
+  g.n_experts = c.n_routed_experts;
+  g.top_k = c.num_experts_per_tok;
+  g.scoring = s.scoring == RouterScoring::sigmoid ? cpu::GateScoring::sigmoid : cpu::GateScoring::softmax;
+  g.score_correction_bias = s.correction_bias ? bias : nullptr;
+  switch (s.group_scoring) {
+    case GroupScoring::none: g.group_score = cpu::GroupScore::none; break;
+    case GroupScoring::max: g.group_score = cpu::GroupScore::max; break;
+    case GroupScoring::sum_of_top2: g.group_score = cpu::GroupScore::sum_of_top2; break;
   }
-  return {};
+  if (g.group_score != cpu::GroupScore::none) {
+    g.n_group = s.n_group;
+    g.topk_group = s.topk_group;
+  }
+  g.weights_from_scores = s.weights_from_scores;
+  g.normalize = s.normalize;
+  g.normalize_epsilon = s.normalize_epsilon;
+  g.scale_when_normalized = s.scale_when_normalized;
+  g.routed_scaling_factor = s.routed_scaling_factor;
+  return g;
 }
 
 void require_same_device(const BuildContext& context, const Module& block, const Module& part) {

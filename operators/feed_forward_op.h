@@ -26,13 +26,12 @@ class FeedForwardOp {
   virtual Device device() const = 0;
 };
 
-// The router's configuration for the model's family; `bias` is DeepSeek-V3's correction bias
-// ([n_experts] f32, host or device memory as the gate kernel needs) or nullptr.
+// The router's configuration: the family's gate scheme (core/model_family.h) for this config.
+// `bias` is the router's e_score_correction_bias ([n_experts] f32, host or device memory as the
+// gate kernel needs), used where the scheme adds one, or nullptr.
 cpu::MoeGateConfig gate_config(const ModelConfig& config, const float* bias);
-// Mixtral names its projections w1 (gate), w3 (up), w2 (down).
-struct ExpertNames {
-  const char *gate, *up, *down;
-};
+// The routed experts' projection names, as the family gives them (Mixtral: w1, w3, w2).
+using ExpertNames = ProjectionNames;
 ExpertNames expert_names(const ModelConfig& config);
 
 // InputError unless `part` (a projection, a norm, a router) runs on `block`'s device.

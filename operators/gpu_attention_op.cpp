@@ -293,17 +293,18 @@ GpuGqaAttention::GpuGqaAttention(const BuildContext& context, const Module& self
   heads_ = c.num_attention_heads;
   kv_heads_ = c.num_key_value_heads;
   head_dim_ = c.head_dim;
+  rope_dim_ = c.rope_dim();
   q_ = LinearOp(context, context.child(self_attn, "q_proj"));
   k_ = LinearOp(context, context.child(self_attn, "k_proj"));
   v_ = LinearOp(context, context.child(self_attn, "v_proj"));
   o_ = LinearOp(context, context.child(self_attn, "o_proj"));
-  if (c.arch == Architecture::qwen3_moe) {
+  if (c.qk_norm) {
     const float eps = static_cast<float>(c.rms_norm_eps);
     q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), eps);
     k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), eps);
   }
   scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
-  rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, static_cast<int>(head_dim_)), max_context_);
+  rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, rope_dim_), max_context_);
   const std::string where = " of " + std::string(self_attn.name);
   const KvCacheLayout cache = context.kv_cache();
   cache_dtype_ = cache.dtype;
@@ -319,7 +320,7 @@ void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   q_.forward(x, tokens, q);
   k_.forward(x, tokens, k);
   v_.forward(x, tokens, v);
-  if (q_norm_) {  // Qwen3: RMSNorm over each head's vector before the rotation
+  if (q_norm_) {  // RMSNorm over each head's vector before the rotation
     Scratch q_normed(gpu_, tokens * q_width, "normalised queries"), k_normed(gpu_, tokens * kv_width, "normalised keys");
     q_norm_->forward(q, tokens * heads_, q_normed);
     k_norm_->forward(k, tokens * kv_heads_, k_normed);
@@ -328,10 +329,10 @@ void GpuGqaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
   }
   const float* cos = rope_tables_->cos.as<float>();
   const float* sin = rope_tables_->sin.as<float>();
-  const int dim = static_cast<int>(head_dim_);
-  cuda::apply_rope_at(q, tokens, heads_, q_width, head_dim_, dim, cos, sin, gpu_->position(),
+  // The first rope_dim_ dimensions of each head turn (half-split pairs within them); the rest pass.
+  cuda::apply_rope_at(q, tokens, heads_, q_width, head_dim_, rope_dim_, cos, sin, gpu_->position(),
                       cpu::RopeLayout::half_split, stream);
-  cuda::apply_rope_at(k, tokens, kv_heads_, kv_width, head_dim_, dim, cos, sin, gpu_->position(),
+  cuda::apply_rope_at(k, tokens, kv_heads_, kv_width, head_dim_, rope_dim_, cos, sin, gpu_->position(),
                       cpu::RopeLayout::half_split, stream);
   cuda::write_cache_rows(k_cache_.data(), cache_dtype_, kv_width, k, kv_width, tokens, gpu_->position(), max_context_,
                          stream);

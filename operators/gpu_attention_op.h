@@ -7,7 +7,8 @@
 // kv_b_proj's key rows, attention over the cached latent and rope key, values from kv_b_proj's
 // value rows), reading the latent cache once per tile of heads; prefill decompresses the cached
 // latent into per-head keys and values and runs ordinary attention over them.
-// GQA (Qwen3-MoE with per-head q/k norms, Mixtral): keys and values cached per kv head.
+// GQA (Qwen3-MoE and GLM-4.5 with per-head q/k norms, Mixtral, GLM-4.5-Air): keys and values cached
+// per kv head; RoPE over the first rope_dim of each head (GLM: half of head_dim).
 //
 // Caches are f32 or bf16 (BuildContext::kv_cache, core/kv_cache_layout.h): written rounded, read
 // widened by the kernels themselves in decode (half the bytes for bf16), and widened into an f32
@@ -60,6 +61,7 @@ class GpuGqaAttention final : public AttentionOp {
  private:
   GpuRuntime* gpu_;
   std::int64_t heads_, kv_heads_, head_dim_, max_context_;
+  int rope_dim_;  // the dimensions RoPE turns at the start of each head, <= head_dim_
   float scale_;
   LinearOp q_, k_, v_, o_;
   std::unique_ptr<NormOp> q_norm_, k_norm_;

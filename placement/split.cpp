@@ -166,15 +166,7 @@ std::string group_key(const Rule* rule, const ModulePlacement& p) {
          (p.recursive ? "r" : "n");
 }
 
-const char* model_replacement(const ModelConfig& config) {
-  switch (config.arch) {
-    case Architecture::deepseek_v3:
-    case Architecture::deepseek_v2: return "ktransformers.operators.models.KDeepseekV2Model";
-    case Architecture::qwen3_moe: return "ktransformers.operators.models.KQwen3MoeModel";
-    case Architecture::mixtral: return "Model";
-  }
-  return "Model";
-}
+const std::string& model_replacement(const ModelConfig& config) { return config.family->ktransformers_model_class; }
 
 }  // namespace
 

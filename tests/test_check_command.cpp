@@ -53,9 +53,8 @@ TEST_CASE("check command: shipped profiles are clean against their architectures
     for (const auto& d : result.diagnostics.items()) INFO(switchyard::format_diagnostic(d));
     CHECK(result.diagnostics.items().empty());
     // Routed experts stay on the CPU in decode in every shipped profile but the all-GPU one.
-    const int experts = result.tree->find(result.tree->config().arch == switchyard::Architecture::mixtral
-                                              ? "model.layers.1.block_sparse_moe.experts"
-                                              : "model.layers.5.mlp.experts");
+    const int experts =
+        result.tree->find("model.layers.5." + result.tree->config().family->feed_forward_child + ".experts");
     REQUIRE(experts >= 0);
     const bool all_gpu = std::string(file).find("-gpu.yaml") != std::string::npos;
     CHECK(result.plan.owner_of(experts).generate_device.is_cpu() != all_gpu);

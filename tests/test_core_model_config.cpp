@@ -52,7 +52,7 @@ void check_same_rope(const std::optional<sy::RopeScaling>& a, const std::optiona
 
 // Every field but `source`, which names where each config came from.
 void check_same_config(const sy::ModelConfig& a, const sy::ModelConfig& b) {
-  CHECK(a.arch == b.arch);
+  CHECK(a.family == b.family);
   CHECK(a.model_type == b.model_type);
   CHECK(a.vocab_size == b.vocab_size);
   CHECK(a.hidden_size == b.hidden_size);
@@ -62,6 +62,8 @@ void check_same_config(const sy::ModelConfig& a, const sy::ModelConfig& b) {
   CHECK(a.num_attention_heads == b.num_attention_heads);
   CHECK(a.num_key_value_heads == b.num_key_value_heads);
   CHECK(a.head_dim == b.head_dim);
+  CHECK(a.partial_rotary_factor == b.partial_rotary_factor);
+  CHECK(a.qk_norm == b.qk_norm);
   CHECK(a.q_lora_rank == b.q_lora_rank);
   CHECK(a.kv_lora_rank == b.kv_lora_rank);
   CHECK(a.qk_nope_head_dim == b.qk_nope_head_dim);
@@ -108,7 +110,9 @@ TEST_CASE("core: every architecture preset parses and names its family") {
     CHECK(sy::find_arch_preset(preset.name) == &preset);
     sy::ModelConfig config;
     REQUIRE_NOTHROW(config = sy::preset_model_config(preset.name));
-    CHECK(config.model_type == sy::architecture_model_type(config.arch));
+    REQUIRE(config.family != nullptr);
+    CHECK(config.model_type == config.family->model_type);
+    CHECK(sy::find_model_family(config.model_type) == config.family);
     CHECK(config.source == "preset " + preset.name);
     CHECK(config.num_experts_per_tok <= config.n_routed_experts);
   }
@@ -450,7 +454,7 @@ TEST_CASE("core: DeepSeek routing is accepted exactly when the MoE gate can rout
     c.n_group = static_cast<int>(rng.between(1, c.n_routed_experts));
     c.topk_group = static_cast<int>(rng.between(1, c.n_group));  // parse_model_config's own range
     c.num_experts_per_tok = static_cast<int>(rng.between(1, c.n_routed_experts));
-    if (c.arch == sy::Architecture::deepseek_v2) c.topk_method = rng.below(2) ? "greedy" : "group_limited_greedy";
+    if (c.model_type == "deepseek_v2") c.topk_method = rng.below(2) ? "greedy" : "group_limited_greedy";
     INFO(c.model_type << " " << c.topk_method << ": " << c.n_routed_experts << " experts, n_group " << c.n_group
                       << ", topk_group " << c.topk_group << ", top_k " << c.num_experts_per_tok);
     const std::vector<float> bias(static_cast<std::size_t>(c.n_routed_experts), 0.0f);

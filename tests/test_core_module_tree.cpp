@@ -246,7 +246,7 @@ TEST_CASE("core: MoE blocks sit exactly in the layers is_moe_layer names") {
     INFO("preset " << preset);
     const sy::ModuleTree tree = preset_tree(preset);
     const sy::ModuleClass& moe = *sy::find_module_class("MoE");
-    const char* block = tree.config().arch == sy::Architecture::mixtral ? "block_sparse_moe" : "mlp";
+    const std::string& block = tree.config().family->feed_forward_child;
     for (int layer = 0; layer < tree.num_layers(); ++layer) {
       INFO("layer " << layer);
       const sy::Module& m = module(tree, "model.layers." + std::to_string(layer) + "." + block);
@@ -313,7 +313,7 @@ TEST_CASE("core: total_parameter_count equals the closed-form count of each fami
     for (const char* preset : {"tiny-qwen3-moe", "tiny-mixtral", "qwen3-30b-a3b", "mixtral-8x7b"}) {
       INFO(preset);
       const sy::ModelConfig c = sy::preset_model_config(preset);
-      const bool qwen = c.arch == sy::Architecture::qwen3_moe;
+      const bool qwen = c.qk_norm;
       const std::uint64_t h = c.hidden_size, q_width = c.num_attention_heads * c.head_dim;
       const std::uint64_t attention = 2 * h * q_width + 2 * h * c.num_key_value_heads * c.head_dim +
                                       (qwen ? 2 * c.head_dim : 0);  // q_norm, k_norm

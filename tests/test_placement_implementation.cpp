@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/arch_presets.h"
 #include "core/model_description.h"
 #include "placement/implementation.h"
 #include "tests/core_test_support.h"
@@ -16,7 +17,13 @@ using switchyard::core_testing::SeededRng;
 
 namespace {
 
-constexpr const char* kTinyPresets[] = {"tiny-deepseek-v3", "tiny-deepseek-v2", "tiny-qwen3-moe", "tiny-mixtral"};
+// Every family's test-size presets.
+std::vector<std::string> tiny_presets() {
+  std::vector<std::string> names;
+  for (const ArchPreset& preset : arch_presets())
+    if (preset.test_size) names.push_back(preset.name);
+  return names;
+}
 
 struct Target {
   std::string arch;
@@ -28,7 +35,7 @@ struct Target {
 // `default`, a module with an operator of its own.
 std::optional<Target> target_for(const ReplacementClass& replacement, SeededRng& rng) {
   std::vector<Target> candidates;
-  for (const char* arch : kTinyPresets) {
+  for (const std::string& arch : tiny_presets()) {
     Diagnostics diagnostics;
     ModelSpec spec;
     spec.arch = arch;

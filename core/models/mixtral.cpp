@@ -1,10 +1,53 @@
-// Mixtral module tree, in the registration order of transformers' modeling_mixtral.py with the
+// Mixtral (mixtral): grouped-query attention, softmax top-2 routing renormalised, every layer MoE,
+// the MoE block named block_sparse_moe and its experts' projections w1 (gate), w3 (up), w2 (down).
+// The module tree follows the registration order of transformers' modeling_mixtral.py with the
 // checkpoint's per-expert names (block_sparse_moe.experts.E.w1/w2/w3).
+#include <nlohmann/json.hpp>
+
+#include "core/models/config_parts.h"
 #include "core/models/tree_builder.h"
 
 namespace switchyard::models {
+namespace {
 
-void build_mixtral(TreeBuilder& b) {
+constexpr const char* kMixtral8x7B = R"({
+  "model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+  "num_experts_per_tok": 2, "max_position_embeddings": 32768, "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})";
+
+constexpr const char* kTinyMixtral = R"({
+  "model_type": "mixtral", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 96,
+  "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+  "num_experts_per_tok": 2, "max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})";
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  parse_gqa_attention(f, c);
+  c.n_routed_experts = static_cast<int>(f.integer("num_local_experts", 1, kMaxExperts));
+  c.moe_intermediate_size = c.intermediate_size;  // the experts are Mixtral's MLPs
+  c.norm_topk_prob = true;  // Mixtral renormalises its top-k softmax weights
+}
+
+void validate(const ModelConfig&) {}
+
+void write(const ModelConfig& c, nlohmann::json& j) {
+  j["head_dim"] = c.head_dim;
+  j["num_local_experts"] = c.n_routed_experts;
+}
+
+bool is_moe_layer(const ModelConfig&, int) { return true; }
+
+// Softmax, top-k, weights always divided by their sum.
+GateScheme gate_scheme(const ModelConfig&) {
+  GateScheme g;
+  g.normalize = true;
+  return g;
+}
+
+void build_tree(TreeBuilder& b) {
   const ModelConfig& c = b.tree().config();
   const std::int64_t head_dim = c.head_dim;
   const int root = b.root("MixtralForCausalLM");
@@ -34,6 +77,37 @@ void build_mixtral(TreeBuilder& b) {
   b.module(model, "rotary_emb", "MixtralRotaryEmbedding");
   if (c.tie_word_embeddings) b.module(root, "lm_head", "Linear");
   else b.linear(root, "lm_head", c.vocab_size, c.hidden_size, TensorKind::output);
+}
+
+}  // namespace
+
+const ModelFamily& mixtral() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.model_type = "mixtral";
+    f.causal_lm_class = "MixtralForCausalLM";
+    f.classes = {{{"ktransformers.models.modeling_mixtral", "transformers.models.mixtral.modeling_mixtral"},
+                  {{"MixtralForCausalLM", "CausalLM"}, {"MixtralModel", "Model"},
+                   {"MixtralDecoderLayer", "DecoderLayer"}, {"MixtralAttention", "Attention"},
+                   {"MixtralSparseMoeBlock", "MoE"}, {"MixtralBlockSparseTop2MLP", "MLP"},
+                   {"MixtralRMSNorm", "RMSNorm"}, {"MixtralRotaryEmbedding", "RotaryEmbedding"}}}};
+    f.parse = parse;
+    f.validate = validate;
+    f.write = write;
+    f.is_moe_layer = is_moe_layer;
+    f.routed_experts_field = "num_local_experts";
+    f.tokens = {1, {2}, std::nullopt};
+    f.build_tree = build_tree;
+    f.attention = AttentionKind::gqa;
+    f.feed_forward_child = "block_sparse_moe";
+    f.expert_projections = {"w1", "w3", "w2"};
+    f.gate_scheme = gate_scheme;
+    f.ktransformers_model_class = "Model";  // Switchyard's own spelling of the decoder stack
+    f.presets = {{"mixtral-8x7b", "Mixtral-8x7B, 32 layers, 8 experts", kMixtral8x7B},
+                 {"tiny-mixtral", "Mixtral structure at test size", kTinyMixtral, true}};
+    return f;
+  }();
+  return family;
 }
 
 }  // namespace switchyard::models

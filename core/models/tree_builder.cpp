@@ -74,12 +74,7 @@ ModuleTree build_module_tree(const ModelConfig& config, const WeightScheme& sche
   // 60k modules around while the vector grows.
   tree.reserve(static_cast<std::size_t>(config.num_hidden_layers) * (4 * static_cast<std::size_t>(config.n_routed_experts) + 32) + 16);
   models::TreeBuilder builder(tree, scheme);
-  switch (config.arch) {
-    case Architecture::deepseek_v3:
-    case Architecture::deepseek_v2: models::build_deepseek(builder); break;
-    case Architecture::qwen3_moe: models::build_qwen3_moe(builder); break;
-    case Architecture::mixtral: models::build_mixtral(builder); break;
-  }
+  config.family->build_tree(builder);
   return tree;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Helpers the per-architecture tree builders share: they add modules with their parameters and
-// ask the weight scheme for each parameter's dtype. Internal to core/.
+// Helpers the families' tree builders share (core/model_family.h): they add modules with their
+// parameters and ask the weight scheme for each parameter's dtype. Internal to core/.
 #include "core/module_tree.h"
 
 namespace switchyard::models {
@@ -37,9 +37,5 @@ class TreeBuilder {
 
 Shape shape1(std::int64_t a);
 Shape shape2(std::int64_t a, std::int64_t b);
-
-void build_deepseek(TreeBuilder& b);
-void build_qwen3_moe(TreeBuilder& b);
-void build_mixtral(TreeBuilder& b);
 
 }  // namespace switchyard::models
