@@ -119,11 +119,10 @@ constexpr std::uint64_t kBlockElements = 1 << 15;
 
 WeightInit weight_init_for(const Parameter& param) {
   switch (param.kind) {
-    case TensorKind::norm:
-      // The tree files Linear biases (attention_bias) under `norm` too: they are f32 vectors.
-      return param.name == "bias" ? WeightInit{WeightInit::Kind::zeros, 0.0f} : WeightInit{WeightInit::Kind::ones, 0.0f};
+    case TensorKind::norm: return {WeightInit::Kind::ones, 0.0f};
     case TensorKind::block_scale: return {WeightInit::Kind::ones, 0.0f};  // FP8 dequantisation scale of 1
     case TensorKind::router_bias:  // randomised on purpose, see the header
+    case TensorKind::bias:
     default: return {WeightInit::Kind::normal, kInitializerRange};
   }
 }

@@ -23,9 +23,10 @@ struct WeightInit {
 };
 
 // How `param` is initialised: normal(0, 0.02) for Linear and Embedding weights, exactly 1 for RMSNorm
-// weights, 0 for Linear biases. DeepSeek-V3's `e_score_correction_bias` is normal(0, 0.02) too,
-// where transformers starts it at zero: with zeros, picking experts with the bias and weighting
-// them without it would agree, and a test could not tell the two apart.
+// weights. Linear biases and the router's `e_score_correction_bias` are normal(0, 0.02) too, where
+// transformers starts them at zero: with zeros, a model run without its biases, or picking experts
+// with the bias and weighting them without it, would agree with the right one, and a test could
+// not tell them apart.
 WeightInit weight_init_for(const Parameter& param);
 
 // Key of one tensor's random stream: a hash of the seed and the tensor's full name.

@@ -6,7 +6,8 @@ namespace switchyard {
 namespace {
 
 bool is_matrix(TensorKind kind) {
-  return kind != TensorKind::norm && kind != TensorKind::router_bias && kind != TensorKind::block_scale;
+  return kind != TensorKind::norm && kind != TensorKind::router_bias && kind != TensorKind::block_scale &&
+         kind != TensorKind::bias;
 }
 
 DType uniform(TensorKind kind, DType matrix_type) {
@@ -23,6 +24,7 @@ DType k_quant(TensorKind kind, int layer, int num_layers, DType base, DType more
   switch (kind) {
     case TensorKind::norm:
     case TensorKind::router_bias:
+    case TensorKind::bias:
     case TensorKind::block_scale: return DType::f32;
     case TensorKind::output: return DType::q6_k;
     case TensorKind::router: return DType::f32;

@@ -23,6 +23,7 @@ enum class TensorKind : std::uint8_t {
   expert_down,     // routed experts' down (w2)
   router,          // MoE gate weight
   router_bias,     // e_score_correction_bias
+  bias,            // Linear biases (attention_bias: q/k/v_proj)
   block_scale,     // FP8 weight_scale_inv
 };
 

@@ -41,7 +41,7 @@ int TreeBuilder::linear(int parent, std::string_view name, std::int64_t out_feat
                         TensorKind kind, bool bias) {
   const int m = module(parent, name, "Linear");
   param(m, "weight", shape2(out_features, in_features), kind);
-  if (bias) tree_.add_param(m, "bias", shape1(out_features), DType::f32, TensorKind::norm);
+  if (bias) param(m, "bias", shape1(out_features), TensorKind::bias);
   return m;
 }
 

@@ -16,7 +16,8 @@ class TreeBuilder {
   int layer(int parent, int index, const char* cls);
   int expert(int parent, int index, const char* cls);
 
-  // nn.Linear: weight [out_features, in_features] (+ FP8 block scales where the scheme stores FP8).
+  // nn.Linear: weight [out_features, in_features] (+ FP8 block scales where the scheme stores FP8),
+  // and bias [out_features] when asked for.
   int linear(int parent, std::string_view name, std::int64_t out_features, std::int64_t in_features,
              TensorKind kind, bool bias = false);
   int norm(int parent, std::string_view name, std::int64_t width, const char* cls);
