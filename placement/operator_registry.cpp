@@ -1,7 +1,10 @@
 #include "placement/operator_registry.h"
 
 #include <deque>
+#include <string_view>
 #include <unordered_map>
+
+#include "core/model_family.h"
 
 namespace switchyard {
 namespace {
@@ -85,6 +88,18 @@ const DeviceImplementations kExperts{Implementation::experts_cpu, Implementation
 const DeviceImplementations kExpertsGpu{Implementation::none, Implementation::experts_gpu};
 const DeviceImplementations kExpertsCpu{Implementation::experts_cpu, Implementation::none};
 
+// The attention classes of every family whose attention is `kind` (core/model_family.h), which the
+// native MLA and GQA replace.
+std::vector<std::string> attention_classes(AttentionKind kind) {
+  std::vector<std::string> names;
+  for (const ModelFamily* family : model_families())
+    if (family->attention == kind)
+      for (const FamilyClasses& group : family->classes)
+        for (const FamilyClass& cls : group.classes)
+          if (std::string_view(cls.base) == "Attention") names.push_back(cls.name);
+  return names;
+}
+
 std::vector<KwargSpec> devices_and(std::vector<KwargSpec> extra) {
   std::vector<KwargSpec> all = {kGenerateDevice, kPrefillDevice};
   all.insert(all.end(), extra.begin(), extra.end());
@@ -167,14 +182,14 @@ struct Registry {
         {"MLA", OperatorKind::attention, "multi-head latent attention with a compressed KV cache",
          devices_and({kAbsorbForPrefill, kChunckSize, kChunkSize}),
          {}, "", "", std::nullopt, false, {Implementation::mla_cpu, Implementation::mla_gpu}});
-    spell(mla, "MLA", {"DeepseekV3Attention", "DeepseekV2Attention"});
+    spell(mla, "MLA", attention_classes(AttentionKind::mla));
     spell(mla, kt + "attention.KDeepseekV2Attention", {"DeepseekV3Attention", "DeepseekV2Attention"});
     spell(mla, kt + "balance_serve_attention.flashinfer_attn", {"DeepseekV3Attention", "DeepseekV2Attention"});
 
     const OperatorInfo& gqa = add({"GQA", OperatorKind::attention, "grouped-query attention with a K/V cache",
                                    devices_and({kChunckSize, kChunkSize}), {}, "", "", std::nullopt, false,
                                    {Implementation::gqa_cpu, Implementation::gqa_gpu}});
-    spell(gqa, "GQA", {"Qwen3MoeAttention", "MixtralAttention"});
+    spell(gqa, "GQA", attention_classes(AttentionKind::gqa));
     spell(gqa, kt + "balance_serve_attention.KQwen3MoeAttention", {"Qwen3MoeAttention"});
 
     // The RoPE classes differ in how ktransformers caches their tables; ours are built from the
