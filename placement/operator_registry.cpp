@@ -233,6 +233,14 @@ struct Registry {
     spell(mlp, kt + "mlp.kDeepseekV3MLP", {"DeepseekV3MLP", "DeepseekV2MLP"});
     spell(mlp, kt + "mlp.KQwen3MoeMLP", {"Qwen3MoeMLP"});
     spell(mlp, kt + "mlp.KQwen2MoeMLP", {"Qwen3MoeMLP"});
+
+    // GLM-4.5 (glm4_moe): the classes of ktransformers' Glm4Moe rules.
+    spell(moe, kt + "experts.KGlm4MoeMoE", {"Glm4MoeMoE"});
+    spell(experts, kt + "experts.KGlm4Experts", {"ModuleList"});
+    spell(gqa, kt + "balance_serve_attention.KGlm4MoeAttention", {"Glm4MoeAttention"});
+    spell(rope, kt + "RoPE.KGlm4MoeRotaryEmbedding", {"Glm4MoeRotaryEmbedding"});
+    spell(norm, kt + "layernorm.KGlm4MoeRMSNorm", {"Glm4MoeRMSNorm"});
+    spell(mlp, kt + "mlp.KGlm4MoeMLP", {"Glm4MoeMLP"});
   }
 };
 

@@ -37,6 +37,8 @@ TEST_CASE("check command: shipped profiles are clean against their architectures
       {"Mixtral-cpu.yaml", "mixtral-8x7b"},
       {"Qwen3-MoE.yaml", "qwen3-30b-a3b"},
       {"Mixtral.yaml", "mixtral-8x7b"},
+      {"GLM-4.5-Air.yaml", "glm-4.5-air"},
+      {"GLM-4.5-Air-cpu.yaml", "glm-4.5-air"},
   };
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_path("optimize_rules")))

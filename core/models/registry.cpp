@@ -8,6 +8,7 @@
   FAMILY(deepseek_v2)                      \
   FAMILY(qwen3_moe)                        \
   FAMILY(mixtral)                          \
+  FAMILY(glm4_moe)                         \
   /* a new family: one line above this one */
 
 namespace switchyard {
