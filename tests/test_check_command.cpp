@@ -229,7 +229,7 @@ TEST_CASE("check command: --explain shows each rule tried") {
 TEST_CASE("check command: checkpoints saved by transformers match the module trees") {
   // tests/fixtures/fidelity holds tiny models saved by transformers' save_pretrained
   // (tests/fidelity/make_fixtures.py): their tensor names and shapes must be exactly our trees'.
-  for (const char* name : {"deepseek_v3", "deepseek_v2", "qwen3_moe", "mixtral"}) {
+  for (const char* name : {"deepseek_v3", "deepseek_v2", "qwen3_moe", "mixtral", "glm4_moe", "glm4_moe_qk_norm"}) {
     INFO(name);
     switchyard::Diagnostics diagnostics;
     switchyard::ModelSpec spec;

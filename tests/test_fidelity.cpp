@@ -12,6 +12,8 @@ TEST_CASE("fidelity: logits and greedy continuations match transformers") {
       {"deepseek_v2", "DeepSeek-V2-Lite-Chat-cpu.yaml"},
       {"qwen3_moe", "Qwen3-MoE-cpu.yaml"},
       {"mixtral", "Mixtral-cpu.yaml"},
+      {"glm4_moe", "GLM-4.5-Air-cpu.yaml"},
+      {"glm4_moe_qk_norm", "GLM-4.5-Air-cpu.yaml"},
   };
   for (const auto& entry : cases) {
     const char* const fixture = entry.first;

@@ -43,6 +43,8 @@ constexpr std::pair<const char*, const char*> kHybridCases[] = {
     {"deepseek_v2", "DeepSeek-V2-Lite-Chat.yaml"},
     {"qwen3_moe", "Qwen3-MoE.yaml"},
     {"mixtral", "Mixtral.yaml"},
+    {"glm4_moe", "GLM-4.5-Air.yaml"},
+    {"glm4_moe_qk_norm", "GLM-4.5-Air.yaml"},
 };
 
 }  // namespace
