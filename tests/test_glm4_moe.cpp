@@ -326,15 +326,16 @@ TEST_CASE("glm4_moe: the GPU and hybrid paths match the plain reference, eagerly
     make_tiny(preset, dir.path());
     for (const bool all_gpu : {false, true})
       for (const bool graph : {false, true}) {
-        INFO(std::string(preset) << (all_gpu ? " all-GPU" : " hybrid GLM-4.5-Air.yaml") << (graph ? ", CUDA graph" : ", eager"));
+        const std::string name = std::string(preset) + (all_gpu ? " all-GPU" : " hybrid GLM-4.5-Air.yaml") +
+                                 (graph ? ", CUDA graph" : ", eager");
+        INFO(name);
         sy::CausalLMOptions options;
         options.use_cuda_graph = graph;
         Engine e = all_gpu ? load(dir.path(), "<all-GPU profile>", kAllGpu, options)
                            : load(dir.path(), sy::testing::source_path("optimize_rules/GLM-4.5-Air.yaml"), "", options);
         const ReferenceGlm4Moe reference(e.check.tree->config(), *e.weights);
         const double error = run_against_reference(*e.model, reference);
-        MESSAGE(std::string(preset) << (all_gpu ? " all-GPU" : " hybrid") << (graph ? " graph" : " eager")
-                       << ": relative error against the reference " << error);
+        MESSAGE(name << ": relative error against the reference " << error);
         CHECK(error <= kGpuTolerance);
       }
   }
