@@ -53,4 +53,18 @@ void validate_group_limited_routing(const ModelConfig& c, GroupScoring group_sco
   }
 }
 
+GateScheme noaux_tc_gate_scheme(const ModelConfig& c) {
+  GateScheme g;
+  g.scoring = RouterScoring::sigmoid;
+  g.correction_bias = true;
+  g.group_scoring = GroupScoring::sum_of_top2;
+  g.n_group = c.n_group;
+  g.topk_group = c.topk_group;
+  g.weights_from_scores = true;
+  g.normalize = c.norm_topk_prob;
+  g.normalize_epsilon = 1e-20f;
+  g.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
+  return g;
+}
+
 }  // namespace switchyard::models

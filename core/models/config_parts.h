@@ -4,6 +4,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/config_fields.h"
+#include "core/model_family.h"
 #include "core/model_config.h"
 
 namespace switchyard::models {
@@ -24,5 +25,10 @@ void parse_gqa_attention(const ConfigFields& fields, ModelConfig& config);
 // n_group divides the routed experts into equal groups, of at least two experts when a group is
 // scored by its two best, and the topk_group kept groups hold num_experts_per_tok experts.
 void validate_group_limited_routing(const ModelConfig& config, GroupScoring group_scoring);
+
+// DeepSeek-V3's noaux_tc router, which GLM-4.5 shares: sigmoid scores, the correction bias for
+// selection only, groups scored by their two best, weights from the scores, normalised when
+// norm_topk_prob, times routed_scaling_factor.
+GateScheme noaux_tc_gate_scheme(const ModelConfig& config);
 
 }  // namespace switchyard::models

@@ -168,19 +168,9 @@ bool is_moe_layer(const ModelConfig& c, int layer) {
 // when top_k > 1 and norm_topk_prob. Every released V2 checkpoint has norm_topk_prob false, where
 // the two agree.
 GateScheme gate_scheme(const ModelConfig& c) {
+  if (is_v3(c)) return noaux_tc_gate_scheme(c);
   GateScheme g;
   g.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
-  if (is_v3(c)) {  // noaux_tc
-    g.scoring = RouterScoring::sigmoid;
-    g.correction_bias = true;
-    g.group_scoring = GroupScoring::sum_of_top2;
-    g.n_group = c.n_group;
-    g.topk_group = c.topk_group;
-    g.weights_from_scores = true;
-    g.normalize = c.norm_topk_prob;
-    g.normalize_epsilon = 1e-20f;
-    return g;
-  }
   if (c.topk_method == "group_limited_greedy") {
     g.group_scoring = GroupScoring::max;
     g.n_group = c.n_group;

@@ -122,19 +122,7 @@ void write(const ModelConfig& c, nlohmann::json& j) {
 bool is_moe_layer(const ModelConfig& c, int layer) { return layer >= c.first_k_dense_replace; }
 
 // Glm4MoeMoE.route_tokens_to_experts: DeepSeek-V3's noaux_tc, with or without groups.
-GateScheme gate_scheme(const ModelConfig& c) {
-  GateScheme g;
-  g.scoring = RouterScoring::sigmoid;
-  g.correction_bias = true;
-  g.group_scoring = GroupScoring::sum_of_top2;
-  g.n_group = c.n_group;
-  g.topk_group = c.topk_group;
-  g.weights_from_scores = true;
-  g.normalize = c.norm_topk_prob;
-  g.normalize_epsilon = 1e-20f;
-  g.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
-  return g;
-}
+GateScheme gate_scheme(const ModelConfig& c) { return noaux_tc_gate_scheme(c); }
 
 void attention(TreeBuilder& b, int layer) {
   const ModelConfig& c = b.tree().config();
