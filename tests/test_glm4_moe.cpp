@@ -301,8 +301,9 @@ TEST_CASE("glm4_moe: the CPU path matches a plain reference, with and without q/
         {"shared expert", {.shared_expert = true}},
     };
     if (c.qk_norm) omissions.push_back({"q/k norms", {.qk_norm = true}});
-    for (const auto& [what, omit] : omissions) {
-      INFO("the reference without " << std::string(what));
+    for (const auto& omission : omissions) {
+      const auto& omit = omission.second;
+      INFO("the reference without " << std::string(omission.first));
       Engine fresh = load(dir.path(), sy::testing::source_path("optimize_rules/GLM-4.5-Air-cpu.yaml"));
       const double apart = run_against_reference(*fresh.model, ReferenceGlm4Moe(c, *fresh.weights, omit));
       CHECK(apart > 10 * kTolerance);

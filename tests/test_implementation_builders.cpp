@@ -40,7 +40,9 @@ std::string experts_profile(const std::string& device, const std::string& genera
 void check_built_as_planned(const Loaded& l, const BuiltImplementations& built) {
   const ModuleTree& tree = *l.check.tree;
   std::vector<bool> seen(tree.modules().size());
-  for (const auto& [module, implementation] : built.modules) {
+  for (const auto& entry : built.modules) {
+    const int module = entry.first;
+    const PhaseImplementations& implementation = entry.second;
     INFO(tree.at(module).name);
     CHECK(implementation == implementation_of(l.check.plan, module));
     CHECK(implementation.generate != Implementation::none);

@@ -42,7 +42,8 @@ constexpr std::pair<const char*, const char*> kCpuCases[] = {
 }  // namespace
 
 TEST_CASE("kv cache: check's estimate per device is what the model allocates on the CPU, f32 and bf16") {
-  for (const auto& [fixture, profile] : kCpuCases) {
+  for (const auto& one : kCpuCases) {
+    const std::string fixture = one.first, profile = one.second;
     INFO(fixture << " with " << profile);
     const Loaded by_default = load(fixture, profile);
     const Loaded f32 = load(fixture, profile, "", {}, nullptr, nullptr, DType::f32);
@@ -100,8 +101,9 @@ TEST_CASE("kv cache: check's estimate per device is what the model allocates wit
       {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
       {"qwen3_moe", "Qwen3-MoE.yaml"},
   };
-  for (const auto& [fixture, profile] : kHybridCases)
+  for (const auto& one : kHybridCases)
     for (const DType dtype : {DType::f32, DType::bf16}) {
+      const std::string fixture = one.first, profile = one.second;
       INFO(fixture << " with " << profile << ", " << dtype_name(dtype) << " caches");
       const Loaded l = load(fixture, profile, "", {}, nullptr, nullptr, dtype);
       const std::uint64_t on_gpu = check_estimate_is_allocation(l, Device::cuda(0));

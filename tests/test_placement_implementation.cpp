@@ -208,7 +208,9 @@ TEST_CASE("implementation: default placements run each module's own implementati
     setup.gpus = device.is_cuda() ? 1 : 0;
     const CheckResult result = check_yaml("- match: {name: '^model\\.norm$'}\n  replace: {class: default}\n", setup);
     CHECK_FALSE(result.diagnostics.has_errors());
-    for (const auto& [name, base] : expected) {
+    for (const auto& one : expected) {
+      const auto& name = one.first;
+      const auto& base = one.second;
       INFO(name << " on " << device.str());
       const int module = result.tree->find(name);
       REQUIRE(module >= 0);
