@@ -62,8 +62,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   kept[2].resize(static_cast<std::size_t>(inter_first.back()));
   kept[3].resize(kept[2].size());
   float *const xs = kept[0].data(), *const y = kept[1].data(), *const g = kept[2].data(), *const u = kept[3].data();
-  // The row-wise steps around the projections run parallel too: with the projections on AMX tiles,
-  // serial ones held the cores idle for a fifth of the prefill (docs/perf-notes.md S12-8).
+  // The row-wise steps around the projections run parallel too: with the projections on AMX tiles
+  // this fast, serial row steps would leave the other cores idle for a large share of prefill.
   const bool parallel = slots * hidden_ >= kMinParallelRowWork;
 #pragma omp parallel for if (parallel)
   for (std::int64_t s = 0; s < slots; ++s)
@@ -110,8 +110,8 @@ void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std
   // projection per fork-join would cost 3 * top_k of them per token; the weights are streamed
   // once either way, and cpu::linear runs on the calling thread inside the region.
   // Items go to threads as they ask (dynamic): each phase ends when its last item does, and with
-  // a static split one slow or preempted core held up every layer (hybrid V2-Lite decode 37.8
-  // against 31.5 ms a token, docs/perf-notes.md S11-2). 32 rows an item: 16 were slower (S11-3).
+  // a static split one slow or preempted core would hold up every layer. 32 rows an item: enough
+  // work to amortise taking it, small enough to balance.
   constexpr std::int64_t kRows = 32;
   const std::int64_t slots = tokens * top_k;
   const std::int64_t inter = experts_.front().gate.out_features();

@@ -63,7 +63,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 // Row blocks a thread's share of rows is cut into: threads take blocks as they ask, so a core that
 // runs slow (another process, an interrupt) takes fewer and the call does not wait for it alone
-// (as the CPU experts' decode items, docs/perf-notes.md S11-2; `bench experts` prefill S11-7).
+// (the same reason as the CPU experts' dynamic decode items).
 constexpr std::int64_t kBlocksPerThread = 4;
 
 // How `threads` threads share y: by row groups, and by tokens as well when there are too few row

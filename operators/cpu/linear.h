@@ -12,7 +12,7 @@
 // are (8 significant bits: relative error 2^-9 an element), and tile instructions multiply it by
 // the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
 // bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
-// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md S12-4).
+// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md keeps the measurement).
 #include <cstdint>
 #include <span>
 

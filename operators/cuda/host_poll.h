@@ -7,8 +7,8 @@
 //   spin:  the CPU experts' worker waiting for its input, on the critical path of every layer;
 //          it asks the stream once every 4096 looks.
 //   sleep: a host whose next work is already queued (chained decode steps), beside the CPU
-//          experts' OpenMP team, which a spinning or often-waking thread would slow down (a hybrid
-//          step took 314 ms instead of 28 with a spinning host, docs/perf-notes.md S10-3); it
+//          experts' OpenMP team, which a spinning or often-waking thread would slow down (it
+//          takes a core from the experts' team); it
 //          asks the stream after every 20 us sleep.
 #include <cuda_runtime_api.h>
 

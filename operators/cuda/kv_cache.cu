@@ -119,7 +119,7 @@ __global__ void write_mla_caches_kernel(const float* ckv, std::int64_t latent, s
   const std::int64_t half = rope / 2;
   // Before the wait: the row (no kernel of a step writes the position: kv_cache.h) and what depends
   // on it and on constants alone, the RoPE tables' entries and the norm's weights. After it only the
-  // previous kernel's output is loaded, once (docs/perf-notes.md S13-2).
+  // previous kernel's output is loaded, once, so the wait hides the independent loads.
   const std::int64_t row = std::int64_t{*position} + t;
   const bool row_inside = row >= 0 && row < max_context;
   const std::int64_t j0 = blockIdx.y > 0 ? threadIdx.x % (half > 0 ? half : 1) : threadIdx.x;

@@ -78,9 +78,8 @@ __host__ __device__ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t
 // Heads a block takes: more heads share each key read from L2, fewer halve a block's scoring and
 // summing and keep the combine (heads x latent floats a partial) short. A thread keeps one float4
 // accumulator a head. Up to 16 heads and kTwoHeadMaxContext keys, 2 heads a block: 8 tiles x 16
-// splits, at most 256 keys a split (on an H200, V2-Lite, 16 heads: 1.2-1.7 us a layer less at
-// context ~600, even at ~3500; at 16000 keys of 32768, 14.6 us more than 4 heads' 33 splits:
-// docs/perf-notes.md S13-3).
+// splits, at most 256 keys a split: short contexts gain from two heads sharing a block's cache
+// loads, but past kTwoHeadMaxContext keys the fixed split count leaves too little parallelism.
 constexpr std::int64_t kTwoHeadMaxContext = 4096;
 constexpr int heads_per_block(std::int64_t heads, std::int64_t max_context) {
   if (heads >= 64) return 8;

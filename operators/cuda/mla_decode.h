@@ -19,8 +19,7 @@
 // the kernel queued just before them (launch.cuh): that kernel must not write them. A decode step
 // writes the position before its first kernel and row P alone just before this launch
 // (write_mla_caches); the rows before P were written by earlier steps. Row P and the queries are
-// read after the wait. (On an H200, V2-Lite: ~1.6 us a layer with the cache write's early loads,
-// docs/perf-notes.md S13-2.)
+// read after the wait, so the loads that do not depend on the previous kernel overlap it.
 //
 // Design (flash-decoding, combine in the same launch; mla_decode.cu has the measurements):
 //   - grid: (head tiles, splits). A block takes a tile of 4 heads (8 from 64 heads on; 2 up to 16
