@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "operators/cpu/half.h"
-#include "operators/cuda/device_context.h"
+#include "operators/kernels/cpu/half.h"
+#include "operators/kernels/cuda/device_context.h"
 #include "tests/test_seed.h"
 
 namespace switchyard::testing {

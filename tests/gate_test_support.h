@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "operators/cpu/moe_gate.h"
-#include "operators/cpu/reference.h"
+#include "operators/kernels/cpu/moe_gate.h"
+#include "operators/kernels/cpu/reference.h"
 
 namespace switchyard::gate_testing {
 

@@ -1,0 +1,78 @@
+// switchyard make-model: writes a preset as a HF checkpoint with random weights, for tests and
+// benchmarks of the loaders and kernels without downloading a release.
+#include <cstdio>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/make_model.h"
+#include "core/units.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+
+namespace switchyard::cli {
+namespace {
+
+// "15.71 B", "2.10 M", "950 K": parameter counts at a glance.
+std::string format_count(std::uint64_t n) {
+  char text[32];
+  if (n >= 1'000'000'000) std::snprintf(text, sizeof text, "%.2f B", static_cast<double>(n) / 1e9);
+  else if (n >= 1'000'000) std::snprintf(text, sizeof text, "%.2f M", static_cast<double>(n) / 1e6);
+  else if (n >= 1'000) std::snprintf(text, sizeof text, "%.1f K", static_cast<double>(n) / 1e3);
+  else std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(n));
+  return text;
+}
+
+void print_summary(const MakeModelOptions& options, const MakeModelSummary& s) {
+  if (!s.has_moe_layer)
+    std::cout << "note: with " << s.config.num_hidden_layers << " layer(s) and first_k_dense_replace = "
+              << s.config.first_k_dense_replace << ", every layer is dense: the checkpoint has no MoE layer\n";
+  const double megabytes_per_second = s.seconds > 0 ? static_cast<double>(s.file_bytes) / 1e6 / s.seconds : 0;
+  char timing[96];
+  std::snprintf(timing, sizeof timing, "%.1f s, %.1f MB/s", s.seconds, megabytes_per_second);
+  std::cout << "wrote " << options.preset << " (" << s.config.num_hidden_layers << " layers, " << options.dtype
+            << ", seed " << options.seed << ") to " << options.out_dir.string() << ": " << format_count(s.parameters)
+            << " parameters in " << s.tensors << " tensors, " << s.file_bytes << " bytes (" << format_bytes(s.file_bytes)
+            << ") in " << s.files.size() << (s.files.size() == 1 ? " file, " : " files, ") << timing << "\n";
+}
+
+struct MakeModelCommand {
+  MakeModelOptions options;
+  std::string out;
+
+  int run() {
+    apply_cpu_threads(0);  // the weights are generated on OpenMP's threads
+    options.out_dir = out;
+    options.on_file_written = [](const std::filesystem::path& file, std::uint64_t bytes) {
+      std::cout << "  " << file.filename().string() << " (" << format_bytes(bytes) << ")" << std::endl;
+    };
+    try {
+      print_summary(options, make_model(options));
+      return 0;
+    } catch (const InputError& e) {
+      std::cerr << "switchyard make-model: error: " << e.what() << "\n";
+      return e.exit_code();
+    }
+  }
+};
+
+}  // namespace
+
+Runner add_make_model_command(CLI::App& app) {
+  auto command = std::make_shared<MakeModelCommand>();
+  MakeModelOptions& o = command->options;
+  CLI::App* sub = app.add_subcommand("make-model", "write a preset as a HF checkpoint (config.json + safetensors) with random weights");
+  sub->add_option("--preset", o.preset, "built-in architecture, e.g. deepseek-v2-lite or tiny-deepseek-v3")->required();
+  sub->add_option("--out", command->out,
+                  "directory to write; must be empty or new unless --force, and not being written by another make-model")
+      ->required();
+  sub->add_option("--seed", o.seed, "random seed, 0 to 2^64 - 1; the same seed writes the same bytes")
+      ->capture_default_str()
+      ->transform(whole_number<std::uint64_t>());
+  sub->add_option("--dtype", o.dtype, "bf16 or f32")->capture_default_str();
+  sub->add_option("--layers", o.layers, "number of decoder layers, 1 to 1024, overriding the preset's")
+      ->transform(whole_number<int>());
+  sub->add_flag("--force", o.force, "write into a non-empty directory, replacing its checkpoint files");
+  return [command] { return command->run(); };
+}
+
+}  // namespace switchyard::cli

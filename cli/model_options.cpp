@@ -1,0 +1,199 @@
+#include "cli/model_options.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include "core/arch_presets.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "operators/kernels/cpu/isa.h"
+#include "placement/memory_estimate.h"
+
+namespace switchyard::cli {
+
+std::string quoted_argument(const std::string& text) {
+  constexpr std::size_t kShown = 40;
+  return "'" + (text.size() <= kShown ? text : text.substr(0, kShown) + "...") + "'";
+}
+
+template <typename Integer>
+CLI::Validator integer_range(Integer low, Integer high) {
+  static_assert(std::is_integral_v<Integer>);
+  const std::string range = std::to_string(low) + " to " + std::to_string(high);
+  auto check = [low, high, range](std::string& text) -> std::string {
+    Integer value{};
+    const char* end = text.data() + text.size();
+    const auto [stop, error] = std::from_chars(text.data(), end, value);
+    // from_chars reads no sign into an unsigned type; "-5" is still a number, outside the range.
+    const bool negative_for_unsigned = std::is_unsigned_v<Integer> && text.size() > 1 && text[0] == '-' &&
+                                       text.find_first_not_of("0123456789", 1) == std::string::npos;
+    if (negative_for_unsigned || (error == std::errc::result_out_of_range && stop == end) ||
+        (error == std::errc() && stop == end && (value < low || value > high)))
+      return quoted_argument(text) + " is outside " + range;
+    if (error != std::errc() || stop != end) return quoted_argument(text) + " is not a whole number (" + range + ")";
+    text = std::to_string(value);
+    return {};
+  };
+  return CLI::Validator(check, "INT in " + range);
+}
+
+template CLI::Validator integer_range<int>(int, int);
+template CLI::Validator integer_range<unsigned>(unsigned, unsigned);
+template CLI::Validator integer_range<long>(long, long);
+template CLI::Validator integer_range<unsigned long>(unsigned long, unsigned long);
+template CLI::Validator integer_range<long long>(long long, long long);
+template CLI::Validator integer_range<unsigned long long>(unsigned long long, unsigned long long);
+
+int max_cpu_threads() {
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(hardware, std::min(8 * hardware, 1024));
+}
+
+namespace {
+
+// Why max_cpu_threads() is what it is, for the messages that state it.
+std::string cpu_threads_rule() {
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cap = max_cpu_threads();
+  if (cap == 8 * hardware) return "8 per hardware thread; this machine has " + std::to_string(hardware);
+  if (cap == 1024) return "at most 1024 in all";
+  return "one per hardware thread";
+}
+
+}  // namespace
+
+void add_cpu_threads_option(CLI::App& command, const std::string& name, int& threads, const std::string& description) {
+  const int cap = max_cpu_threads();
+  CLI::Validator range = integer_range(1, cap);
+  CLI::Validator explained(
+      [range](std::string& text) -> std::string {
+        const std::string problem = range(text);
+        return problem.empty() ? problem : problem + " CPU threads (" + cpu_threads_rule() + ")";
+      },
+      "INT in 1 to " + std::to_string(cap));
+  command.add_option(name, threads, description + "; 1 to " + std::to_string(cap))->transform(explained);
+}
+
+void apply_cpu_threads(int threads) {
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    return;
+  }
+  // omp_get_max_threads reads OMP_NUM_THREADS without starting a thread.
+  if (omp_get_max_threads() > max_cpu_threads()) {
+    const char* variable = std::getenv("OMP_NUM_THREADS");
+    throw InputError("OMP_NUM_THREADS=" + std::string(variable ? variable : "?") + " asks for " +
+                     std::to_string(omp_get_max_threads()) + " CPU threads, more than " +
+                     std::to_string(max_cpu_threads()) + " (" + cpu_threads_rule() +
+                     "); lower it, or give the thread count with the command's option");
+  }
+}
+
+void ModelOptions::add_to(CLI::App& command, bool profile_required) {
+  std::string presets;
+  for (const ArchPreset& p : arch_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
+  command.add_option("--arch", arch, "built-in architecture: " + presets);
+  command.add_option("--model_path", model_path, "checkpoint directory (config.json + safetensors)");
+  auto* profile_option = command.add_option("--optimize_config_path,--optimize_rule_path", profile,
+                                            "optimize-rule YAML profile");
+  if (profile_required) profile_option->required();
+  command.add_option("--weight_dtype", weight_dtype,
+                     "storage dtype assumed without a checkpoint: bf16, f16, f32, fp8, q8_0, q6_k, q5_k_m, q4_k_m, q2_k")
+      ->capture_default_str();
+  command.add_option("--gpus", gpus, "number of GPUs (default: as many as the profile names)")->transform(whole_number<int>());
+  command.add_option("--gpu_memory", gpu_memory, "GPU memory budget, one for all or one per GPU: 24GiB,32GiB");
+  command.add_option("--cpu_memory", cpu_memory, "CPU memory budget, e.g. 512GiB");
+  // Its range is checked in to_check_options (a caller may set it without the command line).
+  command.add_option("--max_context", max_context, "KV-cache length in tokens, 1 to 2^32")
+      ->capture_default_str()
+      ->transform(whole_number<std::int64_t>());
+  command.add_option("--kv_cache_dtype", kv_cache_dtype,
+                     "KV cache element type, f32 or bf16 (default: the checkpoint's activation dtype, torch_dtype: "
+                     "f32 for float32, bf16 otherwise)");
+  command.add_option("--default_device", default_device, "device of modules no rule matches (default cuda:0, or cpu without GPUs)");
+}
+
+void add_cpu_kernels_option(CLI::App& command, std::string& value) {
+  command
+      .add_option("--cpu_kernels", value,
+                  "CPU kernel variant: auto (the widest this CPU runs), scalar, avx2, avx512, amx (bf16 prefill on AMX "
+                  "tiles, activations rounded to bf16; avx512 keeps them f32)")
+      ->capture_default_str();
+}
+
+void apply_cpu_kernels(const std::string& value) {
+  if (value == "auto") return;
+  // The variants, or those this CPU runs, as a list: "scalar, avx2, ...".
+  auto variants = [](bool supported_only) {
+    std::string list;
+    for (cpu::Isa each : cpu::kAllIsas)
+      if (!supported_only || cpu::isa_supported(each)) list += std::string(list.empty() ? "" : ", ") + cpu::isa_name(each);
+    return list;
+  };
+  const std::optional<cpu::Isa> isa = cpu::isa_named(value);
+  if (!isa) throw InputError("--cpu_kernels: " + quoted_argument(value) + " is not a variant (auto, " + variants(false) + ")");
+  if (!cpu::isa_supported(*isa))
+    throw InputError("--cpu_kernels: this CPU cannot run the " + value + " kernels; it runs " + variants(true));
+  cpu::choose_isa(*isa);
+}
+
+CheckOptions ModelOptions::to_check_options() const {
+  CheckOptions options;
+  if (arch.empty() == model_path.empty()) throw InputError("give exactly one of --arch PRESET and --model_path DIR");
+  options.model.arch = arch;
+  options.model.model_path = model_path;
+  options.model.weight_dtype = weight_dtype;
+  options.profile = profile;
+  if (gpus && (*gpus < 0 || *gpus > 1024))
+    throw InputError("--gpus " + std::to_string(*gpus) + " is outside 0 to 1024");
+  options.gpus = gpus;
+  if (!gpu_memory.empty()) {
+    std::stringstream list(gpu_memory);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      const auto bytes = parse_byte_size(item);
+      if (!bytes) throw InputError("--gpu_memory: " + quoted_argument(item) + " is not a size (write e.g. 24GiB or 80GB)");
+      options.budget.gpu_bytes.push_back(*bytes);
+    }
+    if (gpus && options.budget.gpu_bytes.size() > 1 && static_cast<int>(options.budget.gpu_bytes.size()) != *gpus)
+      throw InputError("--gpu_memory lists " + std::to_string(options.budget.gpu_bytes.size()) + " sizes but --gpus is " +
+                       std::to_string(*gpus));
+  }
+  if (!cpu_memory.empty()) {
+    options.budget.cpu_bytes = parse_byte_size(cpu_memory);
+    if (!options.budget.cpu_bytes) throw InputError("--cpu_memory: " + quoted_argument(cpu_memory) + " is not a size (write e.g. 512GiB)");
+  }
+  if (max_context < 1 || max_context > kMaxContextTokens)
+    throw InputError("--max_context " + std::to_string(max_context) + " is outside 1 to 2^32 (" +
+                     std::to_string(kMaxContextTokens) + ") tokens of KV cache");
+  options.budget.max_context = max_context;
+  if (kv_cache_dtype) {
+    options.budget.kv_cache_dtype = parse_kv_cache_dtype(*kv_cache_dtype);
+    if (!options.budget.kv_cache_dtype)
+      throw InputError("--kv_cache_dtype: " + quoted_argument(*kv_cache_dtype) + " is not a KV cache dtype (f32, bf16)");
+  }
+  if (!default_device.empty()) {
+    options.default_device = parse_device(default_device);
+    if (!options.default_device) throw InputError("--default_device: " + quoted_argument(default_device) + " is not a device (cpu, cuda:N)");
+  }
+  return options;
+}
+
+std::unique_ptr<CausalLM> build_model(const BuildContext& context, const CausalLMOptions& options,
+                                      const CheckResult& check) {
+  try {
+    return std::make_unique<CausalLM>(context, options);
+  } catch (const InputError& error) {
+    throw InputError(explain_out_of_memory(error.what(), check.memory, context.max_context), error.exit_code());
+  }
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,82 @@
+#pragma once
+// Options every model-describing subcommand shares: --arch | --model_path, --weight_dtype,
+// --gpus, --gpu_memory, --cpu_memory, --max_context, --kv_cache_dtype, --default_device, and the profile path
+// (--optimize_config_path, alias --optimize_rule_path); the CPU thread and kernel options of run
+// and the benches; the range check of every integer flag.
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "operators/model/causal_lm.h"
+#include "placement/check.h"
+
+namespace switchyard::cli {
+
+struct ModelOptions {
+  std::string arch;
+  std::string model_path;
+  std::string weight_dtype = "bf16";
+  std::string profile;
+  std::optional<int> gpus;
+  std::string gpu_memory;
+  std::string cpu_memory;
+  std::int64_t max_context = 4096;
+  std::optional<std::string> kv_cache_dtype;  // f32 | bf16; absent: the checkpoint's activation dtype
+  std::string default_device;
+
+  void add_to(CLI::App& command, bool profile_required = true);
+  // Validates the combination, the ranges (--max_context 1 to kMaxContextTokens, --gpus 0 to 1024)
+  // and converts sizes; throws InputError (exit 2) on bad usage. check, split, run and the benches
+  // all take their options through here, so what one refuses the others refuse too.
+  CheckOptions to_check_options() const;
+};
+
+// A user's argument as an error message quotes it: 'whole' when short, its first 40 characters
+// and "..." otherwise (an argument may be megabytes long).
+std::string quoted_argument(const std::string& text);
+
+// --max_context's largest value: 2^32 tokens, far past any model's trained context.
+constexpr std::int64_t kMaxContextTokens = std::int64_t{1} << 32;
+
+// The CLI11 check of an integer flag: a base-10 whole number from `low` to `high`, or a usage
+// error (exit 2) "--flag: '-5' is outside 1 to 1048576". The text is rewritten in plain decimal,
+// so that CLI11's own conversion, which reads "010" as octal 8 and "-1" as 2^64 - 1 for an
+// unsigned flag, reads the number the user wrote: attach it with ->transform(), which keeps the
+// rewrite (->check() would test the range but convert the original text). Defined for the
+// standard signed and unsigned integer types from int up.
+template <typename Integer>
+CLI::Validator integer_range(Integer low, Integer high);
+// The same for a flag whose range is checked elsewhere (where the library takes the value).
+template <typename Integer>
+CLI::Validator whole_number() {
+  return integer_range(std::numeric_limits<Integer>::min(), std::numeric_limits<Integer>::max());
+}
+
+// The most CPU threads --cpu_infer and --threads take: 8 per hardware thread, at most 1024 (but
+// never fewer than the hardware threads). Past some thousands libgomp crashes or aborts while
+// creating them, and more threads than cores only slow the CPU work.
+int max_cpu_threads();
+// --cpu_infer / --threads N: CPU threads from 1 to max_cpu_threads(); left out, OpenMP's default
+// (all cores, or OMP_NUM_THREADS).
+void add_cpu_threads_option(CLI::App& command, const std::string& name, int& threads, const std::string& description);
+// Sets OpenMP's thread count to `threads` (0: leave OpenMP's default). Throws InputError (exit 2)
+// when the default comes from an OMP_NUM_THREADS past max_cpu_threads(). Called before the
+// command's first parallel region.
+void apply_cpu_threads(int threads);
+
+// --cpu_kernels auto|scalar|avx2|avx512|amx: the CPU kernels' variant (cpu::choose_isa), for run
+// and the benches. auto: the widest this CPU runs.
+void add_cpu_kernels_option(CLI::App& command, std::string& value);
+// Applies it; an InputError (exit 2) names the variants this CPU runs when it cannot run the one asked.
+void apply_cpu_kernels(const std::string& value);
+
+// The model as `check` placed it, built on its devices. Running out of device memory is an
+// InputError that also gives the plan's estimate for each device (explain_out_of_memory).
+std::unique_ptr<CausalLM> build_model(const BuildContext& context, const CausalLMOptions& options,
+                                      const CheckResult& check);
+
+}  // namespace switchyard::cli

@@ -1,0 +1,48 @@
+// The switchyard command line: one executable, one subcommand per job.
+#include <csignal>
+#include <iostream>
+#include <map>
+#include <new>
+
+#include "core/error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  // Past the file-size limit a write fails with EFBIG, which the writers report, instead of the
+  // signal killing the process with a half-written file.
+  std::signal(SIGXFSZ, SIG_IGN);
+  CLI::App app{"switchyard: place MoE model modules on GPUs and CPU by YAML rules, check profiles, run models"};
+  app.require_subcommand(1);
+  std::map<std::string, switchyard::cli::Runner> runners;
+  runners["run"] = switchyard::cli::add_run_command(app);
+  runners["check"] = switchyard::cli::add_check_command(app);
+  runners["split"] = switchyard::cli::add_split_command(app);
+  runners["bench"] = switchyard::cli::add_bench_command(app);
+  runners["make-model"] = switchyard::cli::add_make_model_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "switchyard: " << e.what() << "\nrun 'switchyard --help' or 'switchyard SUBCOMMAND --help'\n";
+    return 2;
+  }
+  try {
+    for (CLI::App* sub : app.get_subcommands()) {
+      // bench has its own subcommands; its runner dispatches them.
+      return runners.at(sub->get_name())();
+    }
+  } catch (const switchyard::InputError& e) {
+    std::cerr << "switchyard: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "switchyard: error: out of memory (lower --max_context, or place fewer weights on this machine)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "switchyard: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 2;
+}

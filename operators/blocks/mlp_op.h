@@ -1,0 +1,29 @@
+#pragma once
+// The dense SwiGLU MLP block: DeepSeek's dense layers and shared experts, Qwen3's dense layers.
+#include "operators/model/build_context.h"
+#include "operators/blocks/feed_forward_op.h"
+#include "operators/blocks/linear_op.h"
+
+namespace switchyard {
+
+// down(silu(gate(x)) * up(x)); DeepSeek's dense MLP and shared experts, Qwen3's dense layers. On
+// the CPU or a GPU, with its projections on the block's device.
+class MlpOp final : public FeedForwardOp {
+ public:
+  MlpOp(const BuildContext& context, const Module& mlp, const char* gate = "gate_proj", const char* up = "up_proj",
+        const char* down = "down_proj");
+  void forward(const float* x, std::int64_t tokens, float* out) override;
+  Device device() const override { return gate_.device(); }
+  // The projections, for launches that run part of the block beside other work.
+  const LinearOp& gate_proj() const { return gate_; }
+  // Whether gate, up and SiLU-mul can be one GPU launch (cuda::gemv_swiglu, router_gate's side
+  // blocks): one weight dtype and no bias (the fused kernels add none).
+  bool gate_up_fusable() const;
+  const LinearOp& up_proj() const { return up_; }
+  const LinearOp& down_proj() const { return down_; }
+
+ private:
+  LinearOp gate_, up_, down_;
+};
+
+}  // namespace switchyard

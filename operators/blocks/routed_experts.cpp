@@ -1,0 +1,157 @@
+#include "operators/blocks/routed_experts.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "operators/kernels/cpu/linear.h"
+#include "operators/kernels/cpu/silu_and_mul.h"
+
+namespace switchyard {
+namespace {
+
+// Values below which a row-wise loop (gather, SiLU, weighted add) runs on one thread: a parallel
+// region costs a few microseconds.
+constexpr std::int64_t kMinParallelRowWork = 1 << 15;
+
+}  // namespace
+
+RoutedExperts::RoutedExperts(const BuildContext& context, const Module& experts) {
+  const ExpertNames names = expert_names(context.tree.config());
+  const Device cpu = Device::cpu();
+  for (int e : experts.children) {
+    const Module& expert = context.tree.at(e);
+    experts_.push_back(Expert{LinearOp(context, context.child(expert, names.gate), cpu),
+                              LinearOp(context, context.child(expert, names.up), cpu),
+                              LinearOp(context, context.child(expert, names.down), cpu)});
+    const Expert& added = experts_.back();
+    // Both paths multiply the weights alone (cpu::linear on their rows), as no supported family has
+    // expert biases; a checkpoint that has them is refused rather than run without them.
+    if (added.gate.has_bias() || added.up.has_bias() || added.down.has_bias())
+      throw InputError(std::string(expert.name) + ": routed experts with biases are not supported");
+  }
+  hidden_ = context.tree.config().hidden_size;
+}
+
+RoutedExperts::RoutedExperts(std::vector<Expert> experts) : experts_(std::move(experts)) {
+  hidden_ = experts_.empty() ? 0 : experts_.front().gate.in_features();
+}
+
+void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
+                            int top_k, float* out) const {
+  if (tokens * top_k <= kFusedSlots) return forward_fused(x, tokens, ids, weights, top_k, out);
+  // Rows grouped by expert, so each expert's weights are read once: slot s = token * top_k + k goes
+  // to row row_of[s], expert e's rows from first[e] on.
+  const std::int64_t slots = tokens * top_k;
+  std::vector<std::int64_t> first(experts_.size() + 1, 0), row_of(static_cast<std::size_t>(slots));
+  for (std::int64_t s = 0; s < slots; ++s) ++first[static_cast<std::size_t>(ids[s]) + 1];
+  std::vector<std::int64_t> inter_first(experts_.size() + 1, 0);  // the same in the experts' widths
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    inter_first[e + 1] = inter_first[e] + first[e + 1] * experts_[e].gate.out_features();
+    first[e + 1] += first[e];
+  }
+  {
+    std::vector<std::int64_t> filled(first.begin(), first.end() - 1);
+    for (std::int64_t s = 0; s < slots; ++s) row_of[static_cast<std::size_t>(s)] = filled[static_cast<std::size_t>(ids[s])]++;
+  }
+  // Buffers kept between calls (a prefill's layers): fresh ones would fault in every page again.
+  // The calling thread's; the parallel loops below use their addresses, not the (per-thread) names.
+  thread_local std::vector<float> kept[4];
+  kept[0].resize(static_cast<std::size_t>(slots * hidden_));
+  kept[1].resize(kept[0].size());
+  kept[2].resize(static_cast<std::size_t>(inter_first.back()));
+  kept[3].resize(kept[2].size());
+  float *const xs = kept[0].data(), *const y = kept[1].data(), *const g = kept[2].data(), *const u = kept[3].data();
+  // The row-wise steps around the projections run parallel too: with the projections on AMX tiles
+  // this fast, serial row steps would leave the other cores idle for a large share of prefill.
+  const bool parallel = slots * hidden_ >= kMinParallelRowWork;
+#pragma omp parallel for if (parallel)
+  for (std::int64_t s = 0; s < slots; ++s)
+    std::copy_n(x + s / top_k * hidden_, hidden_, xs + row_of[static_cast<std::size_t>(s)] * hidden_);
+  // Every expert's gate and up projections in one batch (one fork-join; gate and up share x's
+  // rounded tiles on AMX), then every down projection in another.
+  std::vector<cpu::LinearCall> calls;
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    const Expert& expert = experts_[e];
+    const float* xe = xs + first[e] * hidden_;
+    calls.push_back(expert.gate.cpu_call(xe, n, g + inter_first[e]));
+    calls.push_back(expert.up.cpu_call(xe, n, u + inter_first[e]));
+  }
+  cpu::linear_batch(calls);
+#pragma omp parallel for if (parallel)
+  for (std::size_t e = 0; e < experts_.size(); ++e)
+    cpu::silu_and_mul(g + inter_first[e], u + inter_first[e], inter_first[e + 1] - inter_first[e], g + inter_first[e]);
+  calls.clear();
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    calls.push_back(experts_[e].down.cpu_call(g + inter_first[e], n, y + first[e] * hidden_));
+  }
+  cpu::linear_batch(calls);
+  // Each token's rows in slot order, as forward_fused adds them.
+#pragma omp parallel for if (parallel)
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float* row = out + t * hidden_;
+    std::fill(row, row + hidden_, 0.0f);
+    for (std::int64_t s = t * top_k; s < (t + 1) * top_k; ++s) {
+      const float w = weights[s];
+      const float* ys = y + row_of[static_cast<std::size_t>(s)] * hidden_;
+      for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * ys[i];
+    }
+  }
+}
+
+void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
+                                  int top_k, float* out) const {
+  // One parallel region for the whole layer: threads share out the rows of every selected
+  // expert's gate and up projections, then (after the barrier) of the down projections. A
+  // projection per fork-join would cost 3 * top_k of them per token; the weights are streamed
+  // once either way, and cpu::linear runs on the calling thread inside the region.
+  // Items go to threads as they ask (dynamic): each phase ends when its last item does, and with
+  // a static split one slow or preempted core would hold up every layer. 32 rows an item: enough
+  // work to amortise taking it, small enough to balance.
+  constexpr std::int64_t kRows = 32;
+  const std::int64_t slots = tokens * top_k;
+  const std::int64_t inter = experts_.front().gate.out_features();
+  const std::int64_t up_items = (inter + kRows - 1) / kRows, down_items = (hidden_ + kRows - 1) / kRows;
+  std::vector<float> h(static_cast<std::size_t>(slots * inter)), y(static_cast<std::size_t>(slots * hidden_));
+  // Row `first` of a [rows, in] weight (plain dtypes: row-major, whole elements).
+  auto row = [](const Tensor& w, std::int64_t first) {
+    return static_cast<const char*>(w.data()) +
+           storage_bytes(w.dtype(), static_cast<std::uint64_t>(first * w.dim(1)));
+  };
+#pragma omp parallel
+  {
+    float g[kRows], u[kRows];
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t item = 0; item < slots * up_items; ++item) {
+      const std::int64_t slot = item / up_items, first = item % up_items * kRows;
+      const std::int64_t rows = std::min(kRows, inter - first);
+      const Expert& e = experts_[static_cast<std::size_t>(ids[slot])];
+      const float* xs = x + slot / top_k * hidden_;
+      cpu::linear(xs, 1, hidden_, row(e.gate.weight(), first), e.gate.weight().dtype(), rows, g);
+      cpu::linear(xs, 1, hidden_, row(e.up.weight(), first), e.up.weight().dtype(), rows, u);
+      cpu::silu_and_mul(g, u, rows, h.data() + slot * inter + first);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t item = 0; item < slots * down_items; ++item) {
+      const std::int64_t slot = item / down_items, first = item % down_items * kRows;
+      const std::int64_t rows = std::min(kRows, hidden_ - first);
+      const Tensor& down = experts_[static_cast<std::size_t>(ids[slot])].down.weight();
+      cpu::linear(h.data() + slot * inter, 1, inter, row(down, first), down.dtype(), rows,
+                  y.data() + slot * hidden_ + first);
+    }
+  }
+  // In slot order, as the grouped path adds them.
+  std::fill(out, out + tokens * hidden_, 0.0f);
+  for (std::int64_t slot = 0; slot < slots; ++slot) {
+    float* row = out + slot / top_k * hidden_;
+    const float w = weights[slot];
+    const float* ys = y.data() + slot * hidden_;
+    for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * ys[i];
+  }
+}
+
+}  // namespace switchyard

@@ -1,0 +1,232 @@
+#include "operators/kernels/cpu/linear.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "operators/kernels/cpu/linear_kernels.h"
+
+namespace switchyard::cpu {
+namespace {
+
+using detail::LinearBlock;
+using detail::LinearProblem;
+using detail::LinearWeight;
+
+// Threads own whole groups of 16 rows: one 64-byte line of y per token, so no two threads write
+// the same cache line.
+constexpr std::int64_t kRowGroup = 16;
+// Below this many multiply-adds a parallel region costs more than it saves.
+constexpr std::int64_t kMinParallelWork = 1 << 16;
+// A thread's share of tokens when tokens are split too (few rows, many tokens).
+constexpr std::int64_t kMinTokensPerThread = 16;
+
+using BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
+
+BlockFn block_function(Isa isa) {
+  if (!isa_supported(isa))
+    throw std::invalid_argument(std::string("linear: this CPU cannot run the ") + isa_name(isa) + " variant");
+  switch (isa) {
+#if defined(SWITCHYARD_CPU_X86)
+    case Isa::amx: return detail::linear_block_amx;
+    case Isa::avx512: return detail::linear_block_avx512;
+    case Isa::avx2: return detail::linear_block_avx2;
+#else
+    case Isa::amx:
+    case Isa::avx512:
+    case Isa::avx2:
+#endif
+    case Isa::scalar: return detail::linear_block_scalar;
+  }
+  return detail::linear_block_scalar;
+}
+
+LinearWeight weight_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return LinearWeight::f32;
+    case DType::bf16: return LinearWeight::bf16;
+    case DType::f16: return LinearWeight::f16;
+    default: break;
+  }
+  throw std::invalid_argument(std::string("linear: weights of dtype ") + dtype_name(dtype) +
+                              " are not supported (f32, bf16 and f16 are)");
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Row blocks a thread's share of rows is cut into: threads take blocks as they ask, so a core that
+// runs slow (another process, an interrupt) takes fewer and the call does not wait for it alone
+// (the same reason as the CPU experts' dynamic decode items).
+constexpr std::int64_t kBlocksPerThread = 4;
+
+// How `threads` threads share y: by row groups, and by tokens as well when there are too few row
+// groups to go round and enough tokens to share (each token part re-reads its rows' weights); each
+// thread's rows cut into up to kBlocksPerThread blocks.
+struct LinearSplit {
+  std::int64_t row_groups, row_blocks, token_parts;
+  std::int64_t blocks() const { return row_blocks * token_parts; }
+};
+
+LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread) {
+  const std::int64_t row_groups = ceil_div(p.out, kRowGroup);
+  std::int64_t token_parts = 1;
+  if (row_groups < 2 * threads && p.x_tiles == nullptr)  // AMX blocks take every token
+    token_parts = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(row_groups, 1), 1,
+                                           std::max<std::int64_t>(p.tokens / kMinTokensPerThread, 1));
+  const std::int64_t row_parts = std::max<std::int64_t>(threads / token_parts, 1);
+  return LinearSplit{row_groups, std::min(row_groups, row_parts * blocks_per_thread), token_parts};
+}
+
+// Block `id` of the split (maybe empty).
+LinearBlock block_of(const LinearProblem& p, const LinearSplit& split, std::int64_t id) {
+  const std::int64_t row_block = id % split.row_blocks, token_part = id / split.row_blocks;
+  return LinearBlock{
+      std::min(p.out, split.row_groups * row_block / split.row_blocks * kRowGroup),
+      std::min(p.out, split.row_groups * (row_block + 1) / split.row_blocks * kRowGroup),
+      p.tokens * token_part / split.token_parts,
+      p.tokens * (token_part + 1) / split.token_parts,
+  };
+}
+
+// The x-tile writer this CPU runs fastest: the AVX-512 one on every AMX machine.
+using TileWriter = void (*)(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*);
+TileWriter tile_writer() {
+#if defined(SWITCHYARD_CPU_X86)
+  if (isa_supported(Isa::avx512)) return detail::write_x_tile_avx512;
+#endif
+  return detail::write_x_tile_scalar;
+}
+
+}  // namespace
+
+bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
+  return isa == Isa::amx && weight_dtype == DType::bf16 && tokens >= kAmxTokens;
+}
+
+bool linear_supports(DType weight_dtype) {
+  return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16;
+}
+
+namespace {
+
+// One problem without x tiles: its row blocks, as threads ask (no bookkeeping: decode's hundreds of
+// one-row-block items a layer come this way).
+void run_one(BlockFn run_block, const LinearProblem& problem) {
+  std::atomic<std::int64_t> next{0};  // the next block to take
+#pragma omp parallel if (problem.tokens * problem.in * problem.out >= kMinParallelWork)
+  {
+    const LinearSplit split = split_for(problem, omp_get_num_threads(), kBlocksPerThread);
+    for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();
+         id = next.fetch_add(1, std::memory_order_relaxed)) {
+      const LinearBlock block = block_of(problem, split, id);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+    }
+  }
+}
+
+// The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
+template <class RoundsX>
+void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
+  struct Free {
+    void operator()(std::uint32_t* p) const { std::free(p); }
+  };
+  std::vector<LinearProblem> problems;
+  problems.reserve(calls.size());
+  std::vector<std::unique_ptr<std::uint32_t[], Free>> tiles;  // x's AMX tiles, one per distinct x
+  struct TileWork {
+    std::size_t problem;
+    std::int64_t tile;
+    std::uint32_t* tiles;
+  };
+  std::vector<TileWork> tile_work;  // filled (padding included) in the parallel region
+  std::int64_t work = 0;
+  for (const LinearCall& c : calls) {
+    LinearProblem problem{c.x, c.tokens, c.in, c.weight, weight_type(c.weight_dtype), c.out, c.y};
+    if (c.tokens <= 0 || c.out <= 0) continue;
+    if (c.in <= 0) {
+      std::fill(c.y, c.y + c.tokens * c.out, 0.0f);
+      continue;
+    }
+    if (rounds_x(c)) {
+      // A call on the same x as an earlier one (an MLP's gate and up projections) takes its tiles.
+      for (const LinearProblem& earlier : problems)
+        if (earlier.x_tiles != nullptr && earlier.x == c.x && earlier.tokens == c.tokens && earlier.in == c.in)
+          problem.x_tiles = earlier.x_tiles;
+      if (problem.x_tiles == nullptr) {
+        const std::int64_t token_tiles = ceil_div(c.tokens, 16);
+        const auto bytes = static_cast<std::size_t>(token_tiles * ceil_div(c.in, 32)) * 1024;  // whole 1 KiB tiles
+        tiles.emplace_back(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
+        if (!tiles.back()) throw std::bad_alloc();
+        problem.x_tiles = tiles.back().get();
+        for (std::int64_t tile = 0; tile < token_tiles; ++tile)
+          tile_work.push_back({problems.size(), tile, tiles.back().get()});
+      }
+    }
+    work += c.tokens * c.in * c.out;
+    problems.push_back(problem);
+  }
+  if (problems.empty()) return;
+  if (problems.size() == 1 && tile_work.empty()) return run_one(run_block, problems.front());
+  std::vector<LinearSplit> splits(problems.size());
+  std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
+  std::atomic<std::int64_t> next{0};  // the next block to take
+  const TileWriter write_x_tile = tile_writer();
+#pragma omp parallel if (work >= kMinParallelWork)
+  {
+#pragma omp for schedule(static)
+    for (std::size_t i = 0; i < tile_work.size(); ++i) {
+      const LinearProblem& p = problems[tile_work[i].problem];
+      write_x_tile(p.x, p.tokens, p.in, tile_work[i].tile, tile_work[i].tiles);
+    }
+#pragma omp single
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      splits[i] = split_for(problems[i], omp_get_num_threads(), kBlocksPerThread);
+      first_block[i + 1] = first_block[i] + splits[i].blocks();
+    }
+    // (both loops end in a barrier: the tiles are written and the splits known past here)
+    for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < first_block.back();
+         id = next.fetch_add(1, std::memory_order_relaxed)) {
+      const auto i = static_cast<std::size_t>(std::upper_bound(first_block.begin(), first_block.end(), id) -
+                                              first_block.begin() - 1);
+      const LinearBlock block = block_of(problems[i], splits[i], id - first_block[i]);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problems[i], block);
+    }
+  }
+}
+
+}  // namespace
+
+void linear_batch(Isa isa, std::span<const LinearCall> calls) {
+  run_batch(block_function(isa), [isa](const LinearCall& c) { return linear_rounds_x(isa, c.weight_dtype, c.tokens); },
+            calls);
+}
+
+void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
+  run_batch(linear_block_tiles_scalar,
+            [](const LinearCall& c) { return linear_rounds_x(Isa::amx, c.weight_dtype, c.tokens); }, calls);
+}
+
+void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa(), calls); }
+
+void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y) {
+  const LinearCall call{x, tokens, in, weight, weight_dtype, out, y};
+  if (linear_rounds_x(isa, weight_dtype, tokens) || tokens <= 0 || out <= 0 || in <= 0)
+    return linear_batch(isa, std::span(&call, 1));
+  const BlockFn run_block = block_function(isa);
+  run_one(run_block, LinearProblem{x, tokens, in, weight, weight_type(weight_dtype), out, y});
+}
+
+void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y) {
+  linear(chosen_isa(), x, tokens, in, weight, weight_dtype, out, y);
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,63 @@
+#pragma once
+// Linear layer on the CPU: y = x W^T, the weight in transformers' layout [out_features, in_features]
+// row-major, stored as f32, bf16 or f16 and widened to f32 in registers; activations and
+// accumulation are f32, except where linear_rounds_x says otherwise.
+//
+// Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
+// threads by output rows. Prefill reuses each block of weight rows across a block of tokens while
+// both sit in cache. The vector code is chosen at run time (isa.h); tests force each variant.
+//
+// With AMX (Isa::amx), bf16 weights and kAmxTokens tokens or more (prefill, a prefill's expert
+// groups), x is rounded to bf16, as transformers' bf16 activations and the GPU's cuBLAS prefill
+// are (8 significant bits: relative error 2^-9 an element), and tile instructions multiply it by
+// the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
+// bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
+// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md keeps the measurement).
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+#include "operators/kernels/cpu/isa.h"
+
+namespace switchyard::cpu {
+
+// x: [tokens, in] f32; weight: [out, in] in weight_dtype (f32, bf16 or f16); y: [tokens, out] f32,
+// with the chosen instruction set (chosen_isa()).
+// y must not overlap x or weight. Throws std::invalid_argument for another weight dtype.
+// Parallel over output rows with OpenMP; inside an enclosing parallel region it runs on the
+// calling thread.
+void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y);
+
+// The same with a chosen instruction set; throws std::invalid_argument when this CPU lacks it.
+void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
+            std::int64_t out, float* y);
+
+// One product of a batch: y = x W^T as linear() takes it.
+struct LinearCall {
+  const float* x;
+  std::int64_t tokens, in;
+  const void* weight;
+  DType weight_dtype;
+  std::int64_t out;
+  float* y;
+};
+
+// Every call of `calls` in one parallel region: threads take row blocks of all of them as they ask,
+// so many small products (a prefill's experts) cost one fork-join, not one each, and no thread waits
+// at the end of each. Calls on the same x (pointer, tokens, in) share its bf16 tiles on AMX. No
+// call's y may overlap another's x, weight or y. Throws as linear() does, before any work.
+void linear_batch(std::span<const LinearCall> calls);
+void linear_batch(Isa isa, std::span<const LinearCall> calls);
+
+// Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
+// a call streams its weights (decode), and the f32 path costs no more.
+constexpr std::int64_t kAmxTokens = 8;
+
+// Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
+bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
+
+// Whether `linear` accepts this weight dtype.
+bool linear_supports(DType weight_dtype);
+
+}  // namespace switchyard::cpu

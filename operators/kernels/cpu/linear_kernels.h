@@ -1,0 +1,62 @@
+#pragma once
+// Internal to linear(): the per-instruction-set halves, one translation unit each (compiled with
+// that set's flags), and what linear.cpp hands them. Plain data only: a shared inline function
+// here could be emitted by an AVX-512 unit and picked by the linker for every caller.
+#include <cstdint>
+#include <span>
+
+#include "operators/kernels/cpu/linear.h"
+
+namespace switchyard::cpu::detail {
+
+enum class LinearWeight { f32, bf16, f16 };
+
+// Raw 16-bit weights, typed so that templates can tell bf16 from f16.
+struct Bf16Bits {
+  std::uint16_t bits;
+};
+struct F16Bits {
+  std::uint16_t bits;
+};
+
+struct LinearProblem {
+  const float* x;  // [tokens, in] f32
+  std::int64_t tokens;
+  std::int64_t in;
+  const void* weight;  // [out, in] in weight_type
+  LinearWeight weight_type;
+  std::int64_t out;
+  float* y;  // [tokens, out] f32
+  // With Isa::amx where cpu::linear_rounds_x: x rounded to bf16 in AMX's tile layout, zero-padded:
+  // [ceil(tokens / 16)][ceil(in / 32)][16 pairs of inputs][16 tokens], a pair of bf16 values (the
+  // lower input in the low half) a word. Else null.
+  const std::uint32_t* x_tiles = nullptr;
+};
+
+// Token tile `tile` (tokens [16 tile, 16 tile + 16) of `tokens`) of LinearProblem::x_tiles from x
+// [tokens, in]: each value rounded to bf16 (cpu::f32_to_bf16) at its place, zeros where no token or
+// input is. The AVX-512 writer (x86, called only after isa_supported(Isa::avx512)) writes the same
+// words: it converts a token's 32 inputs of a chunk at once and transposes 16 tokens' words.
+void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles);
+void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles);
+
+// One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
+struct LinearBlock {
+  std::int64_t row_begin, row_end;
+  std::int64_t token_begin, token_end;
+};
+
+void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block);
+void linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
+void linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
+void linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
+
+// For tests on any CPU: the AMX block's arithmetic in plain C++, reading x from x_tiles (bf16 weights),
+// and a batch that builds x's tiles as the AMX variant does and runs it. What the AMX variant adds
+// on top is the tile instructions, which only an AMX machine can test.
+void linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
+void linear_batch_emulating_amx(std::span<const LinearCall> calls);
+
+}  // namespace switchyard::cpu::detail

@@ -1,0 +1,91 @@
+// linear(): the portable variant, for CPUs without AVX2 and as the baseline the tests compare.
+#include <algorithm>
+
+#include "operators/kernels/cpu/half.h"
+#include "operators/kernels/cpu/linear_tiling.h"
+
+namespace switchyard::cpu::detail {
+namespace {
+
+inline float to_f32(float w) { return w; }
+inline float to_f32(Bf16Bits w) { return bf16_to_f32(w.bits); }
+inline float to_f32(F16Bits w) { return f16_to_f32(w.bits); }
+
+struct ScalarKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+
+  // panel[r * panel_stride + k] = w[r * w_stride + k] as f32.
+  template <class W>
+  static void widen(const W* w, std::int64_t w_stride, int rows, std::int64_t count, float* panel,
+                    std::int64_t panel_stride) {
+    for (int r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < count; ++k) panel[r * panel_stride + k] = to_f32(w[r * w_stride + k]);
+  }
+
+  template <int Rows, int Tokens, class W>
+  static void tile(const TileArgs<W>& a) {
+    float acc[Rows][Tokens] = {};
+    for (std::int64_t k = 0; k < a.input_count; ++k) {
+      for (int r = 0; r < Rows; ++r) {
+        const float w = to_f32(a.w[r * a.w_stride + k]);
+        for (int t = 0; t < Tokens; ++t) acc[r][t] += w * a.x[t * a.x_stride + k];
+      }
+    }
+    for (int t = 0; t < Tokens; ++t)
+      for (int r = 0; r < Rows; ++r) {
+        float& out = a.y[t * a.y_stride + r];
+        out = a.accumulate ? out + acc[r][t] : acc[r][t];
+      }
+  }
+};
+
+}  // namespace
+
+void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block) {
+  linear_block_any<ScalarKernel>(problem, block);
+}
+
+namespace {
+
+// The word of LinearProblem::x_tiles that holds input k of token t (k % 2: its half), with `chunks`
+// = ceil(in / 32): the layout of linear_kernels.h, which the AMX variant loads a 16 x 16 tile of
+// words at a time. (Here, not in that header: an inline function there could be emitted by an
+// AVX-512 unit and picked by the linker for this one.)
+constexpr std::int64_t x_tile_word(std::int64_t t, std::int64_t k, std::int64_t chunks) {
+  return (((t / 16) * chunks + k / 32) * 16 + (k % 32) / 2) * 16 + t % 16;
+}
+
+}  // namespace
+
+void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles) {
+  const std::int64_t chunks = (in + 31) / 32;
+  std::uint32_t* words = tiles + tile * chunks * 16 * 16;  // [chunk][pair][token]
+  std::fill(words, words + chunks * 16 * 16, 0u);
+  for (std::int64_t t = tile * 16; t < std::min(tokens, tile * 16 + 16); ++t) {
+    const float* row = x + t * in;
+    for (std::int64_t k = 0; k < in; k += 2) {
+      const std::uint32_t low = f32_to_bf16(row[k]), high = k + 1 < in ? f32_to_bf16(row[k + 1]) : 0u;
+      tiles[x_tile_word(t, k, chunks)] = low | high << 16;
+    }
+  }
+}
+
+void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block) {
+  if (p.x_tiles == nullptr) return linear_block_scalar(p, block);  // as the AMX variant falls back
+  const auto* weight = static_cast<const std::uint16_t*>(p.weight);
+  const std::int64_t chunks = (p.in + 31) / 32;
+  for (std::int64_t r = block.row_begin; r < block.row_end; ++r)
+    for (std::int64_t t = 0; t < p.tokens; ++t) {
+      float sum = 0.0f;
+      for (std::int64_t k = 0; k < p.in; ++k) {
+        const std::uint32_t pair = p.x_tiles[x_tile_word(t, k, chunks)];
+        const auto x = static_cast<std::uint16_t>(k % 2 == 0 ? pair & 0xffffu : pair >> 16);
+        sum += bf16_to_f32(weight[r * p.in + k]) * bf16_to_f32(x);
+      }
+      p.y[t * p.out + r] = sum;
+    }
+}
+
+}  // namespace switchyard::cpu::detail

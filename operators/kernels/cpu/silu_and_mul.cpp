@@ -1,0 +1,21 @@
+#include "operators/kernels/cpu/silu_and_mul.h"
+
+#include <cmath>
+
+namespace switchyard::cpu {
+
+void silu_and_mul(const float* gate, const float* up, std::int64_t count, float* out) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void silu_and_mul_fused(const float* gate_up, std::int64_t tokens, std::int64_t width, float* out) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const float* row = gate_up + t * 2 * width;
+    silu_and_mul(row, row + width, width, out + t * width);
+  }
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,117 @@
+#include "operators/kernels/cuda/device_context.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "operators/kernels/cuda/cuda_check.h"
+
+namespace switchyard::cuda {
+namespace {
+
+// cuBLAS's recommendation for Hopper; smaller GPUs need less, none needs more.
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+}  // namespace
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver, no device, or a driver older than the runtime
+    return 0;
+  }
+  return count;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  SWITCHYARD_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) SWITCHYARD_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::DeviceGuard(int device, const std::nothrow_t&) noexcept {
+  if (cudaGetDevice(&previous_) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
+}
+
+PinnedBuffer::PinnedBuffer(std::size_t bytes, std::string_view what) : bytes_(bytes) {
+  if (bytes == 0) return;
+  check_allocation(cudaMallocHost(&data_, bytes), -1, bytes, what, __FILE__, __LINE__);
+}
+
+void* PinnedBuffer::device_view() const {
+  if (data_ == nullptr) return nullptr;
+  void* device = nullptr;
+  SWITCHYARD_CUDA_CHECK(cudaHostGetDevicePointer(&device, data_, 0));
+  return device;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) cudaGetLastError();
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) cudaGetLastError();
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+DeviceContext::DeviceContext(int device) : device_(device) {
+  const int count = device_count();
+  if (device < 0 || device >= count)
+    throw InputError("cuda:" + std::to_string(device) + " is not present: this machine has " + std::to_string(count) +
+                         " CUDA device" + (count == 1 ? "" : "s"),
+                     1);
+  const DeviceGuard guard(device);
+  pool_ = DeviceMemoryPool::create(device);
+  try {
+    SWITCHYARD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SWITCHYARD_CUBLAS_CHECK(cublasCreate(&cublas_));
+    SWITCHYARD_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    cublas_workspace_ = pool_->allocate(kCublasWorkspaceBytes, "the cuBLAS workspace");
+    SWITCHYARD_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
+  } catch (...) {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+DeviceContext::~DeviceContext() {
+  const DeviceGuard guard(device_, std::nothrow);
+  if (stream_ != nullptr && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
+}
+
+void DeviceContext::copy_to_device(void* device_destination, const void* host_source, std::size_t bytes) {
+  if (bytes == 0) return;
+  SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(device_destination, host_source, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void DeviceContext::copy_to_host(void* host_destination, const void* device_source, std::size_t bytes) {
+  if (bytes == 0) return;
+  SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(host_destination, device_source, bytes, cudaMemcpyDeviceToHost, stream_));
+}
+
+void DeviceContext::copy_on_device(void* device_destination, const void* device_source, std::size_t bytes) {
+  if (bytes == 0) return;
+  SWITCHYARD_CUDA_CHECK(
+      cudaMemcpyAsync(device_destination, device_source, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+DeviceBuffer DeviceContext::upload(const void* host_source, std::size_t bytes, std::string_view what) {
+  DeviceBuffer buffer = allocate(bytes, what);
+  copy_to_device(buffer.data(), host_source, bytes);
+  return buffer;
+}
+
+void DeviceContext::synchronize() { SWITCHYARD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,100 @@
+#pragma once
+// What the CUDA operators of one device share: the device's stream, its cuBLAS handle, its memory
+// pool, and the copy helpers between host and device.
+//
+// All work of a context runs on its one stream, in order; the copy helpers are asynchronous on it
+// and `synchronize` waits for everything queued. Asynchronous copies overlap compute only from and
+// to pinned host memory (PinnedBuffer); from pageable memory CUDA stages them synchronously.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <string_view>
+
+#include "core/device.h"
+#include "operators/kernels/cuda/device_memory_pool.h"
+
+namespace switchyard::cuda {
+
+// CUDA devices visible to this process; 0, not an error, when there is no GPU or no driver.
+int device_count();
+
+// Makes `device` current for a scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);                     // throws on failure
+  DeviceGuard(int device, const std::nothrow_t&) noexcept;  // for destructors: ignores failures
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Page-locked host memory, freed on destruction. Move-only.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  // InputError when the host cannot lock `bytes` more ("out of pinned host memory ... for what").
+  PinnedBuffer(std::size_t bytes, std::string_view what);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  std::size_t bytes() const { return bytes_; }
+  // The device's address of this memory, for kernels that read or write it directly (page-locked
+  // memory is mapped into every device's address space).
+  void* device_view() const;
+  template <typename T>
+  T* device_view_as() const { return static_cast<T*>(device_view()); }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class DeviceContext {
+ public:
+  // InputError when `device` is not in [0, device_count()).
+  explicit DeviceContext(int device);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int device() const { return device_; }
+  Device where() const { return Device::cuda(device_); }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  DeviceMemoryPool& pool() const { return *pool_; }
+
+  // Device memory from the pool; InputError naming this device, the bytes and `what` when out of
+  // memory.
+  DeviceBuffer allocate(std::size_t bytes, std::string_view what) { return pool_->allocate(bytes, what); }
+
+  // Queued on the stream; host memory must stay valid until the stream reaches the copy.
+  void copy_to_device(void* device_destination, const void* host_source, std::size_t bytes);
+  void copy_to_host(void* host_destination, const void* device_source, std::size_t bytes);
+  void copy_on_device(void* device_destination, const void* device_source, std::size_t bytes);
+  // A new buffer holding a copy of `bytes` host bytes (queued; see copy_to_device).
+  DeviceBuffer upload(const void* host_source, std::size_t bytes, std::string_view what);
+
+  // Waits for everything queued on the stream; a kernel's failure surfaces here as runtime_error.
+  void synchronize();
+
+ private:
+  int device_;
+  std::shared_ptr<DeviceMemoryPool> pool_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer cublas_workspace_;  // ours, so that cuBLAS calls can be captured in CUDA graphs
+};
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,71 @@
+#include "operators/model/build_context.h"
+
+#include <stdexcept>
+
+#include "core/error.h"
+#include "operators/kernels/cpu/half.h"
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/runtime/gpu_runtime.h"
+#endif
+
+namespace switchyard {
+
+const Module& BuildContext::child(const Module& parent, std::string_view local_name) const {
+  for (int c : parent.children)
+    if (tree.at(c).local_name() == local_name) return tree.at(c);
+  throw std::logic_error(std::string(parent.name) + " has no child " + std::string(local_name));
+}
+
+KvCacheLayout BuildContext::kv_cache() const {
+  return kv_cache_layout(tree.config(), max_context, switchyard::kv_cache_dtype(tree.config(), kv_cache_dtype));
+}
+
+Tensor BuildContext::param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const {
+  for (const Parameter& p : module.params) {
+    if (p.name != name) continue;
+    std::vector<std::int64_t> shape(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.rank);
+    return weights.get(std::string(module.name) + "." + std::string(name), shape, dtypes);
+  }
+  throw std::logic_error(std::string(module.name) + " has no parameter " + std::string(name));
+}
+
+std::vector<float> BuildContext::param_f32(const Module& module, std::string_view name) const {
+  const Tensor t = param(module, name, {DType::f32, DType::bf16, DType::f16});
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  cpu::widen_to_f32(t.dtype(), t.data(), out.size(), out.data());
+  return out;
+}
+
+Device BuildContext::generate_device(const Module& module) const { return plan.owner_of(index_of(module)).generate_device; }
+
+Device BuildContext::prefill_device(const Module& module) const { return plan.owner_of(index_of(module)).prefill_device; }
+
+PhaseImplementations BuildContext::implementation(const Module& module) const {
+  return implementation_of(plan, index_of(module));
+}
+
+void BuildContext::record(const Module& module, PhaseImplementations implementation) const {
+  if (built) built->modules.emplace_back(index_of(module), implementation);
+}
+
+Device BuildContext::device_of(const Module& module) const {
+  const Device generate = generate_device(module), prefill = prefill_device(module);
+  if (generate == prefill) return generate;
+  throw InputError("the profile runs " + std::string(module.name) + " on " + prefill.str() + " for prefill and on " +
+                   generate.str() + " for decode; only routed experts may run in two places");
+}
+
+GpuRuntime* BuildContext::gpu(Device device) const {
+  if (device.is_cpu()) return nullptr;
+#if SWITCHYARD_HAVE_CUDA
+  if (runtimes == nullptr) throw std::logic_error("BuildContext::gpu: no DeviceRuntimes");
+  return &runtimes->get(device);
+#else
+  throw InputError("the profile runs modules on " + device.str() +
+                   ", but this build has no CUDA backend (configure with the CUDA toolkit, or use a CPU profile "
+                   "such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml)",
+                   1);  // as an absent device: the profile does not fit this build
+#endif
+}
+
+}  // namespace switchyard

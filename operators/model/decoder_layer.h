@@ -1,0 +1,38 @@
+#pragma once
+// One decoder layer: input norm, attention, post-attention norm and the feed-forward block (a
+// dense MLP or a MoE block), each built by the implementation the plan gives it
+// (operators/model/implementation_builders.h). The two halves may sit on different devices: the
+// residual stream moves to each half's device before it runs.
+#include <cstdint>
+#include <memory>
+
+#include "operators/blocks/attention_op.h"
+#include "operators/model/build_context.h"
+#include "operators/blocks/feed_forward_op.h"
+#include "operators/blocks/linear_op.h"
+#include "operators/runtime/residual_stream.h"
+
+namespace switchyard {
+
+class DecoderLayer {
+ public:
+  DecoderLayer(const BuildContext& context, const Module& layer);
+  // Runs the layer on the stream's tokens (both residual additions), moving it to each half's
+  // device first.
+  void forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position);
+  const AttentionOp& attention() const { return *attention_; }
+  Device attention_device() const { return attention_->device(); }
+  Device feed_forward_device() const { return feed_forward_->device(); }
+
+ private:
+  Tracer* tracer_;
+  int layer_;
+  bool moe_;
+  std::int64_t hidden_size_;
+  std::unique_ptr<AttentionOp> attention_;
+  std::unique_ptr<FeedForwardOp> feed_forward_;
+  GpuRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;
+  NormOp input_norm_, post_attention_norm_;  // on their half's device
+};
+
+}  // namespace switchyard

@@ -1,0 +1,105 @@
+#include "operators/model/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace switchyard {
+namespace {
+
+// A float as the user may have written it: "nan", "inf", "-0.5", "2".
+std::string float_text(float value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+}  // namespace
+
+void check_generation_options(const GenerationOptions& options) {
+  if (options.max_new_tokens < 1)
+    throw InputError("--max_new_tokens " + std::to_string(options.max_new_tokens) +
+                     " is not a token count; give 1 or more");
+  const cpu::SamplingParams& s = options.sampling;
+  if (!std::isfinite(s.temperature) || s.temperature < 0)
+    throw InputError("--temperature " + float_text(s.temperature) + " is not a temperature; give a finite number >= 0 (0: greedy)");
+  if (s.top_k < 0)
+    throw InputError("--top_k " + std::to_string(s.top_k) + " is negative; give 0 (all tokens) or the tokens to keep");
+  if (!(s.top_p >= 0 && s.top_p <= 1))  // NaN fails both comparisons
+    throw InputError("--top_p " + float_text(s.top_p) + " is outside 0 to 1 (the probability mass kept; 1: all tokens)");
+}
+
+void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options) {
+  check_generation_options(options);
+  if (prompt.empty()) throw InputError("the prompt is empty; give at least one token id");
+  model.check_token_ids(prompt);
+  if (static_cast<std::int64_t>(prompt.size()) + options.max_new_tokens > model.max_context())
+    throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus --max_new_tokens " +
+                     std::to_string(options.max_new_tokens) + " exceeds --max_context " +
+                     std::to_string(model.max_context()));
+}
+
+GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                          const std::function<void(std::int32_t)>& on_token) {
+  using Clock = std::chrono::steady_clock;
+  check_generation(model, prompt, options);
+  GenerationResult result;
+  cpu::Sampler sampler(options.seed);
+  auto is_stop = [&](std::int32_t id) {
+    return std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end();
+  };
+
+  // Greedy choices are made where the head runs (on a GPU only the id comes back); sampling takes
+  // the logits.
+  const bool greedy = cpu::is_greedy(options.sampling);
+  auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
+    if (greedy) return model.forward_greedy(ids, position);
+    const std::vector<float> logits = model.forward(ids, position);
+    return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
+  };
+  auto start = Clock::now();
+  std::int32_t next = 0;
+  {
+    if (options.tracer) options.tracer->begin_step(0);
+    const Tracer::Scope scope(options.tracer, Region::prefill);
+    next = step(prompt, 0);
+  }
+  result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  result.stats.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.tokens.push_back(next);
+  if (on_token) on_token(next);
+
+  start = Clock::now();
+  auto position = static_cast<std::int64_t>(prompt.size());
+  // Each new token: kept, shown, and whether to go on.
+  auto take = [&](std::int32_t id) {
+    result.tokens.push_back(id);
+    ++result.stats.generated_tokens;
+    if (on_token) on_token(id);
+    return !is_stop(id);
+  };
+  const int steps = is_stop(next) ? 0 : options.max_new_tokens - 1;
+  // Greedy decode without per-step tracing: the model may run the steps back to back on the device
+  // (CausalLM::decode_greedy), each token reaching `take` while the next step runs.
+  if (greedy && (options.tracer == nullptr || !options.tracer->marks_steps())) {
+    model.decode_greedy(next, position, steps, take);
+  } else {
+    for (int i = 0; i < steps; ++i) {
+      if (options.tracer) options.tracer->begin_step(static_cast<int>(result.tokens.size()));
+      {
+        const Tracer::Scope scope(options.tracer, Region::decode_step);
+        next = step(std::span(&next, 1), position++);
+      }
+      if (!take(next)) break;
+    }
+  }
+  result.stats.decode_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace switchyard

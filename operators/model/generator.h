@@ -1,0 +1,51 @@
+#pragma once
+// Generation: prefill the prompt, then decode one token at a time through the KV cache, sampling
+// each next token; timings as ktransformers and ollama users know them.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/trace.h"
+#include "operators/model/causal_lm.h"
+#include "operators/kernels/cpu/sampling.h"
+
+namespace switchyard {
+
+struct GenerationOptions {
+  Tracer* tracer = nullptr;  // prefill / decode_step ranges and profile steps
+  int max_new_tokens = 32;
+  cpu::SamplingParams sampling;  // temperature <= 0: greedy
+  std::uint64_t seed = 0;
+  std::vector<std::int32_t> stop_tokens;  // generation ends after emitting one of these
+};
+
+struct GenerationStats {
+  std::int64_t prompt_tokens = 0;
+  double prompt_seconds = 0;
+  std::int64_t generated_tokens = 0;  // tokens produced by decode steps (the first comes from prefill)
+  double decode_seconds = 0;
+};
+
+struct GenerationResult {
+  std::vector<std::int32_t> tokens;  // generated ids, prompt excluded
+  GenerationStats stats;
+};
+
+// The ranges of the generation options, named by their command-line flags; outside them an
+// InputError (exit 2), which needs no model, so a command checks them before any work:
+//   --max_new_tokens 1 to 2^31 - 1 (the context bounds it further, in check_generation);
+//   --temperature a finite number >= 0 (0: greedy); --top_k >= 0 (0: all tokens);
+//   --top_p from 0 to 1 (1: all tokens). NaN and infinities are refused by name.
+void check_generation_options(const GenerationOptions& options);
+
+// Throws InputError when generate would refuse the request (check_generation_options, an empty
+// prompt, an id outside the vocabulary, prompt + max_new_tokens past the model's context), before
+// any work: callers that print a header before the tokens check first.
+void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options);
+
+// check_generation, then the run. `on_token` sees each generated id as soon as it is chosen.
+GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                          const std::function<void(std::int32_t)>& on_token = {});
+
+}  // namespace switchyard

@@ -1,0 +1,273 @@
+// `switchyard run` end to end: the embedded default, make-model checkpoints of every family with
+// the shipped CPU profiles, sampling, and the errors a user can cause.
+#include <algorithm>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/make_model.h"
+#include "tests/test_support.h"
+#ifdef SWITCHYARD_HAVE_CUDA
+#include "operators/kernels/cuda/device_context.h"
+#endif
+
+using namespace switchyard::testing;
+
+namespace {
+
+std::string generated_ids(const std::string& output) {
+  const auto at = output.find("generated ids:");
+  REQUIRE_MESSAGE(at != std::string::npos, output);
+  return output.substr(at, output.find('\n', at) - at);
+}
+
+struct TempModel {
+  std::filesystem::path dir;
+  TempModel(const std::string& preset, std::uint64_t seed, int layers = 0) {
+    dir = std::filesystem::temp_directory_path() /
+          ("switchyard-run-test-" + preset + "-" + std::to_string(seed) + "-" + std::to_string(std::random_device{}()));
+    switchyard::MakeModelOptions options;
+    options.preset = preset;
+    options.out_dir = dir;
+    options.seed = seed;
+    if (layers > 0) options.layers = layers;
+    switchyard::make_model(options);
+  }
+  ~TempModel() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("run command: the embedded default generates, deterministically") {
+  const auto first = run_switchyard("run --max_new_tokens 8");
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.find("prompt eval rate:") != std::string::npos);
+  CHECK(first.output.find("eval rate:") != std::string::npos);
+  const std::string ids = generated_ids(first.output);
+  CHECK(std::count(ids.begin(), ids.end(), ' ') == 8 + 1);  // "generated ids:" then 8 ids
+  CHECK(generated_ids(run_switchyard("run --max_new_tokens 8 --cpu_infer 1").output) == ids);
+  // Sampling is reproducible for a seed.
+  const auto sampled = run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7");
+  CHECK(sampled.exit_code == 0);
+  CHECK(generated_ids(sampled.output) ==
+        generated_ids(run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7").output));
+}
+
+TEST_CASE("run command: make-model checkpoints of every family run with the shipped CPU profiles") {
+  const std::pair<const char*, const char*> cases[] = {{"tiny-deepseek-v3", "DeepSeek-V3-Chat-cpu.yaml"},
+                                                      {"tiny-deepseek-v2", "DeepSeek-V2-Lite-Chat-cpu.yaml"},
+                                                      {"tiny-qwen3-moe", "Qwen3-MoE-cpu.yaml"},
+                                                      {"tiny-mixtral", "Mixtral-cpu.yaml"}};
+  for (const auto& entry : cases) {
+    const char* const preset = entry.first;
+    const char* const profile = entry.second;
+    INFO(preset);
+    const TempModel model(preset, 3);
+    const auto run = run_switchyard("run --model_path " + model.dir.string() + " --optimize_config_path " +
+                                    source_path(std::string("optimize_rules/") + profile) +
+                                    " --prompt_ids 3,1,4,1,5,9 --max_new_tokens 6");
+    CHECK(run.exit_code == 0);
+    CHECK(run.output.find("eval count:           5 token(s)") != std::string::npos);
+    const auto dry = run_switchyard("run --dry_run --model_path " + model.dir.string() + " --optimize_config_path " +
+                                    source_path(std::string("optimize_rules/") + profile));
+    CHECK(dry.exit_code == 0);
+    CHECK(dry.output.find("0 error(s)") != std::string::npos);
+  }
+}
+
+namespace {
+int gpu_count() {
+#ifdef SWITCHYARD_HAVE_CUDA
+  return switchyard::cuda::device_count();
+#else
+  return 0;
+#endif
+}
+}  // namespace
+
+TEST_CASE("run command: errors a user can cause") {
+  const TempModel model("tiny-mixtral", 5);
+  const std::string base = "run --model_path " + model.dir.string();
+  CHECK(run_switchyard(base + " --prompt_ids 1,x").exit_code == 2);
+  // Outside the vocabulary, or past the context: refused before the tokens' header is printed.
+  for (const char* request : {" --prompt_ids 1,99999", " --max_context 4 --max_new_tokens 8"}) {
+    const auto refused = run_switchyard_with_env("", base + request, /*with_stderr=*/true);
+    INFO(request << ": " << refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.output.find("generated ids") == std::string::npos);
+    CHECK(refused.output.find("error:") != std::string::npos);
+  }
+  CHECK(run_switchyard(base + " --prompt 'hello'").exit_code == 2);      // no tokenizer yet
+  CHECK(run_switchyard(base + " --max_context 0").exit_code == 2);
+  CHECK(run_switchyard(base + " --max_context 4000000000").exit_code == 2);  // caches larger than memory
+  CHECK(run_switchyard("run --model_path /nonexistent").exit_code == 2);
+  CHECK(run_switchyard("run --arch tiny-mixtral").exit_code == 2);  // no weights
+  // A CPU kernel variant that does not exist, or that this CPU cannot run (scalar always runs).
+  const auto no_variant = run_switchyard_with_env("", base + " --cpu_kernels sse", /*with_stderr=*/true);
+  CHECK(no_variant.exit_code == 2);
+  CHECK(no_variant.output.find("'sse' is not a variant") != std::string::npos);
+  const auto scalar = run_switchyard(base + " --cpu_kernels scalar --max_new_tokens 2");
+  CHECK(scalar.exit_code == 0);
+  CHECK(scalar.output.find("CPU kernels: scalar") != std::string::npos);
+  // A GPU profile on a machine without that GPU: a clear error (exit 1, the profile does not fit
+  // the machine), not a crash. With a GPU it runs.
+  const auto gpu_run =
+      run_switchyard_with_env("", base + " --optimize_config_path " + source_path("optimize_rules/Mixtral.yaml"), true);
+  INFO("the GPU run said: " << gpu_run.output);
+  if (gpu_count() == 0) {
+    CHECK(gpu_run.exit_code == 1);  // "cuda:0 is not present: this machine has 0 CUDA devices"
+  } else {
+    CHECK(gpu_run.exit_code == 0);
+  }
+  // A checkpoint that lacks a tensor its config.json implies.
+  std::ifstream in(model.dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  config["num_hidden_layers"] = config["num_hidden_layers"].get<int>() + 1;
+  std::ofstream(model.dir / "config.json") << config.dump(2);
+  CHECK(run_switchyard(base).exit_code == 1);  // the model's content is wrong
+}
+
+TEST_CASE("run command: a deep hybrid model runs eagerly and as graphs (GPU work queued ahead of the CPU experts)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  // 61 layers, 58 of them handing experts to the CPU: an eager step queues more GPU work than the
+  // driver's queue holds, so launches block until the CPU experts let the stream go on.
+  const TempModel model("tiny-deepseek-v3", 3, 61);
+  const std::string base = "run --model_path " + model.dir.string() + " --max_new_tokens 4 --optimize_config_path " +
+                           source_path("optimize_rules/DeepSeek-V3-Chat.yaml");
+  const auto eager = run_switchyard(base + " --use_cuda_graph false");
+  const auto graph = run_switchyard(base + " --profile");
+  CHECK(eager.exit_code == 0);
+  CHECK(graph.exit_code == 0);
+  CHECK(generated_ids(eager.output) == generated_ids(graph.output));
+}
+
+TEST_CASE("bench commands: options out of range are refused before any work (exit 2)") {
+  CHECK(run_switchyard("bench gemv --weights_in dram").exit_code == 2);
+  CHECK(run_switchyard("bench gemv --launches 0").exit_code == 2);
+  CHECK(run_switchyard("bench gemv --repeat 0").exit_code == 2);
+  CHECK(run_switchyard("bench decode --model_path /nonexistent --optimize_config_path x.yaml --decode_tokens 0")
+            .exit_code == 2);
+  // In range, on a machine without a GPU: the benchmark needs one (exit 1, not a crash).
+  if (gpu_count() == 0) CHECK(run_switchyard("bench gemv --weights_in l2").exit_code == 1);
+  // Leaving GPU kernels out of a placement that has none: refused before the model is built.
+  const TempModel model("tiny-mixtral", 5);
+  const auto cpu_only = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/Mixtral-cpu.yaml") + " --leave_out gemv --prompt_tokens 8",
+      /*with_stderr=*/true);
+  CHECK(cpu_only.exit_code == 2);
+  CHECK(cpu_only.output.find("--leave_out times GPU kernels") != std::string::npos);
+  const auto no_timeline = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/Mixtral-cpu.yaml") + " --timeline --prompt_tokens 8",
+      /*with_stderr=*/true);
+  CHECK(no_timeline.exit_code == 2);
+  CHECK(no_timeline.output.find("--timeline times GPU kernels") != std::string::npos);
+  const auto no_ab = run_switchyard_with_env(
+      "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+              source_path("optimize_rules/Mixtral-cpu.yaml") + " --ab_env SOME_VARIANT --prompt_tokens 8",
+      /*with_stderr=*/true);
+  CHECK(no_ab.exit_code == 2);
+  CHECK(no_ab.output.find("--ab_env times GPU kernels") != std::string::npos);
+}
+
+namespace {
+
+// `bench decode` of a hybrid tiny DeepSeek (`layers` layers) with `options`, on a GPU.
+CommandResult hybrid_deepseek_bench(int layers, const std::string& options) {
+  const TempModel model("tiny-deepseek-v3", 3, layers);
+  return run_switchyard_with_env("", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+                                         source_path("optimize_rules/DeepSeek-V3-Chat.yaml") +
+                                         " --prompt_tokens 16 --profile_tokens 0 " + options,
+                                 /*with_stderr=*/true);
+}
+
+}  // namespace
+
+TEST_CASE("bench decode --leave_out: the GPU side timed again without the named kernels (hybrid DeepSeek)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  const auto bench =
+      hybrid_deepseek_bench(4, "--decode_tokens 4 --leave_out rms_norm_rows --leave_out no_kernel_has_this_name");
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  // The norms are left out (one kernel or more, listed by their mangled names), the made-up word
+  // leaves out none.
+  const std::size_t norms = bench.output.find("left out rms_norm_rows (");
+  REQUIRE(norms != std::string::npos);
+  CHECK(bench.output.compare(norms + 24, 2, "0 ") != 0);
+  CHECK(bench.output.find("rms_norm_rows", bench.output.find("\n  ", norms)) != std::string::npos);
+  CHECK(bench.output.find("left out no_kernel_has_this_name (0 kernels)") != std::string::npos);
+}
+
+TEST_CASE("bench decode --timeline: every kernel of the step stamped, by kernel and along a layer (hybrid DeepSeek)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  const auto bench = hybrid_deepseek_bench(6, "--decode_tokens 6 --timeline");
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  // The stamps paired with the recorded launches: 8 steps (2 warm-up + 6), a table by kernel with
+  // the norms and the router in it, and the layers' repeating pattern.
+  CHECK(bench.output.find("no timeline") == std::string::npos);
+  CHECK(bench.output.find("timeline: 8 steps of ") != std::string::npos);
+  CHECK(bench.output.find("rms_norm_rows") != std::string::npos);
+  CHECK(bench.output.find("route_one_token") != std::string::npos);
+  CHECK(bench.output.find("the launches' repeating pattern (a layer)") != std::string::npos);
+}
+
+TEST_CASE("bench decode --ab_env: both sides of a switch timed in one process, alternating (hybrid DeepSeek)") {
+  if (gpu_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  // A variable nothing reads: both sides run the same work; the line reports three timings each.
+  const auto bench = hybrid_deepseek_bench(4, "--decode_tokens 4 --ab_env SWITCHYARD_TEST_NOTHING_READS_THIS "
+                                              "--ab_rounds 3");
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  const std::size_t line = bench.output.find("A/B SWITCHYARD_TEST_NOTHING_READS_THIS, GPU side us per layer: unset");
+  REQUIRE(line != std::string::npos);
+  const std::string text = bench.output.substr(line, bench.output.find('\n', line) - line);
+  CHECK(std::count(text.begin(), text.end(), '(') == 2);
+  CHECK(text.find("set - unset") != std::string::npos);
+  // Three timings a side: two spaces inside each parenthesis.
+  const std::size_t open = text.find('('), close = text.find(')');
+  CHECK(std::count(text.begin() + static_cast<std::ptrdiff_t>(open), text.begin() + static_cast<std::ptrdiff_t>(close),
+                   ' ') == 2);
+}
+
+TEST_CASE("run command: the KV cache is the checkpoint's dtype unless --kv_cache_dtype says otherwise") {
+  // The embedded model is a bf16 checkpoint: bf16 caches, half the bytes of f32 ones.
+  const auto bf16 = run_switchyard("run --max_new_tokens 2 --max_context 16384");
+  const auto f32 = run_switchyard("run --max_new_tokens 2 --max_context 16384 --kv_cache_dtype f32");
+  REQUIRE(bf16.exit_code == 0);
+  REQUIRE(f32.exit_code == 0);
+  const auto mib = [](const std::string& output, const std::string& dtype) {
+    const auto at = output.find("KV cache: ");
+    REQUIRE_MESSAGE(at != std::string::npos, output);
+    const std::string line = output.substr(at, output.find('\n', at) - at);
+    INFO(line);
+    CHECK(line.find("for 16384 tokens (" + dtype + ")") != std::string::npos);
+    return std::stod(line.substr(std::string("KV cache: ").size()));
+  };
+  const double bf16_mib = mib(bf16.output, "bf16"), f32_mib = mib(f32.output, "f32");
+  CHECK(bf16_mib > 0);
+  CHECK(f32_mib == doctest::Approx(2 * bf16_mib).epsilon(0.05));
+  // The dry run states the dtype it estimated.
+  const auto dry = run_switchyard("run --dry_run --kv_cache_dtype f32 --max_context 512");
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.output.find("KV CACHE (512 tok, f32)") != std::string::npos);
+  CHECK(run_switchyard("run --dry_run --kv_cache_dtype q8_0").exit_code == 2);
+}

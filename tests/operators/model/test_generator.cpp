@@ -1,0 +1,74 @@
+// generate() (operators/model/generator.h) on the deepseek_v3 fidelity fixture: the greedy continuation is
+// transformers' (the fixture's reference), every token reaches on_token in order as it is chosen,
+// and generation ends after a stop token (which it keeps) or at max_new_tokens. On the CPU, and on a
+// GPU with the hybrid profile, where greedy decode steps follow each other on the device
+// (CausalLM::decode_greedy queues a step ahead of the token it waits for).
+#include "tests/fidelity_support.h"
+
+#include <algorithm>
+
+#include "operators/model/generator.h"
+#ifdef SWITCHYARD_HAVE_CUDA
+#include "tests/cuda_test_support.h"
+#endif
+
+using namespace switchyard;
+using namespace switchyard::testing;
+
+namespace {
+
+GenerationResult generate_seen(CausalLM& model, const Reference& ref, const GenerationOptions& options) {
+  std::vector<std::int32_t> seen;
+  GenerationResult result = generate(model, ref.prompt, options, [&](std::int32_t id) { seen.push_back(id); });
+  CHECK(seen == result.tokens);
+  CHECK(result.stats.prompt_tokens == static_cast<std::int64_t>(ref.prompt.size()));
+  CHECK(result.stats.generated_tokens == static_cast<std::int64_t>(result.tokens.size()) - 1);
+  return result;
+}
+
+void check_generate(CausalLM& model, const Reference& ref) {
+  const auto n = static_cast<int>(ref.generated.size());
+  REQUIRE(n >= 8);
+  GenerationOptions options;
+  options.sampling.temperature = 0;  // greedy
+  options.max_new_tokens = n;
+  CHECK(generate_seen(model, ref, options).tokens == ref.generated);
+
+  // A stop token first chosen at step k >= 3: the tokens up to it, and no more.
+  int k = 3;
+  auto seen_before = [&](int i) {
+    return std::find(ref.generated.begin(), ref.generated.begin() + i, ref.generated[i]) != ref.generated.begin() + i;
+  };
+  while (k < n - 1 && seen_before(k)) ++k;
+  REQUIRE(!seen_before(k));
+  options.stop_tokens = {ref.generated[k]};
+  INFO("stop token " << ref.generated[k] << " at step " << k);
+  CHECK(generate_seen(model, ref, options).tokens ==
+        std::vector<std::int32_t>(ref.generated.begin(), ref.generated.begin() + k + 1));
+
+  // The prompt's own choice as the stop token, then a limit of one token: the prefill's token only.
+  options.stop_tokens = {ref.generated[0]};
+  CHECK(generate_seen(model, ref, options).tokens == std::vector<std::int32_t>{ref.generated[0]});
+  options.stop_tokens.clear();
+  options.max_new_tokens = 1;
+  CHECK(generate_seen(model, ref, options).tokens == std::vector<std::int32_t>{ref.generated[0]});
+}
+
+}  // namespace
+
+TEST_CASE("generate: the greedy continuation, each token as it comes, stop tokens and the token limit (CPU)") {
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml");
+  CHECK_FALSE(l.model->chains_decode_steps());
+  check_generate(*l.model, ref);
+}
+
+#ifdef SWITCHYARD_HAVE_CUDA
+TEST_CASE("generate: the same with greedy decode steps chained on a GPU (hybrid profile)") {
+  if (no_gpu()) return;
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat.yaml");
+  REQUIRE(l.model->chains_decode_steps());
+  check_generate(*l.model, ref);
+}
+#endif
