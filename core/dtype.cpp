@@ -5,27 +5,37 @@
 namespace switchyard {
 namespace {
 
-// Sizes of ggml's block formats: a 256-weight super-block for the k-quants, 32 weights for Q8_0.
-constexpr std::array<DTypeInfo, 18> kDTypes = {{
-    {DType::f64, "f64", "F64", 1, 8},
-    {DType::f32, "f32", "F32", 1, 4},
-    {DType::f16, "f16", "F16", 1, 2},
-    {DType::bf16, "bf16", "BF16", 1, 2},
-    {DType::f8_e4m3, "f8_e4m3", "F8_E4M3", 1, 1},
-    {DType::f8_e5m2, "f8_e5m2", "F8_E5M2", 1, 1},
-    {DType::i64, "i64", "I64", 1, 8},
-    {DType::i32, "i32", "I32", 1, 4},
-    {DType::i16, "i16", "I16", 1, 2},
-    {DType::i8, "i8", "I8", 1, 1},
-    {DType::u8, "u8", "U8", 1, 1},
-    {DType::boolean, "bool", "BOOL", 1, 1},
-    {DType::q8_0, "q8_0", nullptr, 32, 34},
-    {DType::q6_k, "q6_k", nullptr, 256, 210},
-    {DType::q5_k, "q5_k", nullptr, 256, 176},
-    {DType::q4_k, "q4_k", nullptr, 256, 144},
-    {DType::q3_k, "q3_k", nullptr, 256, 110},
-    {DType::q2_k, "q2_k", nullptr, 256, 84},
+// Sizes of ggml's block formats: a 256-weight super-block for the k-quants, 32 weights for the
+// others; the numbers are ggml_type's (ggml.h), as GGUF's tensor infos store them.
+constexpr std::array<DTypeInfo, 22> kDTypes = {{
+    {DType::f64, "f64", "F64", 1, 8, 28},
+    {DType::f32, "f32", "F32", 1, 4, 0},
+    {DType::f16, "f16", "F16", 1, 2, 1},
+    {DType::bf16, "bf16", "BF16", 1, 2, 30},
+    {DType::f8_e4m3, "f8_e4m3", "F8_E4M3", 1, 1, -1},
+    {DType::f8_e5m2, "f8_e5m2", "F8_E5M2", 1, 1, -1},
+    {DType::i64, "i64", "I64", 1, 8, 27},
+    {DType::i32, "i32", "I32", 1, 4, 26},
+    {DType::i16, "i16", "I16", 1, 2, 25},
+    {DType::i8, "i8", "I8", 1, 1, 24},
+    {DType::u8, "u8", "U8", 1, 1, -1},
+    {DType::boolean, "bool", "BOOL", 1, 1, -1},
+    {DType::q8_0, "q8_0", nullptr, 32, 34, 8},
+    {DType::q6_k, "q6_k", nullptr, 256, 210, 14},
+    {DType::q5_k, "q5_k", nullptr, 256, 176, 13},
+    {DType::q4_k, "q4_k", nullptr, 256, 144, 12},
+    {DType::q3_k, "q3_k", nullptr, 256, 110, 11},
+    {DType::q2_k, "q2_k", nullptr, 256, 84, 10},
+    {DType::q4_0, "q4_0", nullptr, 32, 18, 2},
+    {DType::q4_1, "q4_1", nullptr, 32, 20, 3},
+    {DType::q5_0, "q5_0", nullptr, 32, 22, 6},
+    {DType::q5_1, "q5_1", nullptr, 32, 24, 7},
 }};
+static_assert([] {
+  for (std::size_t i = 0; i < kDTypes.size(); ++i)
+    if (static_cast<std::size_t>(kDTypes[i].dtype) != i) return false;
+  return true;
+}(), "kDTypes is indexed by DType");
 
 }  // namespace
 
@@ -35,6 +45,12 @@ const char* dtype_name(DType dtype) { return dtype_info(dtype).name; }
 std::optional<DType> dtype_from_safetensors(std::string_view name) {
   for (const DTypeInfo& info : kDTypes)
     if (info.safetensors_name && name == info.safetensors_name) return info.dtype;
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type) {
+  for (const DTypeInfo& info : kDTypes)
+    if (info.ggml_type >= 0 && static_cast<std::uint32_t>(info.ggml_type) == ggml_type) return info.dtype;
   return std::nullopt;
 }
 
