@@ -1,0 +1,57 @@
+// Row-length checks and the matrix helpers over core/quant_dequantize.cpp's and
+// core/quant_quantize.cpp's row functions.
+#include "core/quant_formats.h"
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace switchyard::quant {
+
+bool has_row_codec(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || is_block_quantized(dtype);
+}
+
+void check_row_length(DType dtype, std::int64_t n, const char* operation) {
+  if (!has_row_codec(dtype))
+    throw std::invalid_argument(std::string(operation) + ": type " + dtype_name(dtype) +
+                                " is not a weight format (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                "q2_k, q3_k, q4_k, q5_k, q6_k)");
+  const int block = dtype_info(dtype).block_elements;
+  if (n < 0 || n % block != 0)
+    throw std::invalid_argument(std::string(operation) + ": a row of " + std::to_string(n) + " weights as " +
+                                dtype_name(dtype) + " is not a whole number of its " + std::to_string(block) +
+                                "-weight blocks");
+}
+
+namespace {
+// Rows are split over threads only when there is enough work to pay for waking them.
+constexpr std::int64_t kParallelWeights = std::int64_t{1} << 16;
+
+// Runs row_function(r) for every row, in parallel when big; an exception may not leave an OpenMP
+// region, so the first one is kept and rethrown after the loop.
+template <typename RowFunction>
+void for_each_row(std::int64_t rows, std::int64_t n, RowFunction row_function) {
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 4) if (rows * n >= kParallelWeights && rows > 1)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    try {
+      row_function(r);
+    } catch (...) {
+#pragma omp critical(switchyard_quant_rows)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+}  // namespace
+
+void dequantize_rows(DType dtype, const void* in, float* out, std::int64_t rows, std::int64_t n) {
+  check_row_length(dtype, n, "dequantize");
+  if (rows < 0) throw std::invalid_argument("dequantize: a negative row count " + std::to_string(rows));
+  const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(n)));
+  const auto* bytes = static_cast<const std::uint8_t*>(in);
+  for_each_row(rows, n, [&](std::int64_t r) { dequantize_row(dtype, bytes + r * row_bytes, out + r * n, n); });
+}
+
+}  // namespace switchyard::quant

@@ -1,0 +1,42 @@
+#pragma once
+// What ggml's block-quantised weights mean: decoding a row of blocks to f32 (the scalar reference
+// every kernel is checked against) and our own quantiser that writes them. The layouts are
+// core/quant_blocks.h's, bit for bit as llama.cpp reads and writes them.
+//
+// Types: every block type of core/dtype.h (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k) and the
+// plain f32, f16 and bf16. A row of `n` weights is n / block_elements consecutive blocks
+// (dtype_info(dtype).block_bytes each); `n` must be a multiple of block_elements (32 or 256).
+// Any other type, a negative `n` or a partial block throws std::invalid_argument naming the type,
+// the length and what is wrong; no other input is checked (the bytes of a block are all valid).
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace switchyard::quant {
+
+// Decodes `n` weights of one row stored as `dtype` into `out` [n] f32. Exactly the format's
+// arithmetic in ggml's order, in float (d * q, (d * scale) * q - dmin * min, ...), so that a
+// kernel may compare with it to the last bit where it keeps that order.
+void dequantize_row(DType dtype, const void* blocks, float* out, std::int64_t n);
+
+// Encodes `in` [n] f32 as `dtype` into `blocks` (storage_bytes(dtype, n) bytes). Deterministic:
+// the same input gives the same bytes on every machine. For each block it chooses the scales
+// (and minimums) by a small search that minimises the squared error, weighted by `importance`
+// [n] (optional, >= 0 per weight; nullptr weighs every weight the same). The method and its
+// error per type are written down in core/quant_quantize.cpp. Non-finite inputs throw
+// std::invalid_argument (a NaN would silently poison a whole block).
+void quantize_row(DType dtype, const float* in, void* blocks, std::int64_t n,
+                  const float* importance = nullptr);
+
+// The same over a [rows, n] row-major matrix: row r's blocks start at r * storage_bytes(dtype, n).
+// Rows run in parallel (OpenMP) when the matrix is big enough to pay for the threads.
+void quantize_rows(DType dtype, const float* in, void* out, std::int64_t rows, std::int64_t n);
+void dequantize_rows(DType dtype, const void* in, float* out, std::int64_t rows, std::int64_t n);
+
+// Throws std::invalid_argument unless the functions above take rows of `n` weights of `dtype`;
+// `operation` ("quantize", "dequantize") starts the message.
+void check_row_length(DType dtype, std::int64_t n, const char* operation);
+// Whether the functions above take `dtype` at all.
+bool has_row_codec(DType dtype);
+
+}  // namespace switchyard::quant
