@@ -46,6 +46,14 @@ void for_each_row(std::int64_t rows, std::int64_t n, RowFunction row_function) {
 }
 }  // namespace
 
+void quantize_rows(DType dtype, const float* in, void* out, std::int64_t rows, std::int64_t n) {
+  check_row_length(dtype, n, "quantize");
+  if (rows < 0) throw std::invalid_argument("quantize: a negative row count " + std::to_string(rows));
+  const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(n)));
+  auto* bytes = static_cast<std::uint8_t*>(out);
+  for_each_row(rows, n, [&](std::int64_t r) { quantize_row(dtype, in + r * n, bytes + r * row_bytes, n); });
+}
+
 void dequantize_rows(DType dtype, const void* in, float* out, std::int64_t rows, std::int64_t n) {
   check_row_length(dtype, n, "dequantize");
   if (rows < 0) throw std::invalid_argument("dequantize: a negative row count " + std::to_string(rows));

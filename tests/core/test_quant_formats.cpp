@@ -5,6 +5,11 @@
 // error on random rows, by re-quantising decoded rows, and for its refusals.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -248,4 +253,263 @@ TEST_CASE("quant formats: partial blocks and other types are refused with a clea
                        doctest::Contains("type i32 is not a weight format"), std::invalid_argument);
   CHECK_THROWS_AS(quant::dequantize_row(sy::DType::f8_e4m3, bytes.data(), out.data(), 32), std::invalid_argument);
   quant::dequantize_row(sy::DType::q4_0, bytes.data(), out.data(), 0);  // an empty row is a row
+}
+
+namespace {
+
+// The RMS of the decoding error over the RMS of the row, after quantize_row then dequantize_row.
+double relative_rms_error(sy::DType dtype, const std::vector<float>& row, const float* importance = nullptr) {
+  const auto n = static_cast<std::int64_t>(row.size());
+  Bytes blocks(sy::storage_bytes(dtype, row.size()));
+  std::vector<float> decoded(row.size());
+  quant::quantize_row(dtype, row.data(), blocks.data(), n, importance);
+  quant::dequantize_row(dtype, blocks.data(), decoded.data(), n);
+  double error = 0.0, energy = 0.0;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    error += (double{decoded[i]} - row[i]) * (double{decoded[i]} - row[i]);
+    energy += double{row[i]} * row[i];
+  }
+  return std::sqrt(error / energy);
+}
+
+std::vector<float> gaussian_row(std::size_t n, std::mt19937& random) {
+  std::normal_distribution<float> normal;
+  std::vector<float> row(n);
+  for (auto& v : row) v = normal(random);
+  return row;
+}
+
+// The kinds of rows the error bounds hold for.
+enum class RowKind { gaussian, outliers, special_blocks, tiny, huge, negative };
+const RowKind kRowKinds[] = {RowKind::gaussian, RowKind::outliers, RowKind::special_blocks,
+                             RowKind::tiny, RowKind::huge, RowKind::negative};
+const char* row_kind_name(RowKind kind) {
+  const char* names[] = {"gaussian", "outliers", "special_blocks", "tiny", "huge", "negative"};
+  return names[static_cast<int>(kind)];
+}
+
+std::vector<float> test_row(RowKind kind, std::size_t n, std::mt19937& random) {
+  std::vector<float> row = gaussian_row(n, random);
+  switch (kind) {
+    case RowKind::gaussian: break;
+    case RowKind::outliers: {  // one weight in 64 ten times as large
+      std::uniform_int_distribution<std::size_t> at(0, n - 1);
+      for (std::size_t k = 0; k < n / 64; ++k) row[at(random)] *= 10.0f;
+      break;
+    }
+    case RowKind::special_blocks:  // a zero super-block and a constant one (the row is >= 768 long)
+      std::fill(row.begin(), row.begin() + 256, 0.0f);
+      std::fill(row.begin() + 256, row.begin() + 512, row[600]);
+      break;
+    case RowKind::tiny: for (auto& v : row) v *= 1.0f / 1024; break;  // scales still normal halves
+    case RowKind::huge: for (auto& v : row) v *= 1024.0f; break;
+    case RowKind::negative: for (auto& v : row) v = -std::fabs(v); break;
+  }
+  return row;
+}
+
+struct ErrorBound {
+  sy::DType dtype;
+  int quant_bits;
+  double bound;          // RMS error / RMS of the row, the worst over kRowKinds but outliers
+  double outlier_bound;  // the same for RowKind::outliers (a block's outlier coarsens its grid)
+};
+// The worst measured over 12 seeds and the three lengths, times about 1.2 (core/quant_quantize.cpp
+// gives typical values). For Gaussian blocks the symmetric fits are within 1% of a brute-force
+// search over 800 scales per block, so the bounds are the formats' more than the method's.
+const ErrorBound kErrorBounds[] = {
+    {sy::DType::q8_0, 8, 0.0072, 0.016}, {sy::DType::q6_k, 6, 0.023, 0.041},
+    {sy::DType::q5_k, 5, 0.046, 0.066},  {sy::DType::q5_1, 5, 0.044, 0.061},
+    {sy::DType::q5_0, 5, 0.052, 0.102},  {sy::DType::q4_k, 4, 0.089, 0.13},
+    {sy::DType::q4_1, 4, 0.091, 0.131},  {sy::DType::q4_0, 4, 0.108, 0.19},
+    {sy::DType::q3_k, 3, 0.184, 0.243},  {sy::DType::q2_k, 2, 0.338, 0.38},
+};
+
+}  // namespace
+
+TEST_CASE("quant formats: quantize then dequantize stays within each type's error bound") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  for (const ErrorBound& bound : kErrorBounds) {
+    const std::string type = sy::dtype_name(bound.dtype);
+    CAPTURE(type);
+    double worst = 0.0, worst_outliers = 0.0;
+    for (RowKind kind : kRowKinds)
+      for (std::size_t n : {768, 2048, 4096}) {
+        const std::string row = row_kind_name(kind);
+        CAPTURE(row);
+        CAPTURE(n);
+        const double error = relative_rms_error(bound.dtype, test_row(kind, n, random));
+        const bool outliers = kind == RowKind::outliers;
+        CHECK(error < (outliers ? bound.outlier_bound : bound.bound));
+        (outliers ? worst_outliers : worst) = std::max(outliers ? worst_outliers : worst, error);
+      }
+    MESSAGE(type << ": relative RMS error at worst " << worst << " (bound " << bound.bound << "), with outliers "
+                 << worst_outliers << " (bound " << bound.outlier_bound << ")");
+  }
+  // Fewer bits per quant never get a tighter bound.
+  for (const ErrorBound& more : kErrorBounds)
+    for (const ErrorBound& fewer : kErrorBounds)
+      if (fewer.quant_bits < more.quant_bits) {
+        CHECK(fewer.bound > more.bound);
+        CHECK(fewer.outlier_bound > more.outlier_bound);
+      }
+  // The plain types round each weight once.
+  const std::vector<float> row = gaussian_row(1024, random);
+  CHECK(relative_rms_error(sy::DType::f32, row) == 0.0);
+  CHECK(relative_rms_error(sy::DType::f16, row) < std::ldexp(1.0, -11));
+  CHECK(relative_rms_error(sy::DType::bf16, row) < std::ldexp(1.0, -8));
+}
+
+namespace {
+const sy::DType kSmallBlockTypes[] = {sy::DType::q8_0, sy::DType::q4_0, sy::DType::q4_1, sy::DType::q5_0,
+                                      sy::DType::q5_1};
+
+std::vector<float> round_trip(sy::DType dtype, const std::vector<float>& row, Bytes* bytes = nullptr) {
+  const auto n = static_cast<std::int64_t>(row.size());
+  Bytes blocks(sy::storage_bytes(dtype, row.size()));
+  std::vector<float> decoded(row.size());
+  quant::quantize_row(dtype, row.data(), blocks.data(), n);
+  quant::dequantize_row(dtype, blocks.data(), decoded.data(), n);
+  if (bytes) *bytes = blocks;
+  return decoded;
+}
+}  // namespace
+
+TEST_CASE("quant formats: re-quantising decoded 32-weight blocks gives back the same values") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  for (sy::DType dtype : kSmallBlockTypes) {
+    const std::string type = sy::dtype_name(dtype);
+    CAPTURE(type);
+    const std::vector<float> once = round_trip(dtype, test_row(RowKind::outliers, 4096, random));
+    const std::vector<float> twice = round_trip(dtype, once);
+    // Within rounding: a block may come back as an equal grid written with another offset (Q4_1's
+    // and Q5_1's m), whose half float rounds once more: 2^-10 of the block's largest magnitude.
+    int changed = 0, beyond = 0;
+    for (std::size_t b = 0; b < once.size(); b += 32) {
+      float largest = 0.0f;
+      for (std::size_t i = b; i < b + 32; ++i) largest = std::max(largest, std::fabs(once[i]));
+      for (std::size_t i = b; i < b + 32; ++i) {
+        changed += once[i] != twice[i];
+        if (std::fabs(once[i] - twice[i]) > std::ldexp(largest, -10) && beyond++ < 3)
+          FAIL_CHECK("weight " << i << ": " << once[i] << " comes back as " << twice[i]);
+      }
+    }
+    MESSAGE(type << ": " << changed << " of " << once.size() << " weights changed in the last bits");
+    CHECK(beyond == 0);
+  }
+}
+
+TEST_CASE("quant formats: zero and constant super-blocks, importance, determinism, matrices") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal;
+  for (const ErrorBound& bound : kErrorBounds) {
+    const sy::DType dtype = bound.dtype;
+    const std::string type = sy::dtype_name(dtype);
+    CAPTURE(type);
+    // A zero row decodes to exact zeros; a constant row (either sign) to the constant within the
+    // half-float rounding of the scales (2^-11 each, a product of two: 2^-9 with margin).
+    std::vector<float> row(512, 0.0f);
+    for (float decoded : round_trip(dtype, row)) REQUIRE(decoded == 0.0f);
+    for (float constant : {normal(random), -std::fabs(normal(random)), std::fabs(normal(random))}) {
+      std::fill(row.begin(), row.end(), constant);
+      CAPTURE(constant);
+      for (float decoded : round_trip(dtype, row)) REQUIRE(std::fabs(decoded - constant) <= std::ldexp(std::fabs(constant), -9));
+    }
+
+    // Importance buys accuracy where it is given: one weight in 8 counts 100 times.
+    const std::vector<float> values = gaussian_row(4096, random);
+    std::vector<float> importance(values.size(), 1.0f);
+    std::uniform_int_distribution<int> one_in(0, 7);
+    for (auto& w : importance) w = one_in(random) == 0 ? 100.0f : 1.0f;
+    auto weighted_error = [&](const float* given) {
+      Bytes blocks(sy::storage_bytes(dtype, values.size()));
+      std::vector<float> decoded(values.size());
+      quant::quantize_row(dtype, values.data(), blocks.data(), 4096, given);
+      quant::dequantize_row(dtype, blocks.data(), decoded.data(), 4096);
+      double error = 0.0;
+      for (std::size_t i = 0; i < values.size(); ++i)
+        error += importance[i] * (double{decoded[i]} - values[i]) * (double{decoded[i]} - values[i]);
+      return error;
+    };
+    const double with = weighted_error(importance.data()), without = weighted_error(nullptr);
+    MESSAGE(type << ": importance-weighted error " << with << " with importance, " << without << " without");
+    if (dtype != sy::DType::q8_0) CHECK(with < 0.95 * without);  // Q8_0's scale is max / 127 regardless
+    std::vector<float> zero_importance(values.size(), 0.0f);
+    Bytes unweighted, zero_weighted(sy::storage_bytes(dtype, values.size()));
+    round_trip(dtype, values, &unweighted);
+    quant::quantize_row(dtype, values.data(), zero_weighted.data(), 4096, zero_importance.data());
+    CHECK(zero_weighted == unweighted);  // all-zero importance: fitted unweighted
+
+    // quantize_rows (threaded when big) is quantize_row row by row, and the same bytes every time.
+    const std::int64_t rows = 40, n = 2048;
+    std::vector<float> matrix(static_cast<std::size_t>(rows * n));
+    for (auto& v : matrix) v = normal(random);
+    Bytes all(sy::storage_bytes(dtype, rows * n)), again(all.size()), one(sy::storage_bytes(dtype, n));
+    quant::quantize_rows(dtype, matrix.data(), all.data(), rows, n);
+    quant::quantize_rows(dtype, matrix.data(), again.data(), rows, n);
+    CHECK(all == again);
+    for (std::int64_t r = 0; r < rows; r += 13) {
+      quant::quantize_row(dtype, matrix.data() + r * n, one.data(), n);
+      CHECK(std::memcmp(one.data(), all.data() + r * one.size(), one.size()) == 0);
+    }
+    std::vector<float> decoded(matrix.size());
+    quant::dequantize_rows(dtype, all.data(), decoded.data(), rows, n);
+    for (std::int64_t r = 0; r < rows; r += 13) {
+      std::vector<float> decoded_row(static_cast<std::size_t>(n));
+      quant::dequantize_row(dtype, all.data() + r * one.size(), decoded_row.data(), n);
+      CHECK(std::memcmp(decoded_row.data(), decoded.data() + r * n, n * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("quant formats: quantize refuses partial blocks, other types and non-finite values") {
+  std::vector<float> in(1024, 1.0f);
+  Bytes out(8192);
+  CHECK_THROWS_WITH_AS(quant::quantize_row(sy::DType::q2_k, in.data(), out.data(), 300),
+                       "quantize: a row of 300 weights as q2_k is not a whole number of its 256-weight blocks",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(quant::quantize_row(sy::DType::q5_1, in.data(), out.data(), 31), std::invalid_argument);
+  CHECK_THROWS_AS(quant::quantize_rows(sy::DType::q4_0, in.data(), out.data(), 2, 48), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(quant::quantize_row(sy::DType::u8, in.data(), out.data(), 32),
+                       doctest::Contains("type u8 is not a weight format"), std::invalid_argument);
+  in[37] = std::nanf("");
+  CHECK_THROWS_WITH_AS(quant::quantize_row(sy::DType::q4_k, in.data(), out.data(), 256),
+                       doctest::Contains("weight 37 is nan, not a finite value"), std::invalid_argument);
+  in[37] = 1.0f;
+  std::vector<float> importance(1024, 1.0f);
+  importance[5] = -1.0f;
+  CHECK_THROWS_WITH_AS(quant::quantize_row(sy::DType::q8_0, in.data(), out.data(), 32, importance.data()),
+                       doctest::Contains("importance of weight 5 is -1"), std::invalid_argument);
+  // In a matrix big enough for threads, the error still comes back as an exception.
+  std::vector<float> matrix(64 * 4096, 0.5f);
+  Bytes blocks(sy::storage_bytes(sy::DType::q4_0, matrix.size()));
+  matrix[50 * 4096 + 7] = INFINITY;
+  CHECK_THROWS_WITH_AS(quant::quantize_rows(sy::DType::q4_0, matrix.data(), blocks.data(), 64, 4096),
+                       doctest::Contains("weight 7 is inf"), std::invalid_argument);
+}
+
+TEST_CASE("quant formats: quantising a 2048 x 7168 matrix to Q4_K (time printed, not checked)") {
+  const std::int64_t rows = 2048, n = 7168;
+  std::mt19937 random(test_seed());
+  const std::vector<float> matrix = gaussian_row(static_cast<std::size_t>(rows * n), random);
+  Bytes blocks(sy::storage_bytes(sy::DType::q4_k, rows * n));
+  const std::size_t row_bytes = sy::storage_bytes(sy::DType::q4_k, n);
+  timespec cpu0, cpu1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+  const auto wall0 = std::chrono::steady_clock::now();
+  for (std::int64_t r = 0; r < rows; ++r) quant::quantize_row(sy::DType::q4_k, matrix.data() + r * n, blocks.data() + r * row_bytes, n);
+  const auto wall1 = std::chrono::steady_clock::now();
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+  quant::quantize_rows(sy::DType::q4_k, matrix.data(), blocks.data(), rows, n);
+  const auto wall2 = std::chrono::steady_clock::now();
+  const double cpu_s = (cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * (cpu1.tv_nsec - cpu0.tv_nsec);
+  MESSAGE("Q4_K, 2048 x 7168 (" << rows * n * 4 / 1e6 << " MB of f32): one core " << cpu_s << " s of CPU time ("
+          << std::chrono::duration<double>(wall1 - wall0).count() << " s wall); quantize_rows "
+          << std::chrono::duration<double>(wall2 - wall1).count() << " s wall on " << omp_get_max_threads() << " threads");
 }
