@@ -24,9 +24,10 @@ void dequantize_row(DType dtype, const void* blocks, float* out, std::int64_t n)
 // (and minimums) by a small search that minimises the squared error, weighted by `importance`
 // [n] (optional, finite and >= 0 per weight; nullptr, or a block whose importance sums to zero,
 // weighs every weight the same; Q8_0 does not use it). The method and its error per type are
-// written down in core/quant_quantize.cpp. A non-finite weight or a bad importance throws
-// std::invalid_argument naming its index (a NaN would silently poison a whole block). f16 and
-// bf16 round each weight to nearest even; f32 copies.
+// written down in core/quant_quantize.cpp. For the block types a non-finite weight or a bad
+// importance throws std::invalid_argument naming its index (a NaN would silently poison a whole
+// block). f16 and bf16 round each weight to nearest even (NaN stays NaN, overflow goes to inf);
+// f32 copies.
 void quantize_row(DType dtype, const float* in, void* blocks, std::int64_t n,
                   const float* importance = nullptr);
 

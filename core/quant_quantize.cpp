@@ -2,12 +2,15 @@
 //
 // Method. Each block (or sub-block) is fitted in two steps:
 //  1. Candidate scales. For a symmetric format (value = s * q) the weight of largest magnitude is
-//     mapped to q = t for a few t around the top and the bottom quant level (the bottom one uses
+//     mapped to q = t for a few t around the top and the bottom quant level (the bottom one has
 //     the extra negative level of [-8, 7] and the like); for an affine format (value = s * q + b)
-//     the block's range is spread over a few level counts around the full one. Each candidate's
-//     quants are rounded, then the scale (and offset) that minimise the weighted squared error for
-//     those quants are solved in closed form (least squares) and the candidate with the least error
-//     is kept. One more round of re-quantising and re-solving follows (it never increases the error).
+//     the block's range is spread over a few level counts around the full one. The 32-weight
+//     formats also try every integer t (level count) from 0.8 times the top: a block that is
+//     already on a grid finds that grid again, so re-quantising decoded blocks gives them back.
+//     Each candidate's quants are rounded, then the scale (and offset) that minimise the weighted
+//     squared error for those quants are solved in closed form (least squares), and the candidate
+//     with the least error is kept. One more round of re-quantising and re-solving follows (it
+//     never increases the error).
 //  2. The K types then quantise the sub-blocks' scales (and minimums) against the super-block's
 //     half-float d (and dmin): the largest maps to the top integer level, the others round to the
 //     nearest level. The weights are re-quantised with the scales the decoder will use; then d and
@@ -17,12 +20,13 @@
 // the rounded scales, so the error measured after decoding is the error of the stored block.
 //
 // Error (RMS of the decoded error over the RMS of the row, on Gaussian rows; the bounds are in
-// tests/core/test_quant_formats.cpp): Q8_0 0.54%, Q6_K 1.7%, Q5_K 3.6%, Q5_1 3.5%, Q5_0 4.0%,
-// Q4_K 7.1%, Q4_1 7.0%, Q4_0 8.1%, Q3_K 14.4%, Q2_K 26.7%. The symmetric fits come within 0.5% of a
-// brute-force search over 800 scales per block (Q4_0 8.08%, Q3_K-like blocks 14.3%); the affine
-// fits within 4% of a search that also moves the offset (three offsets per candidate would win
-// 1-2% for twice the time, not worth it for make-model's hundreds of MB). Q8_0 takes max / 127 and
-// ignores `importance`: its rounding error is already below what a search would win.
+// tests/core/test_quant_formats.cpp): Q8_0 0.54%, Q6_K 1.7%, Q5_K 3.6%, Q5_1 3.4%, Q5_0 4.0%,
+// Q4_K 7.2%, Q4_1 7.1%, Q4_0 8.1%, Q3_K 14.4%, Q2_K 26.9%. The symmetric fits come within 0.5% of
+// a brute-force search over 800 scales per block (Q4_0 8.08%, Q3_K-like blocks 14.3%); the affine
+// fits within about 4% of a search that also moves the offset (three offsets per candidate win
+// 1-2% for twice the time: not worth it for make-model's hundreds of MB). Q8_0 takes max / 127
+// and ignores `importance`: its rounding error is already below what a search would win.
+// Speed, one core (CPU time): a 2048 x 7168 matrix to Q4_K in about 0.35 s, Q6_K 0.45 s, Q2_K 0.6 s.
 //
 // Limits of the formats, not of the method: a block whose scale is below the smallest half
 // subnormal (2^-24) decodes to zero, and a scale above 65504 saturates there.
@@ -45,19 +49,23 @@ namespace {
 
 constexpr float kHalfMax = 65504.0f;
 
-// v clamped to [lo, hi], then rounded to the nearest integer (ties to even).
+// v clamped to [lo, hi], then rounded to the nearest integer (ties to even). A NaN (0 * inf, when a
+// candidate scale of subnormal weights has no finite inverse) becomes lo, so that every quant
+// converts to an integer without undefined behaviour.
 inline float round_clamped(float v, float lo, float hi) {
-  v = std::min(std::max(v, lo), hi);
+  v = v > lo ? v : lo;
+  v = v < hi ? v : hi;
   return (v + 12582912.0f) - 12582912.0f;  // 1.5 * 2^23
 }
 
-// The half float nearest to v (saturating at the largest finite half) and its value.
+// The half float nearest to v (saturating at the largest finite half) and its value. A NaN (a fit
+// whose float sums overflowed, for weights near f32's limit) becomes zero: the block stays finite.
 struct Half {
   std::uint16_t bits;
   float value;
 };
 Half to_half(float v) {
-  const std::uint16_t bits = f32_to_f16(std::min(std::max(v, -kHalfMax), kHalfMax));
+  const std::uint16_t bits = f32_to_f16(std::isnan(v) ? 0.0f : std::clamp(v, -kHalfMax, kHalfMax));
   return {bits, f16_to_f32(bits)};
 }
 
@@ -73,7 +81,7 @@ struct Lanes {
 };
 
 // value = scale * q, q an integer in [qlo, qhi].
-float fit_symmetric(const float* x, const float* w, int k, int qlo, int qhi) {
+float fit_symmetric(const float* x, const float* w, int k, int qlo, int qhi, bool grid_levels) {
   float amax = 0.0f, extreme = 0.0f;
   for (int i = 0; i < k; ++i)
     if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), extreme = x[i];
@@ -99,14 +107,21 @@ float fit_symmetric(const float* x, const float* w, int k, int qlo, int qhi) {
 
   float best = extreme / static_cast<float>(qhi);
   double best_error = solve(best, best);
-  constexpr int kSteps = 6;  // t from 0.8 to 1.3 times the level, in steps of 0.1
+  auto try_level = [&](float t) {
+    float scale = extreme / t;
+    const double error = solve(scale, scale);
+    if (error < best_error) best_error = error, best = scale;
+  };
+  // The extreme on 0.8 to 1.3 times the top (or bottom) level: beyond 1 it clips and the rest get a
+  // finer grid. With `grid_levels` also on each integer level from 0.8 times it: a block that is
+  // already on a grid finds that grid again. (The K types go without: their sub-blocks' scales
+  // share a super-block scale, and one sub-block's coarse grid would coarsen them all.)
   for (int level : {qhi, qlo}) {
-    for (int step = 0; step < kSteps; ++step) {
-      const float t = static_cast<float>(level) * (0.8f + 0.1f * static_cast<float>(step));
-      float scale = extreme / t;
-      const double error = solve(scale, scale);
-      if (error < best_error) best_error = error, best = scale;
-    }
+    for (int step = 0; step < 6; ++step) try_level(static_cast<float>(level) * (0.8f + 0.1f * static_cast<float>(step)));
+    const int sign = level < 0 ? -1 : 1;
+    if (grid_levels)
+      for (int t = static_cast<int>(std::ceil(0.8f * static_cast<float>(sign * level))); t < sign * level; ++t)
+        try_level(static_cast<float>(sign * t));
   }
   float refined = best;
   if (solve(best, refined) <= best_error) best = refined;
@@ -119,7 +134,7 @@ struct Affine {
   float scale;
   float offset;
 };
-Affine fit_affine(const float* x, const float* w, int k, int qmax, bool offset_at_most_zero) {
+Affine fit_affine(const float* x, const float* w, int k, int qmax, bool offset_at_most_zero, bool grid_levels) {
   float lo = x[0], hi = x[0];
   for (int i = 1; i < k; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
   if (offset_at_most_zero) lo = std::min(lo, 0.0f);
@@ -155,12 +170,18 @@ Affine fit_affine(const float* x, const float* w, int k, int qmax, bool offset_a
 
   Affine best{(hi - lo) / static_cast<float>(qmax), lo};
   double best_error = solve(best, best);
-  constexpr int kSteps = 9;  // level counts from 0.85 to 1.25 times qmax
-  for (int step = 0; step < kSteps; ++step) {
-    Affine candidate{(hi - lo) / (static_cast<float>(qmax) * (0.85f + 0.05f * static_cast<float>(step))), lo};
+  auto try_levels = [&](float levels) {
+    Affine candidate{(hi - lo) / levels, lo};
     const double error = solve(candidate, candidate);
     if (error < best_error && candidate.scale > 0.0f) best_error = error, best = candidate;
-  }
+  };
+  // The range spread over 0.85 to 1.25 times qmax levels (beyond 1 the extremes clip and the rest
+  // get a finer grid); with `grid_levels` also over each integer level count from 0.8 qmax, as
+  // fit_symmetric does.
+  for (int step = 0; step < 9; ++step) try_levels(static_cast<float>(qmax) * (0.85f + 0.05f * static_cast<float>(step)));
+  if (grid_levels)
+    for (int levels = static_cast<int>(std::ceil(0.8f * static_cast<float>(qmax))); levels < qmax; ++levels)
+      try_levels(static_cast<float>(levels));
   if (best.scale > 0.0f) {
     Affine refined = best;
     if (solve(best, refined) <= best_error && refined.scale > 0.0f) best = refined;
@@ -181,7 +202,7 @@ void encode_q8_0(const float* x, const float*, BlockQ8_0& b) {
 
 // Q4_0 and Q5_0: the quants biased to [0, 2 * half_levels).
 void symmetric_quants(const float* x, const float* w, int half_levels, std::uint16_t& d_bits, int* q) {
-  const Half d = to_half(fit_symmetric(x, w, kBlock, -half_levels, half_levels - 1));
+  const Half d = to_half(fit_symmetric(x, w, kBlock, -half_levels, half_levels - 1, true));
   d_bits = d.bits;
   const float inverse = inverse_or_zero(d.value);
   const auto lo = static_cast<float>(-half_levels), hi = static_cast<float>(half_levels - 1);
@@ -190,7 +211,7 @@ void symmetric_quants(const float* x, const float* w, int half_levels, std::uint
 
 // Q4_1 and Q5_1: quants in [0, qmax].
 void affine_quants(const float* x, const float* w, int qmax, std::uint16_t& d_bits, std::uint16_t& m_bits, int* q) {
-  const Affine fit = fit_affine(x, w, kBlock, qmax, false);
+  const Affine fit = fit_affine(x, w, kBlock, qmax, false, true);
   const Half d = to_half(fit.scale), m = to_half(fit.offset);
   d_bits = d.bits, m_bits = m.bits;
   const float inverse = inverse_or_zero(d.value);
@@ -266,7 +287,7 @@ AffineSuperBlock fit_affine_super_block(const float* x, const float* w, int sub_
   const int subs = kSuperBlock / sub_size;
   float scales[16], mins[16];
   for (int j = 0; j < subs; ++j) {
-    const Affine fit = fit_affine(x + j * sub_size, w + j * sub_size, sub_size, qmax, true);
+    const Affine fit = fit_affine(x + j * sub_size, w + j * sub_size, sub_size, qmax, true, false);
     scales[j] = fit.scale, mins[j] = -fit.offset;
   }
   AffineSuperBlock block;
@@ -318,7 +339,7 @@ double requantize_symmetric(const float* x, const float* w, int qlo, int qhi, Sy
 SymmetricSuperBlock fit_symmetric_super_block(const float* x, const float* w, int qlo, int qhi, int top) {
   float scales[16], largest = 0.0f;
   for (int j = 0; j < 16; ++j) {
-    scales[j] = fit_symmetric(x + 16 * j, w + 16 * j, 16, qlo, qhi);
+    scales[j] = fit_symmetric(x + 16 * j, w + 16 * j, 16, qlo, qhi, false);
     largest = std::max(largest, std::fabs(scales[j]));
   }
   SymmetricSuperBlock block;
