@@ -377,28 +377,81 @@ std::vector<float> round_trip(sy::DType dtype, const std::vector<float>& row, By
 }
 }  // namespace
 
+namespace {
+
+// Random blocks that use their whole range, as a quantiser that maps the extremes to the end levels
+// writes them (ggml's reference does): Q8_0 has a weight at +-127 (and none at -128), Q4_0/Q5_0 one
+// at the bottom level, Q4_1/Q5_1 one at 0 and one at the top, with d >= 0.
+Bytes full_range_blocks(sy::DType dtype, int blocks, std::mt19937& random) {
+  Bytes bytes = random_blocks(dtype, blocks, random);
+  const int block_bytes = sy::dtype_info(dtype).block_bytes;
+  std::uniform_int_distribution<int> weight(0, 31);
+  for (int i = 0; i < blocks; ++i) {
+    std::uint8_t* b = bytes.data() + static_cast<std::size_t>(i) * block_bytes;
+    const int low = weight(random), high = (low + 1 + weight(random) % 31) % 32;  // two weights
+    // Sets weight w's nibble in qs to `value`'s low four bits and its qh bit (when qh) to the fifth.
+    auto set = [&](std::uint8_t* qs, std::uint8_t* qh, int w, int value) {
+      std::uint8_t& byte = qs[w % 16];
+      byte = static_cast<std::uint8_t>(w < 16 ? (byte & 0xf0) | (value & 15) : (byte & 0x0f) | (value & 15) << 4);
+      if (qh) qh[w / 8] = static_cast<std::uint8_t>((qh[w / 8] & ~(1 << (w % 8))) | ((value >> 4) & 1) << (w % 8));
+    };
+    switch (dtype) {
+      case sy::DType::q8_0:
+        for (int w = 0; w < 32; ++w)
+          if (b[2 + w] == 0x80) b[2 + w] = 0x81;
+        b[2 + low] = high % 2 ? 0x7f : 0x81;
+        break;
+      case sy::DType::q4_0: set(b + 2, nullptr, low, 0); break;
+      case sy::DType::q5_0: set(b + 6, b + 2, low, 0); break;
+      // The _1 types' d is >= 0 (max - min over the levels): with d < 0 the block's minimum
+      // m + qmax d could lie below the smallest half, where no m can reach it.
+      case sy::DType::q4_1: b[1] &= 0x7f, set(b + 4, nullptr, low, 0), set(b + 4, nullptr, high, 15); break;
+      case sy::DType::q5_1: b[1] &= 0x7f, set(b + 8, b + 4, low, 0), set(b + 8, b + 4, high, 31); break;
+      default: break;
+    }
+  }
+  return bytes;
+}
+
+// Counts the weights of `again` that differ from `once` by more than 2^-10 of their 32-weight
+// block's largest magnitude (failing the first few), and returns how many differ at all.
+int compare_blocks(const std::vector<float>& once, const std::vector<float>& again, int& beyond) {
+  int changed = 0;
+  for (std::size_t b = 0; b < once.size(); b += 32) {
+    float largest = 0.0f;
+    for (std::size_t i = b; i < b + 32; ++i) largest = std::max(largest, std::fabs(once[i]));
+    for (std::size_t i = b; i < b + 32; ++i) {
+      changed += once[i] != again[i];
+      if (std::fabs(once[i] - again[i]) > std::ldexp(largest, -10) && beyond++ < 3)
+        FAIL_CHECK("weight " << i << ": " << once[i] << " comes back as " << again[i]);
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
 TEST_CASE("quant formats: re-quantising decoded 32-weight blocks gives back the same values") {
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
+  // Within rounding: a block may come back as an equal grid written with another offset (Q4_1's
+  // and Q5_1's m), whose half float rounds once more: 2^-10 of the block's largest magnitude.
   for (sy::DType dtype : kSmallBlockTypes) {
     const std::string type = sy::dtype_name(dtype);
     CAPTURE(type);
+    // Blocks this quantiser wrote, from rows with outliers.
     const std::vector<float> once = round_trip(dtype, test_row(RowKind::outliers, 4096, random));
-    const std::vector<float> twice = round_trip(dtype, once);
-    // Within rounding: a block may come back as an equal grid written with another offset (Q4_1's
-    // and Q5_1's m), whose half float rounds once more: 2^-10 of the block's largest magnitude.
-    int changed = 0, beyond = 0;
-    for (std::size_t b = 0; b < once.size(); b += 32) {
-      float largest = 0.0f;
-      for (std::size_t i = b; i < b + 32; ++i) largest = std::max(largest, std::fabs(once[i]));
-      for (std::size_t i = b; i < b + 32; ++i) {
-        changed += once[i] != twice[i];
-        if (std::fabs(once[i] - twice[i]) > std::ldexp(largest, -10) && beyond++ < 3)
-          FAIL_CHECK("weight " << i << ": " << once[i] << " comes back as " << twice[i]);
-      }
-    }
-    MESSAGE(type << ": " << changed << " of " << once.size() << " weights changed in the last bits");
+    int beyond = 0;
+    const int changed = compare_blocks(once, round_trip(dtype, once), beyond);
+    // Random full-range blocks (random bytes, random finite half scales of any exponent).
+    const int blocks = 2048;
+    const Bytes bytes = full_range_blocks(dtype, blocks, random);
+    std::vector<float> decoded(static_cast<std::size_t>(blocks) * 32);
+    quant::dequantize_row(dtype, bytes.data(), decoded.data(), blocks * 32);
+    const int changed_random = compare_blocks(decoded, round_trip(dtype, decoded), beyond);
+    MESSAGE(type << ": " << changed << " of " << once.size() << " re-quantised weights changed in the last bits, "
+                 << changed_random << " of " << decoded.size() << " from random full-range blocks");
     CHECK(beyond == 0);
   }
 }
