@@ -21,15 +21,17 @@ declare -A seeds=(
   [fuzz_safetensors]="tests/fuzz/corpus/safetensors"
   [fuzz_rules]="tests/fuzz/corpus/rules optimize_rules"
   [fuzz_model_config]="tests/fuzz/corpus/model_config"
+  [fuzz_gguf]="tests/fuzz/corpus/gguf"
 )
 declare -A dictionary=(
   [fuzz_safetensors]=tests/fuzz/safetensors.dict
   [fuzz_rules]=tests/fuzz/rules.dict
   [fuzz_model_config]=tests/fuzz/model_config.dict
+  [fuzz_gguf]=tests/fuzz/gguf.dict
 )
-declare -A max_len=([fuzz_safetensors]=4096 [fuzz_rules]=24576 [fuzz_model_config]=8192)
+declare -A max_len=([fuzz_safetensors]=4096 [fuzz_rules]=24576 [fuzz_model_config]=8192 [fuzz_gguf]=4096)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_rules fuzz_model_config)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_rules fuzz_model_config fuzz_gguf)
 for target in "${targets[@]}"; do
   [ -n "${seeds[$target]:-}" ] || { echo "ci-fuzz: unknown target $target; known: ${!seeds[*]}" >&2; exit 2; }
 done
