@@ -1,0 +1,97 @@
+// The quantised kernels with AVX-512 VNNI (compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni and AVX2's flags; called only after has_avx512_vnni()). K types: 64 weight bytes a
+// step, vpmaddubsw pairs then vpdpwssd by the scales into 16 int32 lanes. 32-weight types: one
+// block a step, vpdpbusd (unsigned weight bytes times signed activation bytes, four products a
+// lane, no saturation); Q8_0's signed weights as w + 128, the 128 * sum(x) taken off in int32.
+// GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "operators/kernels/cpu/quant_dot.h"
+#include "operators/kernels/cpu/quant_unpack_avx2.h"
+
+namespace switchyard::cpu::detail {
+namespace {
+
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+template <class Block>
+void rows_typed(const LinearProblem& p, const LinearBlock& block) {
+  const auto* weight = static_cast<const Block*>(p.weight);
+  const std::int64_t blocks = p.in / kElements<Block>, tokens = block.token_end - block.token_begin;
+  const std::uint8_t* x = p.x_quantized + block.token_begin * p.x_quantized_stride;
+  constexpr bool k_type = kIsK<Block>;
+  __m512 acc[k_type ? kQuantPrefillTokens : 1];  // per token: the K types' 16 lanes
+  __m256 acc8[k_type ? 1 : kQuantPrefillTokens];  // or the 32-weight types' 8
+  float extra[kQuantPrefillTokens];  // the _1 types' minimum times the token's block sums
+  for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      if constexpr (k_type)
+        acc[t] = _mm512_setzero_ps();
+      else
+        acc8[t] = _mm256_setzero_ps();
+      extra[t] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const Block& w = weight[r * blocks + b];
+      const auto s = scales_of(w);
+      if constexpr (k_type) {
+        alignas(64) std::uint8_t u[quant::kSuperBlock];
+        unpack_simd(w, u);
+        const __m512i scales = _mm512_castsi256_si512(load256(s.scale));
+        const __m256i mins = load256(s.min);
+        __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
+        for (int c = 0; c < 4; ++c) {
+          const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
+                                                12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+          const __m512i index = _mm512_add_epi16(_mm512_srli_epi16(lane, 3), _mm512_set1_epi16(static_cast<short>(4 * c)));
+          scale_of_chunk[c] = _mm512_permutexvar_epi16(index, scales);
+        }
+        for (std::int64_t t = 0; t < tokens; ++t) {
+          const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
+          __m512i sum = _mm512_setzero_si512();
+          for (int c = 0; c < 4; ++c) {
+            const __m512i products = _mm512_maddubs_epi16(load512(u + 64 * c), load512(xb.qs + 64 * c));
+            sum = _mm512_dpwssd_epi32(sum, products, scale_of_chunk[c]);
+          }
+          const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(mins, load256(xb.bsums)));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
+          acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
+        }
+      } else {
+        __m256i u = unpack32(w);
+        if constexpr (std::is_same_v<Block, BlockQ8_0>) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+        for (std::int64_t t = 0; t < tokens; ++t) {
+          const auto& xb = reinterpret_cast<const ActivationBlock32*>(x + t * p.x_quantized_stride)[b];
+          const __m256i start = _mm256_castsi128_si256(_mm_cvtsi32_si128(-s.offset * xb.sum));
+          const __m256i sum = _mm256_dpbusd_epi32(start, u, load256(xb.qs));
+          acc8[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.d * xb.d), acc8[t]);
+          extra[t] += s.m * xb.d_sum;
+        }
+      }
+    }
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      float sum;
+      if constexpr (k_type)
+        sum = _mm512_reduce_add_ps(acc[t]);
+      else
+        sum = horizontal_sum(acc8[t]);
+      p.y[(block.token_begin + t) * p.out + r] = sum + extra[t];
+    }
+  }
+}
+
+void dequantize_rows(DType dtype, const void* rows, std::int64_t in, std::int64_t count, float* out) {
+  visit_block_type(dtype, [&](auto tag) {
+    using Block = decltype(tag);
+    dequantize_blocks_avx2(static_cast<const Block*>(rows), count * (in / kElements<Block>), out);
+  });
+}
+
+}  // namespace
+
+void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& block) {
+  if (problem.x_quantized == nullptr) return quant_prefill_block(problem, block, dequantize_rows, linear_block_avx512);
+  visit_block_type(problem.quant_dtype, [&](auto tag) { rows_typed<decltype(tag)>(problem, block); });
+}
+
+}  // namespace switchyard::cpu::detail
