@@ -97,6 +97,13 @@ inline Scales32 scales_of(const BlockQ5_1& b) { return {half_to_float(b.d), half
 // Q8_0's signed bytes as u = q + 128.
 inline Scales32 scales_of(const BlockQ8_0& b) { return {half_to_float(b.d), 0.0f, 128}; }
 
+// The same per type, for code that wants them at compile time.
+template <class Block>
+constexpr int kOffset = std::is_same_v<Block, BlockQ4_0> ? 8 : std::is_same_v<Block, BlockQ5_0> ? 16
+                        : std::is_same_v<Block, BlockQ8_0> ? 128 : 0;
+template <class Block>
+constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+
 inline std::uint32_t high_bits(const std::uint8_t (&qh)[4]) {
   return std::uint32_t{qh[0]} | std::uint32_t{qh[1]} << 8 | std::uint32_t{qh[2]} << 16 | std::uint32_t{qh[3]} << 24;
 }

@@ -8,6 +8,58 @@
 namespace switchyard::cpu::detail {
 namespace {
 
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, the tokens'
+// accumulators in registers; each block unpacked once for the Tokens tokens.
+template <class Block, int Tokens>
+void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
+  const auto* weight = static_cast<const Block*>(p.weight);
+  const std::int64_t blocks = p.in / quant::kBlock;
+  const ActivationBlock32* xs[Tokens];
+  for (int t = 0; t < Tokens; ++t)
+    xs[t] = reinterpret_cast<const ActivationBlock32*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
+  constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
+  constexpr int offset = q8 ? 0 : kOffset<Block>;  // Q8_0 takes w's sign instead
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    __m256 acc[Tokens];
+    float extra[Tokens];  // the _1 types' minimum times the token's block sums
+    for (int t = 0; t < Tokens; ++t) {
+      acc[t] = _mm256_setzero_ps();
+      extra[t] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const Block& w = weight[r * blocks + b];
+      const float d = half_to_float(w.d);
+      const __m256i u = unpack32(w);
+      // Q8_0's signed weights: |w| times x with w's sign (vpsignb), offset 0.
+      const __m256i magnitude = q8 ? _mm256_abs_epi8(u) : u;
+#pragma GCC unroll 4
+      for (int t = 0; t < Tokens; ++t) {
+        const ActivationBlock32& xb = xs[t][b];
+        const __m256i q = load256(xb.qs);
+        const __m256i products = _mm256_maddubs_epi16(magnitude, q8 ? _mm256_sign_epi8(q, u) : q);
+        __m256i sum = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+        if constexpr (offset != 0) sum = _mm256_add_epi32(sum, _mm256_castsi128_si256(_mm_cvtsi32_si128(-offset * xb.sum)));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * xb.d), acc[t]);
+        if constexpr (kHasMin<Block>) extra[t] += half_to_float(w.m) * xb.d_sum;
+      }
+    }
+    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = horizontal_sum(acc[t]) + extra[t];
+  }
+}
+
+// The 32-weight types, four tokens at a time (the rows of the block stay in L2 between groups).
+template <class Block>
+void rows32_all(const LinearProblem& p, const LinearBlock& block) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += 4) {
+    switch (block.token_end - t) {
+      case 1: rows32<Block, 1>(p, block.row_begin, block.row_end, t); break;
+      case 2: rows32<Block, 2>(p, block.row_begin, block.row_end, t); break;
+      case 3: rows32<Block, 3>(p, block.row_begin, block.row_end, t); break;
+      default: rows32<Block, 4>(p, block.row_begin, block.row_end, t); break;
+    }
+  }
+}
+
 template <class Block>
 void rows_typed(const LinearProblem& p, const LinearBlock& block) {
   const auto* weight = static_cast<const Block*>(p.weight);
@@ -26,14 +78,14 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
     }
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      const auto s = scales_of(w);
       if constexpr (kIsK<Block>) {
         alignas(32) std::uint8_t u[quant::kSuperBlock];
         unpack_simd(w, u);
-        const __m256i scales = load256(s.scale), mins = load256(s.min);
+        const ScalesKVector s = scales_vector(w);
+        const __m256i mins = s.min;
         __m256i scale_of_chunk[8];  // chunk c (32 weights): scale 2c in lanes 0-7, 2c + 1 in 8-15
         for (int c = 0; c < 8; ++c)
-          scale_of_chunk[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(c)), pair);
+          scale_of_chunk[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(s.scale, _mm256_set1_epi32(c)), pair);
         for (std::int64_t t = 0; t < tokens; ++t) {
           const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
           __m256i sum = _mm256_setzero_si256();
@@ -47,6 +99,7 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
         }
       } else {
         constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
+        const Scales32 s = scales_of(w);
         const __m256i u = unpack32(w);
         // Q8_0's signed weights: |w| times x with w's sign (vpsignb), offset 0.
         const __m256i magnitude = q8 ? _mm256_abs_epi8(u) : u;
@@ -77,7 +130,13 @@ void dequantize_rows_avx2(DType dtype, const void* rows, std::int64_t in, std::i
 
 void quant_linear_block_avx2(const LinearProblem& problem, const LinearBlock& block) {
   if (problem.x_quantized == nullptr) return quant_prefill_block(problem, block, dequantize_rows_avx2, linear_block_avx2);
-  visit_block_type(problem.quant_dtype, [&](auto tag) { rows_typed<decltype(tag)>(problem, block); });
+  visit_block_type(problem.quant_dtype, [&](auto tag) {
+    using Block = decltype(tag);
+    if constexpr (kIsK<Block>)
+      rows_typed<Block>(problem, block);
+    else
+      rows32_all<Block>(problem, block);
+  });
 }
 
 }  // namespace switchyard::cpu::detail

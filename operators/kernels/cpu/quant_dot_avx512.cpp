@@ -14,6 +14,56 @@ namespace {
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, the tokens'
+// accumulators in registers; each block unpacked once for the Tokens tokens.
+template <class Block, int Tokens>
+void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
+  const auto* weight = static_cast<const Block*>(p.weight);
+  const std::int64_t blocks = p.in / quant::kBlock;
+  const ActivationBlock32* xs[Tokens];
+  for (int t = 0; t < Tokens; ++t)
+    xs[t] = reinterpret_cast<const ActivationBlock32*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
+  constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
+  constexpr int offset = kOffset<Block>;
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    __m256 acc[Tokens];
+    float extra[Tokens];  // the _1 types' minimum times the token's block sums
+    for (int t = 0; t < Tokens; ++t) {
+      acc[t] = _mm256_setzero_ps();
+      extra[t] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const Block& w = weight[r * blocks + b];
+      const float d = half_to_float(w.d);
+      __m256i u = unpack32(w);
+      if constexpr (q8) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));  // w + 128
+#pragma GCC unroll 4
+      for (int t = 0; t < Tokens; ++t) {
+        const ActivationBlock32& xb = xs[t][b];
+        const __m256i q = load256(xb.qs);
+        const __m256i start = _mm256_castsi128_si256(_mm_cvtsi32_si128(-offset * xb.sum));
+        const __m256i sum = _mm256_dpbusd_epi32(start, u, q);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * xb.d), acc[t]);
+        if constexpr (kHasMin<Block>) extra[t] += half_to_float(w.m) * xb.d_sum;
+      }
+    }
+    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = horizontal_sum(acc[t]) + extra[t];
+  }
+}
+
+// The 32-weight types, four tokens at a time (the rows of the block stay in L2 between groups).
+template <class Block>
+void rows32_all(const LinearProblem& p, const LinearBlock& block) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += 4) {
+    switch (block.token_end - t) {
+      case 1: rows32<Block, 1>(p, block.row_begin, block.row_end, t); break;
+      case 2: rows32<Block, 2>(p, block.row_begin, block.row_end, t); break;
+      case 3: rows32<Block, 3>(p, block.row_begin, block.row_end, t); break;
+      default: rows32<Block, 4>(p, block.row_begin, block.row_end, t); break;
+    }
+  }
+}
+
 template <class Block>
 void rows_typed(const LinearProblem& p, const LinearBlock& block) {
   const auto* weight = static_cast<const Block*>(p.weight);
@@ -33,12 +83,16 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
     }
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      const auto s = scales_of(w);
       if constexpr (k_type) {
-        alignas(64) std::uint8_t u[quant::kSuperBlock];
-        unpack_simd(w, u);
-        const __m512i scales = _mm512_castsi256_si512(load256(s.scale));
-        const __m256i mins = load256(s.min);
+        alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
+        unpack_simd(w, unpacked);
+        // Read back by halves: a 64-byte load of two 32-byte stores would miss store forwarding.
+        __m512i u[4];
+        for (int c = 0; c < 4; ++c)
+          u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
+        const ScalesKVector s = scales_vector(w);
+        const __m512i scales = _mm512_castsi256_si512(s.scale);
+        const __m256i mins = s.min;
         __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
         for (int c = 0; c < 4; ++c) {
           const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
@@ -50,7 +104,7 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
           const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
           __m512i sum = _mm512_setzero_si512();
           for (int c = 0; c < 4; ++c) {
-            const __m512i products = _mm512_maddubs_epi16(load512(u + 64 * c), load512(xb.qs + 64 * c));
+            const __m512i products = _mm512_maddubs_epi16(u[c], load512(xb.qs + 64 * c));
             sum = _mm512_dpwssd_epi32(sum, products, scale_of_chunk[c]);
           }
           const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(mins, load256(xb.bsums)));
@@ -58,6 +112,7 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
           acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
         }
       } else {
+        const Scales32 s = scales_of(w);
         __m256i u = unpack32(w);
         if constexpr (std::is_same_v<Block, BlockQ8_0>) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
         for (std::int64_t t = 0; t < tokens; ++t) {
@@ -91,7 +146,13 @@ void dequantize_rows(DType dtype, const void* rows, std::int64_t in, std::int64_
 
 void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& block) {
   if (problem.x_quantized == nullptr) return quant_prefill_block(problem, block, dequantize_rows, linear_block_avx512);
-  visit_block_type(problem.quant_dtype, [&](auto tag) { rows_typed<decltype(tag)>(problem, block); });
+  visit_block_type(problem.quant_dtype, [&](auto tag) {
+    using Block = decltype(tag);
+    if constexpr (kIsK<Block>)
+      rows_typed<Block>(problem, block);
+    else
+      rows32_all<Block>(problem, block);
+  });
 }
 
 }  // namespace switchyard::cpu::detail

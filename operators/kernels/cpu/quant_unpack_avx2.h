@@ -92,6 +92,59 @@ inline void unpack_simd(const BlockQ6_K& b, std::uint8_t* u) {
   }
 }
 
+// A K super-block's scales in registers, as scales_of gives them (16 int16 lanes each): built from
+// 32-bit words, since 16 scalar stores read back as one vector would miss store forwarding.
+struct ScalesKVector {
+  float a, b;
+  __m256i scale, min;
+};
+
+inline std::uint32_t word_at(const std::uint8_t* p) {
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+// Bytes 0-7 and 8-15 of a 16-byte vector from four little-endian words.
+inline __m128i words4(std::uint32_t w0, std::uint32_t w1, std::uint32_t w2, std::uint32_t w3) {
+  return _mm_setr_epi32(static_cast<int>(w0), static_cast<int>(w1), static_cast<int>(w2), static_cast<int>(w3));
+}
+
+template <class Block>
+ScalesKVector scales_k4_vector(const Block& b) {
+  // scale_min_k4 for all eight sub-blocks at once, four bytes a word.
+  const std::uint32_t w0 = word_at(b.scales), w1 = word_at(b.scales + 4), w2 = word_at(b.scales + 8);
+  const std::uint32_t scales_low = w0 & 0x3f3f3f3fu, mins_low = w1 & 0x3f3f3f3fu;
+  const std::uint32_t scales_high = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+  const std::uint32_t mins_high = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+  const __m128i bytes = words4(scales_low, scales_high, mins_low, mins_high);  // 8 scales, 8 minimums
+  // Each sub-block's value twice (two 16-weight groups), widened to int16.
+  const __m256i scale = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes, bytes));
+  const __m256i min = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(bytes, bytes));
+  return {half_to_float(b.d), half_to_float(b.dmin), scale, min};
+}
+inline ScalesKVector scales_vector(const BlockQ4_K& b) { return scales_k4_vector(b); }
+inline ScalesKVector scales_vector(const BlockQ5_K& b) { return scales_k4_vector(b); }
+inline ScalesKVector scales_vector(const BlockQ2_K& b) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), low = _mm_set1_epi8(0xF);
+  return {half_to_float(b.d), half_to_float(b.dmin), _mm256_cvtepu8_epi16(_mm_and_si128(bytes, low)),
+          _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), low))};
+}
+inline ScalesKVector scales_vector(const BlockQ3_K& b) {
+  // scales_of's unpacking, four scales a word.
+  const std::uint32_t w0 = word_at(b.scales), w1 = word_at(b.scales + 4), w2 = word_at(b.scales + 8);
+  const std::uint32_t low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+  const __m128i bytes = words4((w0 & low4) | ((w2 & low2) << 4), (w1 & low4) | (((w2 >> 2) & low2) << 4),
+                               ((w0 >> 4) & low4) | (((w2 >> 4) & low2) << 4), ((w1 >> 4) & low4) | (((w2 >> 6) & low2) << 4));
+  const __m256i scale = _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32));
+  const float d = half_to_float(b.d);
+  return {d, d, scale, _mm256_slli_epi16(scale, 2)};
+}
+inline ScalesKVector scales_vector(const BlockQ6_K& b) {
+  const __m256i scale = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const float d = half_to_float(b.d);
+  return {d, d, scale, _mm256_slli_epi16(scale, 5)};
+}
+
 // `count` rows of `in` weights to f32 (out [count, in]), as dequantize_rows_scalar computes them
 // (up to the fused multiply-add's single rounding).
 template <class Block>
