@@ -91,6 +91,9 @@ LinearProblem problem_of(const LinearCall& c) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// Tokens of x a thread quantises at a time (an item of the parallel region).
+constexpr std::int64_t kQuantizeTokens = 4;
+
 // Row blocks a thread's share of rows is cut into: threads take blocks as they ask, so a core that
 // runs slow (another process, an interrupt) takes fewer and the call does not wait for it alone
 // (the same reason as the CPU experts' dynamic decode items).
@@ -146,7 +149,7 @@ bool linear_supports(DType weight_dtype) {
 }
 
 bool linear_quantizes_x(DType weight_dtype, std::int64_t tokens) {
-  return is_block_quantized(weight_dtype) && tokens < kQuantPrefillTokens;
+  return detail::takes_q8_k(weight_dtype) || (is_block_quantized(weight_dtype) && tokens < kQuantPrefillTokens);
 }
 
 namespace {
@@ -185,6 +188,11 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     void operator()(std::uint8_t* p) const { std::free(p); }
   };
   std::vector<std::unique_ptr<std::uint8_t[], AlignedFree>> activations;  // x quantised, one per distinct x
+  struct QuantizeWork {
+    std::size_t problem;
+    std::int64_t token;  // the first of up to kQuantizeTokens
+  };
+  std::vector<QuantizeWork> quantize_work;  // done in the parallel region
   std::int64_t work = 0;
   for (const LinearCall& c : calls) {
     LinearProblem problem = problem_of(c);
@@ -200,8 +208,8 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
         const auto bytes = static_cast<std::size_t>((problem.x_quantized_stride * c.tokens + 63) / 64 * 64);
         activations.emplace_back(static_cast<std::uint8_t*>(std::aligned_alloc(64, bytes)));
         if (!activations.back()) throw std::bad_alloc();
-        detail::quantize_activations(c.weight_dtype, c.x, 0, c.tokens, c.in, activations.back().get());
         problem.x_quantized = activations.back().get();
+        for (std::int64_t t = 0; t < c.tokens; t += kQuantizeTokens) quantize_work.push_back({problems.size(), t});
       }
     }
     if (c.in <= 0) {
@@ -227,7 +235,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     problems.push_back(problem);
   }
   if (problems.empty()) return;
-  if (problems.size() == 1 && tile_work.empty()) return run_one(run_block, problems.front());
+  if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) return run_one(run_block, problems.front());
   std::vector<LinearSplit> splits(problems.size());
   std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
   std::atomic<std::int64_t> next{0};  // the next block to take
@@ -239,12 +247,19 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
       const LinearProblem& p = problems[tile_work[i].problem];
       write_x_tile(p.x, p.tokens, p.in, tile_work[i].tile, tile_work[i].tiles);
     }
+#pragma omp for schedule(static)
+    for (std::size_t i = 0; i < quantize_work.size(); ++i) {
+      const LinearProblem& p = problems[quantize_work[i].problem];
+      const std::int64_t first = quantize_work[i].token;
+      detail::quantize_activations(p.quant_dtype, p.x, first, std::min(p.tokens, first + kQuantizeTokens), p.in,
+                                   const_cast<std::uint8_t*>(p.x_quantized));
+    }
 #pragma omp single
     for (std::size_t i = 0; i < problems.size(); ++i) {
       splits[i] = split_for(problems[i], omp_get_num_threads(), kBlocksPerThread);
       first_block[i + 1] = first_block[i] + splits[i].blocks();
     }
-    // (both loops end in a barrier: the tiles are written and the splits known past here)
+    // (the loops end in a barrier: the tiles and activations are written and the splits known past here)
     for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < first_block.back();
          id = next.fetch_add(1, std::memory_order_relaxed)) {
       const auto i = static_cast<std::size_t>(std::upper_bound(first_block.begin(), first_block.end(), id) -
@@ -272,10 +287,12 @@ void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa()
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
   const LinearCall call{x, tokens, in, weight, weight_dtype, out, y};
-  if (linear_rounds_x(isa, weight_dtype, tokens) || tokens <= 0 || out <= 0 || in <= 0)
+  // Many tokens of quantised x: linear_batch quantises them in parallel.
+  if (linear_rounds_x(isa, weight_dtype, tokens) || (linear_quantizes_x(weight_dtype, tokens) && tokens >= kQuantPrefillTokens) ||
+      tokens <= 0 || out <= 0 || in <= 0)
     return linear_batch(isa, std::span(&call, 1));
   LinearProblem problem = problem_of(call);
-  if (linear_quantizes_x(weight_dtype, tokens)) {
+  if (linear_quantizes_x(weight_dtype, tokens) && tokens < kQuantPrefillTokens) {
     // Decode inside the CPU experts' parallel region calls this per few rows: x's bytes go to a
     // buffer of the calling thread's, kept, so that such a call allocates nothing. The other threads
     // of run_one's region only read it, and it is not written again before the region ends.

@@ -4,10 +4,10 @@
 // accumulation are f32, except where linear_rounds_x says otherwise.
 //
 // The weight may also be a block type of core/dtype.h (q4_0 ... q8_0, q2_k ... q6_k): each row is
-// in / block_elements consecutive blocks as GGUF stores them (core/quant_blocks.h). Below
-// kQuantPrefillTokens tokens x is quantised to signed bytes per block (linear_quantizes_x) and the
-// products are integer dot products; from there on rows are dequantised to f32 16 at a time and
-// multiplied by f32 x (quant_dot.h).
+// in / block_elements consecutive blocks as GGUF stores them (core/quant_blocks.h). x is quantised
+// to signed bytes per block (linear_quantizes_x) and the products are integer dot products: always
+// for the K types, below kQuantPrefillTokens tokens for the 32-weight types, whose rows from there
+// on are dequantised to f32 16 at a time and multiplied by f32 x (quant_dot.h).
 //
 // Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
 // threads by output rows. Prefill reuses each block of weight rows across a block of tokens while
@@ -64,8 +64,11 @@ constexpr std::int64_t kAmxTokens = 8;
 // Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 
-// Tokens from which block-quantised weights are dequantised to f32 panels and reused across tokens
-// (prefill); below, x is quantised and each weight row streamed once for all tokens (decode).
+// Tokens from which the 32-weight block types (q4_0 ... q8_0) are dequantised to f32 panels and
+// reused across tokens (prefill); below, x is quantised and each weight row streamed once for all
+// tokens (decode). The K types' integer products stay faster than f32 panels at every token count
+// (2-core VM, AVX-512 VNNI: 1.5-2x at 16-512 tokens), so they never switch; the 32-weight types'
+// panels are as fast as their integer products from about 8 tokens and faster from 16.
 constexpr std::int64_t kQuantPrefillTokens = 16;
 
 // Whether linear() quantises x (to 8-bit blocks: relative error up to 1/254 of a block's largest

@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/quant_blocks.h"
+#include "operators/kernels/cpu/linear_kernels.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -81,6 +82,17 @@ void visit_block_type(DType dtype, F&& f) {
     case DType::q6_k: return f(BlockQ6_K{});
     default: return;
   }
+}
+
+// Tokens a K-type pass over rows multiplies at once: each super-block is unpacked once per group
+// (a prefill's rows are read from L2 once a group).
+constexpr std::int64_t kTokenGroup = 16;
+
+// f(sub-block) for each group of up to kTokenGroup tokens of `block`, in order.
+template <class F>
+void for_token_groups(const LinearBlock& block, F&& f) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += kTokenGroup)
+    f(LinearBlock{block.row_begin, block.row_end, t, t + kTokenGroup < block.token_end ? t + kTokenGroup : block.token_end});
 }
 
 // ---- 32-weight blocks ------------------------------------------------------------------------

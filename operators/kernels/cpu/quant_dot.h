@@ -1,16 +1,18 @@
 #pragma once
 // Internal to linear(): products of block-quantised weights (core/quant_blocks.h) with activations.
 //
-// Decode (fewer than kQuantPrefillTokens tokens): each token's x is quantised once per call to
-// signed bytes with a float scale per block (ActivationBlock32 for the 32-weight types, BlockQ8_K
-// for the K types), and every weight row is multiplied in integers, block by block: a block's
-// weights are unpacked once and meet every token of the call while they sit in registers or L1, so
-// the weights are read from memory once per call. The per-ISA halves compute the same integer sums
-// exactly and differ only in the order they add the float terms.
+// Integer path (always for the K types, below kQuantPrefillTokens tokens for the 32-weight ones):
+// each token's x is quantised once per call to signed bytes with a float scale per block
+// (ActivationBlock32 for the 32-weight types, BlockQ8_K for the K types), and every weight row is
+// multiplied in integers, block by block: a block's weights are unpacked once per group of tokens
+// (up to 16 K-type tokens, 4 for the others) and meet each token of the group while in registers
+// or L1, so in decode the weights are read from memory once per call. The per-ISA halves compute
+// the same integer sums exactly and differ only in the order they add the float terms.
 //
-// Prefill (kQuantPrefillTokens tokens or more): 16 weight rows at a time are dequantised to f32 in
-// a thread-local panel and the f32 block kernel of the same ISA multiplies them by every token of
-// the block: the weights are unpacked once per 16 rows, x keeps its f32 values.
+// Panel path (32-weight types, kQuantPrefillTokens tokens or more): 16 weight rows at a time are
+// dequantised to f32 in a thread-local panel and the f32 block kernel of the same ISA multiplies
+// them by every token of the block: the weights are unpacked once per 16 rows, x keeps its f32
+// values.
 //
 // Every row is `in / block_elements` consecutive blocks; linear.cpp checks that `in` is a multiple
 // of the block before any of this runs.
@@ -57,14 +59,14 @@ void dequantize_rows_scalar(DType dtype, const void* rows, std::int64_t in, std:
 void dequantize_rows_avx2(DType dtype, const void* rows, std::int64_t in, std::int64_t count, float* out);
 
 // linear()'s block for quantised weights (LinearProblem::weight_type == quantized), per ISA: the
-// integer decode path when x_quantized is set, else the prefill path. The AVX-512 one needs
+// integer path when x_quantized is set, else the panel path. The AVX-512 one needs
 // AVX512-VNNI (has_avx512_vnni()); linear.cpp runs the AVX2 one on AVX-512 CPUs without it.
 void quant_linear_block_scalar(const LinearProblem& problem, const LinearBlock& block);
 void quant_linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
 void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
 bool has_avx512_vnni();
 
-// The prefill path, shared by every ISA: rows of the block 16 at a time dequantised by `dequantize`
+// The panel path, shared by every ISA: rows of the block 16 at a time dequantised by `dequantize`
 // into a thread-local [16, in] f32 panel, multiplied by `f32_block` into a thread-local
 // [tokens, 16] y, copied into y.
 using DequantizeRowsFn = void (*)(DType, const void*, std::int64_t, std::int64_t, float*);

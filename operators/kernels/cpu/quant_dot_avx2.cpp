@@ -60,62 +60,40 @@ void rows32_all(const LinearProblem& p, const LinearBlock& block) {
   }
 }
 
+// Rows [row_begin, row_end) for tokens [token_begin, token_end) (at most kTokenGroup) of a K type:
+// each super-block unpacked once for the group, its scales spread per 32-weight chunk.
 template <class Block>
-void rows_typed(const LinearProblem& p, const LinearBlock& block) {
+void rows_k(const LinearProblem& p, const LinearBlock& block) {
   const auto* weight = static_cast<const Block*>(p.weight);
   const std::int64_t blocks = p.in / kElements<Block>, tokens = block.token_end - block.token_begin;
   const std::uint8_t* x = p.x_quantized + block.token_begin * p.x_quantized_stride;
-  __m256 acc[kQuantPrefillTokens];
-  float extra[kQuantPrefillTokens];  // the _1 types' minimum times the token's block sums
-  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[kTokenGroup];
   // Byte pattern that spreads a 32-bit word (scales 2c, 2c + 1) over two 8-lane halves.
   const __m256i pair = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
                                         2, 3, 2, 3);
   for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      acc[t] = _mm256_setzero_ps();
-      extra[t] = 0.0f;
-    }
+    for (std::int64_t t = 0; t < tokens; ++t) acc[t] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      if constexpr (kIsK<Block>) {
-        alignas(32) std::uint8_t u[quant::kSuperBlock];
-        unpack_simd(w, u);
-        const ScalesKVector s = scales_vector(w);
-        const __m256i mins = s.min;
-        __m256i scale_of_chunk[8];  // chunk c (32 weights): scale 2c in lanes 0-7, 2c + 1 in 8-15
-        for (int c = 0; c < 8; ++c)
-          scale_of_chunk[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(s.scale, _mm256_set1_epi32(c)), pair);
-        for (std::int64_t t = 0; t < tokens; ++t) {
-          const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
-          __m256i sum = _mm256_setzero_si256();
-          for (int c = 0; c < 8; ++c) {
-            const __m256i products = _mm256_maddubs_epi16(load256(u + 32 * c), load256(xb.qs + 32 * c));
-            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, scale_of_chunk[c]));
-          }
-          const __m256i min_sum = _mm256_madd_epi16(mins, load256(xb.bsums));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.a * xb.d), acc[t]);
-          acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_set1_ps(s.b * xb.d), acc[t]);
+      alignas(32) std::uint8_t u[quant::kSuperBlock];
+      unpack_simd(w, u);
+      const ScalesKVector s = scales_vector(w);
+      __m256i scale_of_chunk[8];  // chunk c (32 weights): scale 2c in lanes 0-7, 2c + 1 in 8-15
+      for (int c = 0; c < 8; ++c)
+        scale_of_chunk[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(s.scale, _mm256_set1_epi32(c)), pair);
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
+        __m256i sum = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i products = _mm256_maddubs_epi16(load256(u + 32 * c), load256(xb.qs + 32 * c));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, scale_of_chunk[c]));
         }
-      } else {
-        constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
-        const Scales32 s = scales_of(w);
-        const __m256i u = unpack32(w);
-        // Q8_0's signed weights: |w| times x with w's sign (vpsignb), offset 0.
-        const __m256i magnitude = q8 ? _mm256_abs_epi8(u) : u;
-        for (std::int64_t t = 0; t < tokens; ++t) {
-          const auto& xb = reinterpret_cast<const ActivationBlock32*>(x + t * p.x_quantized_stride)[b];
-          const __m256i q = load256(xb.qs);
-          const __m256i products = _mm256_maddubs_epi16(magnitude, q8 ? _mm256_sign_epi8(q, u) : q);
-          __m256i sum = _mm256_madd_epi16(products, ones);
-          if (!q8 && s.offset != 0) sum = _mm256_add_epi32(sum, _mm256_castsi128_si256(_mm_cvtsi32_si128(-s.offset * xb.sum)));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.d * xb.d), acc[t]);
-          extra[t] += s.m * xb.d_sum;
-        }
+        const __m256i min_sum = _mm256_madd_epi16(s.min, load256(xb.bsums));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.a * xb.d), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_set1_ps(s.b * xb.d), acc[t]);
       }
     }
-    for (std::int64_t t = 0; t < tokens; ++t)
-      p.y[(block.token_begin + t) * p.out + r] = horizontal_sum(acc[t]) + extra[t];
+    for (std::int64_t t = 0; t < tokens; ++t) p.y[(block.token_begin + t) * p.out + r] = horizontal_sum(acc[t]);
   }
 }
 
@@ -133,7 +111,7 @@ void quant_linear_block_avx2(const LinearProblem& problem, const LinearBlock& bl
   visit_block_type(problem.quant_dtype, [&](auto tag) {
     using Block = decltype(tag);
     if constexpr (kIsK<Block>)
-      rows_typed<Block>(problem, block);
+      for_token_groups(block, [&](const LinearBlock& group) { rows_k<Block>(problem, group); });
     else
       rows32_all<Block>(problem, block);
   });

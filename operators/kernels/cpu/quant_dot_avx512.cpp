@@ -64,74 +64,46 @@ void rows32_all(const LinearProblem& p, const LinearBlock& block) {
   }
 }
 
+// Rows [row_begin, row_end) for tokens [token_begin, token_end) (at most kTokenGroup) of a K type:
+// each super-block unpacked once for the group into four registers, its scales spread per
+// 64-weight chunk.
 template <class Block>
-void rows_typed(const LinearProblem& p, const LinearBlock& block) {
+void rows_k(const LinearProblem& p, const LinearBlock& block) {
   const auto* weight = static_cast<const Block*>(p.weight);
   const std::int64_t blocks = p.in / kElements<Block>, tokens = block.token_end - block.token_begin;
   const std::uint8_t* x = p.x_quantized + block.token_begin * p.x_quantized_stride;
-  constexpr bool k_type = kIsK<Block>;
-  __m512 acc[k_type ? kQuantPrefillTokens : 1];  // per token: the K types' 16 lanes
-  __m256 acc8[k_type ? 1 : kQuantPrefillTokens];  // or the 32-weight types' 8
-  float extra[kQuantPrefillTokens];  // the _1 types' minimum times the token's block sums
+  __m512 acc[kTokenGroup];
+  // Lane i of chunk c's scales reads scale 4c + i / 8.
+  const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11,
+                                        10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i group_of_lane = _mm512_srli_epi16(lane, 3);
   for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      if constexpr (k_type)
-        acc[t] = _mm512_setzero_ps();
-      else
-        acc8[t] = _mm256_setzero_ps();
-      extra[t] = 0.0f;
-    }
+    for (std::int64_t t = 0; t < tokens; ++t) acc[t] = _mm512_setzero_ps();
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      if constexpr (k_type) {
-        alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
-        unpack_simd(w, unpacked);
-        // Read back by halves: a 64-byte load of two 32-byte stores would miss store forwarding.
-        __m512i u[4];
+      alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
+      unpack_simd(w, unpacked);
+      // Read back by halves: a 64-byte load of two 32-byte stores would miss store forwarding.
+      __m512i u[4];
+      for (int c = 0; c < 4; ++c)
+        u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
+      const ScalesKVector s = scales_vector(w);
+      const __m512i scales = _mm512_castsi256_si512(s.scale);
+      __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
+      for (int c = 0; c < 4; ++c)
+        scale_of_chunk[c] =
+            _mm512_permutexvar_epi16(_mm512_add_epi16(group_of_lane, _mm512_set1_epi16(static_cast<short>(4 * c))), scales);
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
+        __m512i sum = _mm512_setzero_si512();
         for (int c = 0; c < 4; ++c)
-          u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
-        const ScalesKVector s = scales_vector(w);
-        const __m512i scales = _mm512_castsi256_si512(s.scale);
-        const __m256i mins = s.min;
-        __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
-        for (int c = 0; c < 4; ++c) {
-          const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
-                                                12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-          const __m512i index = _mm512_add_epi16(_mm512_srli_epi16(lane, 3), _mm512_set1_epi16(static_cast<short>(4 * c)));
-          scale_of_chunk[c] = _mm512_permutexvar_epi16(index, scales);
-        }
-        for (std::int64_t t = 0; t < tokens; ++t) {
-          const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
-          __m512i sum = _mm512_setzero_si512();
-          for (int c = 0; c < 4; ++c) {
-            const __m512i products = _mm512_maddubs_epi16(u[c], load512(xb.qs + 64 * c));
-            sum = _mm512_dpwssd_epi32(sum, products, scale_of_chunk[c]);
-          }
-          const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(mins, load256(xb.bsums)));
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
-          acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
-        }
-      } else {
-        const Scales32 s = scales_of(w);
-        __m256i u = unpack32(w);
-        if constexpr (std::is_same_v<Block, BlockQ8_0>) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
-        for (std::int64_t t = 0; t < tokens; ++t) {
-          const auto& xb = reinterpret_cast<const ActivationBlock32*>(x + t * p.x_quantized_stride)[b];
-          const __m256i start = _mm256_castsi128_si256(_mm_cvtsi32_si128(-s.offset * xb.sum));
-          const __m256i sum = _mm256_dpbusd_epi32(start, u, load256(xb.qs));
-          acc8[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.d * xb.d), acc8[t]);
-          extra[t] += s.m * xb.d_sum;
-        }
+          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[c], load512(xb.qs + 64 * c)), scale_of_chunk[c]);
+        const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(s.min, load256(xb.bsums)));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
       }
     }
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      float sum;
-      if constexpr (k_type)
-        sum = _mm512_reduce_add_ps(acc[t]);
-      else
-        sum = horizontal_sum(acc8[t]);
-      p.y[(block.token_begin + t) * p.out + r] = sum + extra[t];
-    }
+    for (std::int64_t t = 0; t < tokens; ++t) p.y[(block.token_begin + t) * p.out + r] = _mm512_reduce_add_ps(acc[t]);
   }
 }
 
@@ -149,7 +121,7 @@ void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& 
   visit_block_type(problem.quant_dtype, [&](auto tag) {
     using Block = decltype(tag);
     if constexpr (kIsK<Block>)
-      rows_typed<Block>(problem, block);
+      for_token_groups(block, [&](const LinearBlock& group) { rows_k<Block>(problem, group); });
     else
       rows32_all<Block>(problem, block);
   });

@@ -24,13 +24,13 @@ void dequantize_typed(const Block* blocks, std::int64_t count, float* out) {
   }
 }
 
-// y[t, r] for rows [row_begin, row_end), tokens [token_begin, token_end): per block, the integer
+// y[t, r] for rows [row_begin, row_end), tokens [token_begin, token_end) (at most kTokenGroup): per block, the integer
 // sums against each token's bytes, scaled by the weights' and the token's float scales.
 template <class Block>
 void rows_typed(const LinearProblem& p, const LinearBlock& block) {
   const auto* weight = static_cast<const Block*>(p.weight);
   const std::int64_t blocks = p.in / kElements<Block>, tokens = block.token_end - block.token_begin;
-  float acc[kQuantPrefillTokens];
+  float acc[kTokenGroup];
   std::uint8_t u[kElements<Block>];
   for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
     std::fill(acc, acc + tokens, 0.0f);
@@ -63,7 +63,9 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
 }
 
 void rows_scalar(const LinearProblem& p, const LinearBlock& block) {
-  visit_block_type(p.quant_dtype, [&](auto tag) { rows_typed<decltype(tag)>(p, block); });
+  visit_block_type(p.quant_dtype, [&](auto tag) {
+    for_token_groups(block, [&](const LinearBlock& group) { rows_typed<decltype(tag)>(p, group); });
+  });
 }
 
 }  // namespace
