@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <memory>
 #include <stdexcept>
@@ -293,14 +294,30 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
     return linear_batch(isa, std::span(&call, 1));
   LinearProblem problem = problem_of(call);
   if (linear_quantizes_x(weight_dtype, tokens) && tokens < kQuantPrefillTokens) {
-    // Decode inside the CPU experts' parallel region calls this per few rows: x's bytes go to a
-    // buffer of the calling thread's, kept, so that such a call allocates nothing. The other threads
-    // of run_one's region only read it, and it is not written again before the region ends.
-    thread_local std::vector<std::uint8_t> activations;
+    // Decode inside the CPU experts' parallel region calls this per few rows of gate and up, on the
+    // same x: the calling thread keeps its last x (a copy) and x's bytes, and quantises again only
+    // when x differs bit for bit (quantising is deterministic, so equal x gives equal bytes). A
+    // comparison costs about a quarter of a quantisation, and such a call allocates nothing. The
+    // other threads of run_one's region only read the bytes; nothing writes them before it ends.
+    struct LastActivations {
+      std::vector<float> x;
+      std::int64_t in = 0;
+      bool q8_k = false;
+      std::vector<std::uint8_t> bytes;
+    };
+    thread_local LastActivations last;
     problem.x_quantized_stride = detail::activation_bytes(weight_dtype, in);
-    activations.resize(static_cast<std::size_t>(problem.x_quantized_stride * tokens));
-    detail::quantize_activations(weight_dtype, x, 0, tokens, in, activations.data());
-    problem.x_quantized = activations.data();
+    const auto count = static_cast<std::size_t>(tokens * in);
+    const bool q8_k = detail::takes_q8_k(weight_dtype);
+    if (last.x.size() != count || last.in != in || last.q8_k != q8_k ||
+        std::memcmp(last.x.data(), x, count * sizeof(float)) != 0) {
+      last.x.assign(x, x + count);
+      last.in = in;
+      last.q8_k = q8_k;
+      last.bytes.resize(static_cast<std::size_t>(problem.x_quantized_stride * tokens));
+      detail::quantize_activations(weight_dtype, x, 0, tokens, in, last.bytes.data());
+    }
+    problem.x_quantized = last.bytes.data();
   }
   run_one(block_functions(isa), problem);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 #include "operators/kernels/cpu/isa.h"
 #include "operators/kernels/cpu/quant_dot.h"
@@ -11,7 +12,7 @@
 namespace switchyard::cpu::detail {
 namespace {
 
-using QuantizeBlocksFn = void (*)(const float*, std::int64_t, int, std::int64_t, float*, std::int8_t*);
+using QuantizeBlocksFn = void (*)(const float*, std::int64_t, int, std::int64_t, float*, std::int8_t*, std::int32_t*);
 
 QuantizeBlocksFn quantize_blocks() {
 #if defined(SWITCHYARD_CPU_X86)
@@ -20,10 +21,11 @@ QuantizeBlocksFn quantize_blocks() {
   return quantize_blocks_scalar;
 }
 
-// One token's blocks of `block_inputs` inputs: their d and qs, sizeof(Block) bytes apart.
+// One token's blocks of `block_inputs` inputs: their d and qs, sizeof(Block) bytes apart; sums16
+// gets the sums of each 16 bytes.
 template <class Block>
-void quantize_token(const float* x, std::int64_t in, int block_inputs, Block* out) {
-  quantize_blocks()(x, in, block_inputs, static_cast<std::int64_t>(sizeof(Block)), &out->d, out->qs);
+void quantize_token(const float* x, std::int64_t in, int block_inputs, Block* out, std::int32_t* sums16) {
+  quantize_blocks()(x, in, block_inputs, static_cast<std::int64_t>(sizeof(Block)), &out->d, out->qs, sums16);
 }
 
 }  // namespace
@@ -31,7 +33,7 @@ void quantize_token(const float* x, std::int64_t in, int block_inputs, Block* ou
 // q = round(v / d) within [-127, 127], as v * (1 / d); fmin/fmax turn a NaN into -127, never an int
 // cast of NaN.
 void quantize_blocks_scalar(const float* x, std::int64_t in, int block, std::int64_t block_stride, float* d,
-                            std::int8_t* qs) {
+                            std::int8_t* qs, std::int32_t* sums16) {
   for (std::int64_t b = 0; b < in / block; ++b, x += block) {
     float max_abs = 0.0f;
     for (int i = 0; i < block; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
@@ -42,6 +44,11 @@ void quantize_blocks_scalar(const float* x, std::int64_t in, int block, std::int
     *block_d = scale;
     for (int i = 0; i < block; ++i)
       block_qs[i] = static_cast<std::int8_t>(std::nearbyint(std::fmin(std::fmax(x[i] * inverse, -127.0f), 127.0f)));
+    for (int g = 0; g < block / 16; ++g) {
+      std::int32_t sum = 0;
+      for (int i = 0; i < 16; ++i) sum += block_qs[16 * g + i];
+      sums16[b * (block / 16) + g] = sum;
+    }
   }
 }
 
@@ -53,26 +60,23 @@ std::int64_t activation_bytes(DType weight, std::int64_t in) {
 void quantize_activations(DType weight, const float* x, std::int64_t token_begin, std::int64_t token_end,
                           std::int64_t in, std::uint8_t* out) {
   const std::int64_t stride = activation_bytes(weight, in);
+  thread_local std::vector<std::int32_t> sums16;
+  sums16.resize(static_cast<std::size_t>(in / 16));
   for (std::int64_t t = token_begin; t < token_end; ++t) {
     // out is aligned for the blocks (4 bytes), and both blocks' sizes are multiples of 4.
     std::uint8_t* token = out + t * stride;
     if (takes_q8_k(weight)) {
       auto* blocks = reinterpret_cast<quant::BlockQ8_K*>(token);
-      quantize_token(x + t * in, in, quant::kSuperBlock, blocks);
+      quantize_token(x + t * in, in, quant::kSuperBlock, blocks, sums16.data());
       for (std::int64_t b = 0; b < in / quant::kSuperBlock; ++b)
-        for (int g = 0; g < quant::kSuperBlock / 16; ++g) {
-          int sum = 0;
-          for (int i = 0; i < 16; ++i) sum += blocks[b].qs[16 * g + i];
-          blocks[b].bsums[g] = static_cast<std::int16_t>(sum);  // |sum| <= 16 * 127
-        }
+        for (int g = 0; g < quant::kSuperBlock / 16; ++g)  // |sum| <= 16 * 127
+          blocks[b].bsums[g] = static_cast<std::int16_t>(sums16[static_cast<std::size_t>(b * 16 + g)]);
     } else {
       auto* blocks = reinterpret_cast<ActivationBlock32*>(token);
-      quantize_token(x + t * in, in, quant::kBlock, blocks);
+      quantize_token(x + t * in, in, quant::kBlock, blocks, sums16.data());
       for (std::int64_t b = 0; b < in / quant::kBlock; ++b) {
-        int sum = 0;
-        for (std::int8_t q : blocks[b].qs) sum += q;
-        blocks[b].sum = sum;
-        blocks[b].d_sum = blocks[b].d * static_cast<float>(sum);
+        blocks[b].sum = sums16[static_cast<std::size_t>(2 * b)] + sums16[static_cast<std::size_t>(2 * b + 1)];
+        blocks[b].d_sum = blocks[b].d * static_cast<float>(blocks[b].sum);
       }
     }
   }

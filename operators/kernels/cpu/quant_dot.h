@@ -46,12 +46,13 @@ std::int64_t activation_bytes(DType weight, std::int64_t in);
 void quantize_activations(DType weight, const float* x, std::int64_t token_begin, std::int64_t token_end,
                           std::int64_t in, std::uint8_t* out);
 // One token's blocks, as quantize_activations writes them: `block` (32 or 256) inputs a block, in a
-// multiple of it; qs and d written, the sums left to the caller. The AVX2 one (x86, called only after
-// isa_supported(Isa::avx2)) writes the same bytes: the same IEEE operations, lane by lane.
+// multiple of it; each block's d and qs written `block_stride` bytes after the last block's, and
+// sums16[i] = the sum of qs[16 i .. 16 i + 15] (in / 16 of them). The AVX2 one (x86, called only
+// after isa_supported(Isa::avx2)) writes the same bytes: the same IEEE operations, lane by lane.
 void quantize_blocks_scalar(const float* x, std::int64_t in, int block, std::int64_t block_stride, float* d,
-                            std::int8_t* qs);
+                            std::int8_t* qs, std::int32_t* sums16);
 void quantize_blocks_avx2(const float* x, std::int64_t in, int block, std::int64_t block_stride, float* d,
-                          std::int8_t* qs);
+                          std::int8_t* qs, std::int32_t* sums16);
 
 // `count` rows of `in` weights of `dtype` to f32, out [count, in]: the plain decoder the scalar
 // variant and tests trust, w = d * scale * q - dmin * min (per type as core/quant_blocks.h says).

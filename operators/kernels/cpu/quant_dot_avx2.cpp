@@ -124,7 +124,7 @@ namespace switchyard::cpu::detail {
 // quantize_blocks_scalar with 8 lanes: max |x| (exact in any order), then x * (1 / d) clamped and
 // rounded to nearest even (vroundps in its nearest mode, as nearbyint in the default mode).
 void quantize_blocks_avx2(const float* x, std::int64_t in, int block, std::int64_t block_stride, float* d,
-                          std::int8_t* qs) {
+                          std::int8_t* qs, std::int32_t* sums16) {
   const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
   for (std::int64_t b = 0; b < in / block; ++b, x += block) {
     __m256 max_abs = _mm256_setzero_ps();
@@ -150,6 +150,12 @@ void quantize_blocks_avx2(const float* x, std::int64_t in, int block, std::int64
       const __m256i words = _mm256_packs_epi32(q[0], q[1]), words2 = _mm256_packs_epi32(q[2], q[3]);
       const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words, words2), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
+      // Sums of bytes 0-15 and 16-31: pairs (times ones), fours, then two horizontal adds per lane.
+      const __m256i fours = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes), _mm256_set1_epi16(1));
+      const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(fours, fours), fours);
+      std::int32_t* to = sums16 + (b * block + i) / 16;
+      to[0] = _mm256_extract_epi32(sums, 0);
+      to[1] = _mm256_extract_epi32(sums, 4);
     }
   }
 }

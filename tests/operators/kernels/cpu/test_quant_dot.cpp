@@ -141,13 +141,22 @@ TEST_CASE("quant dot: the AVX2 activation quantiser writes the scalar one's byte
     const auto blocks = static_cast<std::size_t>(in / block);
     std::vector<float> d_scalar(blocks), d_avx2(blocks);
     std::vector<std::int8_t> q_scalar(in), q_avx2(in);
-    // One block a call (stride unused), into separate d and qs arrays.
+    std::vector<std::int32_t> sums_scalar(in / 16), sums_avx2(in / 16, -1);
+    // One block a call (stride unused), into separate d, qs and sums arrays.
     for (std::size_t b = 0; b < blocks; ++b) {
-      detail::quantize_blocks_scalar(x.data() + b * block, block, block, 0, &d_scalar[b], q_scalar.data() + b * block);
-      detail::quantize_blocks_avx2(x.data() + b * block, block, block, 0, &d_avx2[b], q_avx2.data() + b * block);
+      detail::quantize_blocks_scalar(x.data() + b * block, block, block, 0, &d_scalar[b], q_scalar.data() + b * block,
+                                     sums_scalar.data() + b * block / 16);
+      detail::quantize_blocks_avx2(x.data() + b * block, block, block, 0, &d_avx2[b], q_avx2.data() + b * block,
+                                   sums_avx2.data() + b * block / 16);
     }
     for (std::size_t b = 0; b < blocks; ++b) CHECK(std::memcmp(&d_scalar[b], &d_avx2[b], 4) == 0);
     CHECK(q_scalar == q_avx2);
+    CHECK(sums_scalar == sums_avx2);
+    for (std::size_t g = 0; g < sums_scalar.size(); ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += q_scalar[16 * g + i];
+      CHECK(sums_scalar[g] == sum);
+    }
   }
 #else
   MESSAGE("skipped: the AVX2 quantiser is built for x86-64 only");

@@ -282,3 +282,25 @@ TEST_CASE("quant linear: rows that are not whole blocks are refused, naming the 
     CHECK(good_y == std::vector<float>(2, -1.0f));
   }
 }
+
+TEST_CASE("quant linear: a decode call on x changed in place, or on weights of the other kind, quantises x again") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  constexpr std::int64_t in = 512, out = 8, tokens = 2;
+  const std::vector<std::uint8_t> k_weight = sy::testing::random_blocks(sy::DType::q4_k, in * out, random);
+  const std::vector<std::uint8_t> weight32 = sy::testing::random_blocks(sy::DType::q8_0, in * out, random);
+  std::vector<float> x = random_x(random, tokens * in), y(tokens * out);
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    if (round == 2) x[static_cast<std::size_t>(tokens * in - 1)] += 1.0f;  // one input changes, in place
+    cpu::linear(x.data(), tokens, in, k_weight.data(), sy::DType::q4_k, out, y.data());
+    expect_close(Case{sy::DType::q4_k, tokens, in, out}, k_weight, x, y);
+    cpu::linear(x.data(), tokens, in, weight32.data(), sy::DType::q8_0, out, y.data());
+    expect_close(Case{sy::DType::q8_0, tokens, in, out}, weight32, x, y);
+    // The same floats read as one token of twice the inputs.
+    std::vector<float> y_one(out);
+    cpu::linear(x.data(), 1, 2 * in, k_weight.data(), sy::DType::q4_k, out / 2, y_one.data());
+    expect_close(Case{sy::DType::q4_k, 1, 2 * in, out / 2}, k_weight, x, y_one);
+  }
+}
