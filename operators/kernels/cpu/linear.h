@@ -7,7 +7,7 @@
 // in / block_elements consecutive blocks as GGUF stores them (core/quant_blocks.h). x is quantised
 // to signed bytes per block (linear_quantizes_x) and the products are integer dot products: always
 // for the K types, below kQuantPrefillTokens tokens for the 32-weight types, whose rows from there
-// on are dequantised to f32 16 at a time and multiplied by f32 x (quant_dot.h).
+// on are dequantised to f32 64 at a time and multiplied by f32 x (quant_dot.h).
 //
 // Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
 // threads by output rows. Prefill reuses each block of weight rows across a block of tokens while

@@ -9,10 +9,10 @@
 // or L1, so in decode the weights are read from memory once per call. The per-ISA halves compute
 // the same integer sums exactly and differ only in the order they add the float terms.
 //
-// Panel path (32-weight types, kQuantPrefillTokens tokens or more): 16 weight rows at a time are
-// dequantised to f32 in a thread-local panel and the f32 block kernel of the same ISA multiplies
-// them by every token of the block: the weights are unpacked once per 16 rows, x keeps its f32
-// values.
+// Panel path (32-weight types, kQuantPrefillTokens tokens or more): up to 64 weight rows at a time
+// are dequantised to f32 in a thread-local panel and the f32 block kernel of the same ISA
+// multiplies them by every token of the block: the weights are unpacked once per call, x keeps its
+// f32 values.
 //
 // Every row is `in / block_elements` consecutive blocks; linear.cpp checks that `in` is a multiple
 // of the block before any of this runs.
@@ -67,9 +67,9 @@ void quant_linear_block_avx2(const LinearProblem& problem, const LinearBlock& bl
 void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
 bool has_avx512_vnni();
 
-// The panel path, shared by every ISA: rows of the block 16 at a time dequantised by `dequantize`
-// into a thread-local [16, in] f32 panel, multiplied by `f32_block` into a thread-local
-// [tokens, 16] y, copied into y.
+// The panel path, shared by every ISA: rows of the block 64 at a time dequantised by `dequantize`
+// into a thread-local [64, in] f32 panel, multiplied by `f32_block` into a thread-local
+// [tokens, 64] y, copied into y.
 using DequantizeRowsFn = void (*)(DType, const void*, std::int64_t, std::int64_t, float*);
 using F32BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
 void quant_prefill_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,

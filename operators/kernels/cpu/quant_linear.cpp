@@ -8,9 +8,10 @@
 namespace switchyard::cpu::detail {
 
 namespace {
-// Rows dequantised at a time: one row group (64 bytes of y per token), and a panel of 16 * in
-// floats (448 KiB at in = 7168) that stays in L2 while the block's tokens pass over it.
-constexpr std::int64_t kPanelRows = 16;
+// Rows dequantised at a time: the f32 kernel streams the block's x once per panel, so larger
+// panels read x less often; 64 rows (1.75 MiB at in = 7168) ran 30% faster than 16 with Q8_0
+// [1024, 7168] at 512 tokens (one thread on the 2-core VM), the panel still in L2/L3.
+constexpr std::int64_t kPanelRows = 64;
 }  // namespace
 
 void quant_prefill_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
