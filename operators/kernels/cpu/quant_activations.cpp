@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "operators/kernels/cpu/isa.h"
@@ -31,13 +32,18 @@ void quantize_token(const float* x, std::int64_t in, int block_inputs, Block* ou
 }  // namespace
 
 // q = round(v / d) within [-127, 127], as v * (1 / d); fmin/fmax turn a NaN into -127, never an int
-// cast of NaN.
+// cast of NaN. A block with a NaN gets d = NaN, so that NaN reaches y as it would with f32 x (an
+// infinity gives d = inf and q = 0: NaN in y too).
 void quantize_blocks_scalar(const float* x, std::int64_t in, int block, std::int64_t block_stride, float* d,
                             std::int8_t* qs, std::int32_t* sums16) {
   for (std::int64_t b = 0; b < in / block; ++b, x += block) {
     float max_abs = 0.0f;
-    for (int i = 0; i < block; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
-    const float scale = max_abs / 127.0f;
+    bool nan = false;
+    for (int i = 0; i < block; ++i) {
+      max_abs = std::max(max_abs, std::fabs(x[i]));
+      nan = nan || std::isnan(x[i]);
+    }
+    const float scale = nan ? std::numeric_limits<float>::quiet_NaN() : max_abs / 127.0f;
     const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
     auto* block_d = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(d) + b * block_stride);
     auto* block_qs = reinterpret_cast<std::int8_t*>(reinterpret_cast<std::byte*>(qs) + b * block_stride);

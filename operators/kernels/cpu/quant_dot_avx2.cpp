@@ -2,6 +2,8 @@
 // isa_supported(Isa::avx2)). Integer products by vpmaddubsw (unsigned weight bytes times signed
 // activation bytes, pairs summed in int16: no saturation, quant_block_unpack.h) then vpmaddwd
 // (times the K types' scales, or ones), accumulated in int32 per block and in f32 per token.
+#include <limits>
+
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/quant_unpack_avx2.h"
 
@@ -127,14 +129,18 @@ void quantize_blocks_avx2(const float* x, std::int64_t in, int block, std::int64
                           std::int8_t* qs, std::int32_t* sums16) {
   const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
   for (std::int64_t b = 0; b < in / block; ++b, x += block) {
-    __m256 max_abs = _mm256_setzero_ps();
+    __m256 max_abs = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
     // |x| first: vmaxps returns its second operand where either is NaN, so a NaN input is skipped,
-    // as std::max skips it in the scalar code.
-    for (int i = 0; i < block; i += 8) max_abs = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), max_abs);
+    // as std::max skips it in the scalar code; the NaNs are flagged apart and make d NaN.
+    for (int i = 0; i < block; i += 8) {
+      const __m256 v = _mm256_loadu_ps(x + i);
+      max_abs = _mm256_max_ps(_mm256_andnot_ps(sign, v), max_abs);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(max_abs), _mm256_extractf128_ps(max_abs, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float scale = _mm_cvtss_f32(m) / 127.0f;
+    const float scale = _mm256_movemask_ps(nan) != 0 ? std::numeric_limits<float>::quiet_NaN() : _mm_cvtss_f32(m) / 127.0f;
     const __m256 inverse = _mm256_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
     *reinterpret_cast<float*>(reinterpret_cast<std::byte*>(d) + b * block_stride) = scale;
     auto* out = reinterpret_cast<std::int8_t*>(reinterpret_cast<std::byte*>(qs) + b * block_stride);

@@ -150,6 +150,7 @@ TEST_CASE("quant dot: the AVX2 activation quantiser writes the scalar one's byte
                                    sums_avx2.data() + b * block / 16);
     }
     for (std::size_t b = 0; b < blocks; ++b) CHECK(std::memcmp(&d_scalar[b], &d_avx2[b], 4) == 0);
+    CHECK(std::isnan(d_scalar[40 / block]));
     CHECK(q_scalar == q_avx2);
     CHECK(sums_scalar == sums_avx2);
     for (std::size_t g = 0; g < sums_scalar.size(); ++g) {

@@ -304,3 +304,32 @@ TEST_CASE("quant linear: a decode call on x changed in place, or on weights of t
     expect_close(Case{sy::DType::q4_k, 1, 2 * in, out / 2}, k_weight, x, y_one);
   }
 }
+
+TEST_CASE("quant linear: NaN and infinite inputs or scales give NaN in their outputs only, on every path") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  constexpr std::int64_t in = 512, out = 5;
+  for (sy::DType dtype : sy::testing::kBlockTypes)
+    for (cpu::Isa isa : supported_isas())
+      for (const std::int64_t tokens : {3, 20}) {
+        INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens "
+                    << tokens);
+        std::vector<std::uint8_t> weight = sy::testing::random_blocks(dtype, in * out, random);
+        // Row 1's first scale (d, at the offset random_blocks writes it) becomes NaN.
+        const std::size_t d_offset = dtype == sy::DType::q2_k ? 80 : dtype == sy::DType::q3_k ? 108 : dtype == sy::DType::q6_k ? 208 : 0;
+        const auto row_bytes = static_cast<std::size_t>(sy::storage_bytes(dtype, in));
+        weight[row_bytes + d_offset] = 0x00;
+        weight[row_bytes + d_offset + 1] = 0x7e;  // f16 quiet NaN
+        std::vector<float> x = random_x(random, tokens * in), y(static_cast<std::size_t>(tokens * out));
+        x[7] = NAN;                   // token 0
+        x[in + 300] = INFINITY;       // token 1
+        cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, y.data());
+        for (std::int64_t t = 0; t < tokens; ++t)
+          for (std::int64_t o = 0; o < out; ++o) {
+            const bool poisoned = t < 2 || o == 1;
+            INFO("y[" << t << ", " << o << "] = " << y[static_cast<std::size_t>(t * out + o)]);
+            CHECK(std::isfinite(y[static_cast<std::size_t>(t * out + o)]) == !poisoned);
+          }
+      }
+}
