@@ -159,9 +159,11 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
   const StreamResult stream = stream_triad(options.stream_bytes);
   const cpu::Isa isa = cpu::chosen_isa();
   std::printf("bench experts: %d threads, %s weights, CPU kernels %s; ", stream.threads, dtype_name(dtype), cpu::isa_name(isa));
-  if (is_block_quantized(dtype)) {
-    std::printf("decode below %lld tokens an expert: x quantised to 8-bit blocks, integer dot products; from there "
-                "f32 x on dequantised weights\n",
+  if (cpu::linear_quantizes_x(dtype, options.prefill_tokens)) {
+    std::printf("x quantised to 8-bit blocks, integer dot products (decode and prefill)\n");
+  } else if (is_block_quantized(dtype)) {
+    std::printf("below %lld tokens an expert x quantised to 8-bit blocks, integer dot products; from there f32 x on "
+                "dequantised weight panels\n",
                 static_cast<long long>(cpu::kQuantPrefillTokens));
   } else {
     // Decode's few tokens keep f32 activations; the prefill's expert groups may round them (AMX).
