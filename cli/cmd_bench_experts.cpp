@@ -56,7 +56,10 @@ Tensor random_weights(DType dtype, std::int64_t rows, std::int64_t cols, std::mt
       const float v = normal(rng);
       std::memcpy(at, &v, 4);
     } else {
-      for (std::size_t i = 0; i < unit; ++i) at[i] = static_cast<std::uint8_t>(rng());
+      for (std::size_t i = 0; i < unit; i += 4) {  // block sizes are even: two bytes at least per draw
+        const std::uint32_t bits = rng();
+        std::memcpy(at + i, &bits, std::min<std::size_t>(4, unit - i));
+      }
       for (int offset : half_offsets(dtype)) {
         const std::uint16_t bits = cpu::f32_to_f16(scale(rng));
         std::memcpy(at + offset, &bits, 2);
