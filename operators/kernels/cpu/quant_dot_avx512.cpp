@@ -64,21 +64,26 @@ void rows32_all(const LinearProblem& p, const LinearBlock& block) {
   }
 }
 
-// Rows [row_begin, row_end) for tokens [token_begin, token_end) (at most kTokenGroup) of a K type:
-// each super-block unpacked once for the group into four registers, its scales spread per
-// 64-weight chunk.
-template <class Block>
-void rows_k(const LinearProblem& p, const LinearBlock& block) {
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a K type: each super-block unpacked
+// once for the tokens into four registers, its scales spread per 64-weight chunk; the tokens' sums
+// in registers (4 + 4 + Tokens of the 32 zmm).
+template <class Block, int Tokens>
+void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
   const auto* weight = static_cast<const Block*>(p.weight);
-  const std::int64_t blocks = p.in / kElements<Block>, tokens = block.token_end - block.token_begin;
-  const std::uint8_t* x = p.x_quantized + block.token_begin * p.x_quantized_stride;
-  __m512 acc[kTokenGroup];
+  const std::int64_t blocks = p.in / kElements<Block>;
+  const quant::BlockQ8_K* xs[Tokens];
+  for (int t = 0; t < Tokens; ++t)
+    xs[t] = reinterpret_cast<const quant::BlockQ8_K*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
+  // Q3_K and Q6_K scale both terms by d: their minimums' sums are taken off in int32.
+  constexpr bool one_scale = std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>;
   // Lane i of chunk c's scales reads scale 4c + i / 8.
   const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11,
                                         10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i group_of_lane = _mm512_srli_epi16(lane, 3);
-  for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
-    for (std::int64_t t = 0; t < tokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    __m512 acc[Tokens];
+#pragma GCC unroll 8
+    for (int t = 0; t < Tokens; ++t) acc[t] = _mm512_setzero_ps();
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
       alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
@@ -93,17 +98,40 @@ void rows_k(const LinearProblem& p, const LinearBlock& block) {
       for (int c = 0; c < 4; ++c)
         scale_of_chunk[c] =
             _mm512_permutexvar_epi16(_mm512_add_epi16(group_of_lane, _mm512_set1_epi16(static_cast<short>(4 * c))), scales);
-      for (std::int64_t t = 0; t < tokens; ++t) {
-        const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
+#pragma GCC unroll 8
+      for (int t = 0; t < Tokens; ++t) {
+        const quant::BlockQ8_K& xb = xs[t][b];
         __m512i sum = _mm512_setzero_si512();
         for (int c = 0; c < 4; ++c)
           sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[c], load512(xb.qs + 64 * c)), scale_of_chunk[c]);
         const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(s.min, load256(xb.bsums)));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
+        if constexpr (one_scale) {
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, min_sum)), _mm512_set1_ps(s.a * xb.d), acc[t]);
+        } else {
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
+          acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
+        }
       }
     }
-    for (std::int64_t t = 0; t < tokens; ++t) p.y[(block.token_begin + t) * p.out + r] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = _mm512_reduce_add_ps(acc[t]);
+  }
+}
+
+// A K type, eight tokens at a time (the block's rows stay in L2 between groups).
+template <class Block>
+void rows_k_all(const LinearProblem& p, const LinearBlock& block) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
+    const std::int64_t r0 = block.row_begin, r1 = block.row_end;
+    switch (block.token_end - t) {
+      case 1: rows_k<Block, 1>(p, r0, r1, t); break;
+      case 2: rows_k<Block, 2>(p, r0, r1, t); break;
+      case 3: rows_k<Block, 3>(p, r0, r1, t); break;
+      case 4: rows_k<Block, 4>(p, r0, r1, t); break;
+      case 5: rows_k<Block, 5>(p, r0, r1, t); break;
+      case 6: rows_k<Block, 6>(p, r0, r1, t); break;
+      case 7: rows_k<Block, 7>(p, r0, r1, t); break;
+      default: rows_k<Block, 8>(p, r0, r1, t); break;
+    }
   }
 }
 
@@ -121,7 +149,7 @@ void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& 
   visit_block_type(problem.quant_dtype, [&](auto tag) {
     using Block = decltype(tag);
     if constexpr (kIsK<Block>)
-      for_token_groups(block, [&](const LinearBlock& group) { rows_k<Block>(problem, group); });
+      rows_k_all<Block>(problem, block);
     else
       rows32_all<Block>(problem, block);
   });
