@@ -22,9 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
+#include "operators/blocks/routed_experts.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/quant_dot.h"
+#include "operators/kernels/cpu/silu_and_mul.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
 #include "tests/test_seed.h"
 
@@ -332,4 +335,74 @@ TEST_CASE("quant linear: NaN and infinite inputs or scales give NaN in their out
             CHECK(std::isfinite(y[static_cast<std::size_t>(t * out + o)]) == !poisoned);
           }
       }
+}
+
+TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as the linear calls they are made of") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  constexpr std::int64_t hidden = 512, inter = 256;
+  constexpr int experts = 6, top_k = 2;
+  // Q4_K gate and up, Q6_K down (the Q4_K_M mix), or Q8_0 throughout.
+  for (const bool k_types : {true, false}) {
+    const sy::DType gate_up = k_types ? sy::DType::q4_k : sy::DType::q8_0, down = k_types ? sy::DType::q6_k : sy::DType::q8_0;
+    INFO("gate/up " << std::string(sy::dtype_name(gate_up)) << ", down " << std::string(sy::dtype_name(down)));
+    std::vector<std::vector<std::uint8_t>> bytes;
+    auto tensor = [&](sy::DType dtype, std::int64_t rows, std::int64_t cols) {
+      bytes.push_back(sy::testing::random_blocks(dtype, rows * cols, random));
+      sy::Tensor t = sy::Tensor::empty(dtype, {rows, cols});
+      std::copy(bytes.back().begin(), bytes.back().end(), t.data_as<std::uint8_t>());
+      return t;
+    };
+    std::vector<sy::RoutedExperts::Expert> list;
+    for (int e = 0; e < experts; ++e)
+      list.push_back({sy::LinearOp(tensor(gate_up, inter, hidden)), sy::LinearOp(tensor(gate_up, inter, hidden)),
+                      sy::LinearOp(tensor(down, hidden, inter))});
+    const sy::RoutedExperts op(std::move(list));
+    // 1 and 3 tokens: the fused decode path; 64 tokens: groups of about 21 tokens an expert, most past
+    // kQuantPrefillTokens.
+    for (const std::int64_t tokens : {1, 3, 64}) {
+      INFO("tokens " << tokens);
+      const std::vector<float> x = random_x(random, tokens * hidden);
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
+      std::vector<float> weights(ids.size());
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        const int first = static_cast<int>(random() % experts);
+        ids[static_cast<std::size_t>(t * top_k)] = first;
+        ids[static_cast<std::size_t>(t * top_k + 1)] = (first + 1 + static_cast<int>(random() % (experts - 1))) % experts;
+        weights[static_cast<std::size_t>(t * top_k)] = 0.7f;
+        weights[static_cast<std::size_t>(t * top_k + 1)] = 0.3f;
+      }
+      std::vector<float> out(static_cast<std::size_t>(tokens * hidden), NAN);
+      op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
+      // Each token through its experts one call at a time (one token each: the integer path).
+      std::vector<float> g(inter), u(inter), y(hidden), expected(out.size(), 0.0f);
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (int k = 0; k < top_k; ++k) {
+          const auto e = static_cast<std::size_t>(ids[static_cast<std::size_t>(t * top_k + k)]);
+          const float* xt = x.data() + t * hidden;
+          cpu::linear(xt, 1, hidden, bytes[3 * e].data(), gate_up, inter, g.data());
+          cpu::linear(xt, 1, hidden, bytes[3 * e + 1].data(), gate_up, inter, u.data());
+          cpu::silu_and_mul(g.data(), u.data(), inter, g.data());
+          cpu::linear(g.data(), 1, inter, bytes[3 * e + 2].data(), down, hidden, y.data());
+          for (std::int64_t i = 0; i < hidden; ++i)
+            expected[static_cast<std::size_t>(t * hidden + i)] += weights[static_cast<std::size_t>(t * top_k + k)] * y[static_cast<std::size_t>(i)];
+        }
+      // The grouped path's 32-weight types switch to f32 panels (f32 x): the difference is then the
+      // activation quantisation's, of order 1/254 of a block's largest input a term; the integer paths
+      // compute every row as the one-token calls do, up to float rounding.
+      const bool panels = !k_types && tokens * top_k > 16;
+      double max_abs = 0;
+      for (float v : expected) max_abs = std::max(max_abs, std::fabs(double{v}));
+      int failures = 0;
+      for (std::size_t i = 0; i < out.size() && failures < 5; ++i) {
+        const double bound = (panels ? 0.05 : 1e-5) * max_abs;
+        if (!(std::fabs(double{out[i]} - expected[i]) <= bound)) {
+          ++failures;
+          FAIL_CHECK("out[" << i / hidden << ", " << i % hidden << "] = " << out[i] << ", calls one by one " << expected[i]
+                            << ", bound " << bound);
+        }
+      }
+    }
+  }
 }
