@@ -1,8 +1,8 @@
 // The quantised kernels with AVX-512 VNNI (compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512vnni and AVX2's flags; called only after has_avx512_vnni()). K types: 64 weight bytes a
-// step, vpmaddubsw pairs then vpdpwssd by the scales into 16 int32 lanes. 32-weight types: one
-// block a step, vpdpbusd (unsigned weight bytes times signed activation bytes, four products a
-// lane, no saturation); Q8_0's signed weights as w + 128, the 128 * sum(x) taken off in int32.
+// step, vpmaddubsw pairs then vpdpwssd by the scales into 16 int32 lanes. 32-weight types: two
+// blocks a step, vpdpbusd (unsigned weight bytes times signed activation bytes, four products a
+// lane, no saturation).
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -14,8 +14,16 @@ namespace {
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
-// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, the tokens'
-// accumulators in registers; each block unpacked once for the Tokens tokens.
+// [a in lanes 0-7 | b in lanes 8-15] (insertf64x4: AVX512F has no 32-bit-lane insert of 8).
+inline __m512 halves(float a, float b) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(a))),
+                                             _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, two blocks a register
+// (an odd last block alone, zeros above it), the tokens' sums in registers. The weights' offset
+// and minimum go with the token's block sum as a float term, (m - offset d) * d_x * sum(q); Q8_0's
+// signed weights instead multiply as |w| times x with w's sign.
 template <class Block, int Tokens>
 void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
   const auto* weight = static_cast<const Block*>(p.weight);
@@ -24,42 +32,68 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
   for (int t = 0; t < Tokens; ++t)
     xs[t] = reinterpret_cast<const ActivationBlock32*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
   constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
-  constexpr int offset = kOffset<Block>;
+  constexpr int offset = q8 ? 0 : kOffset<Block>;
+  constexpr bool block_sums = offset != 0 || kHasMin<Block>;
   for (std::int64_t r = row_begin; r < row_end; ++r) {
-    __m256 acc[Tokens];
-    float extra[Tokens];  // the _1 types' minimum times the token's block sums
+    const Block* row = weight + r * blocks;
+    __m512 acc[Tokens];
+    float extra[Tokens];  // the sum-of-x terms
+#pragma GCC unroll 8
     for (int t = 0; t < Tokens; ++t) {
-      acc[t] = _mm256_setzero_ps();
+      acc[t] = _mm512_setzero_ps();
       extra[t] = 0.0f;
     }
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const Block& w = weight[r * blocks + b];
-      const float d = half_to_float(w.d);
-      __m256i u = unpack32(w);
-      if constexpr (q8) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));  // w + 128
-#pragma GCC unroll 4
+    for (std::int64_t b = 0; b < blocks; b += 2) {
+      const bool pair = b + 1 < blocks;
+      const float d0 = half_to_float(row[b].d), d1 = pair ? half_to_float(row[b + 1].d) : 0.0f;
+      float c0 = -offset * d0, c1 = -offset * d1;
+      if constexpr (kHasMin<Block>) {
+        c0 += half_to_float(row[b].m);
+        c1 += pair ? half_to_float(row[b + 1].m) : 0.0f;
+      }
+      __m512i u = _mm512_zextsi256_si512(unpack32(row[b]));
+      if (pair) u = _mm512_inserti64x4(u, unpack32(row[b + 1]), 1);
+      __mmask64 negative = 0;
+      if constexpr (q8) {
+        negative = _mm512_movepi8_mask(u);
+        u = _mm512_abs_epi8(u);  // -128 -> 0x80, read as 128
+      }
+      const __m512 dw = halves(d0, d1);
+#pragma GCC unroll 8
       for (int t = 0; t < Tokens; ++t) {
-        const ActivationBlock32& xb = xs[t][b];
-        const __m256i q = load256(xb.qs);
-        const __m256i start = _mm256_castsi128_si256(_mm_cvtsi32_si128(-offset * xb.sum));
-        const __m256i sum = _mm256_dpbusd_epi32(start, u, q);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * xb.d), acc[t]);
-        if constexpr (kHasMin<Block>) extra[t] += half_to_float(w.m) * xb.d_sum;
+        const ActivationBlock32& x0 = xs[t][b];
+        __m512i q = _mm512_zextsi256_si512(load256(x0.qs));
+        float d_x1 = 0.0f, d_sum1 = 0.0f;
+        if (pair) {
+          const ActivationBlock32& x1 = xs[t][b + 1];
+          q = _mm512_inserti64x4(q, load256(x1.qs), 1);
+          d_x1 = x1.d;
+          d_sum1 = x1.d_sum;
+        }
+        if constexpr (q8) q = _mm512_mask_sub_epi8(q, negative, _mm512_setzero_si512(), q);
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, q);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, halves(x0.d, d_x1)), acc[t]);
+        if constexpr (block_sums) extra[t] += c0 * x0.d_sum + c1 * d_sum1;
       }
     }
-    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = horizontal_sum(acc[t]) + extra[t];
+    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = _mm512_reduce_add_ps(acc[t]) + extra[t];
   }
 }
 
-// The 32-weight types, four tokens at a time (the rows of the block stay in L2 between groups).
+// The 32-weight types, eight tokens at a time (the rows of the block stay in L2 between groups).
 template <class Block>
 void rows32_all(const LinearProblem& p, const LinearBlock& block) {
-  for (std::int64_t t = block.token_begin; t < block.token_end; t += 4) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
+    const std::int64_t r0 = block.row_begin, r1 = block.row_end;
     switch (block.token_end - t) {
-      case 1: rows32<Block, 1>(p, block.row_begin, block.row_end, t); break;
-      case 2: rows32<Block, 2>(p, block.row_begin, block.row_end, t); break;
-      case 3: rows32<Block, 3>(p, block.row_begin, block.row_end, t); break;
-      default: rows32<Block, 4>(p, block.row_begin, block.row_end, t); break;
+      case 1: rows32<Block, 1>(p, r0, r1, t); break;
+      case 2: rows32<Block, 2>(p, r0, r1, t); break;
+      case 3: rows32<Block, 3>(p, r0, r1, t); break;
+      case 4: rows32<Block, 4>(p, r0, r1, t); break;
+      case 5: rows32<Block, 5>(p, r0, r1, t); break;
+      case 6: rows32<Block, 6>(p, r0, r1, t); break;
+      case 7: rows32<Block, 7>(p, r0, r1, t); break;
+      default: rows32<Block, 8>(p, r0, r1, t); break;
     }
   }
 }
