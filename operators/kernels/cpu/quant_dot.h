@@ -5,9 +5,9 @@
 // each token's x is quantised once per call to signed bytes with a float scale per block
 // (ActivationBlock32 for the 32-weight types, BlockQ8_K for the K types), and every weight row is
 // multiplied in integers, block by block: a block's weights are unpacked once per group of tokens
-// (up to 16 K-type tokens, 4 for the others) and meet each token of the group while in registers
-// or L1, so in decode the weights are read from memory once per call. The per-ISA halves compute
-// the same integer sums exactly and differ only in the order they add the float terms.
+// (4 to 16 by ISA and type) and meet each token of the group while in registers or L1, so in
+// decode the weights are read from memory once per call. The per-ISA halves compute the same
+// integer sums exactly and differ only in the order they add the float terms.
 //
 // Panel path (32-weight types, kQuantPrefillTokens tokens or more): up to 64 weight rows at a time
 // are dequantised to f32 in a thread-local panel and the f32 block kernel of the same ISA
