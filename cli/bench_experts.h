@@ -13,15 +13,22 @@ struct ExpertsBenchOptions {
   std::string cpu_kernels = "auto";  // --cpu_kernels
   int repeat = 20;
   std::int64_t prefill_tokens = 128;
+  std::vector<std::int64_t> decode_tokens = {1, 8};  // decode steps of this many tokens
+  std::string weight_dtype = "bf16";  // bf16, f16, f32 or a block type (q4_k, q8_0, ...)
   int min_experts = 16;             // experts allocated at least (so decode reads come from DRAM)
   std::size_t stream_bytes = std::size_t{512} << 20;
   unsigned seed = 1;
 };
 
+struct ExpertsBenchDecode {
+  std::int64_t tokens = 0;
+  double seconds = 0, bytes = 0;  // median step; bytes of the distinct experts' weights it touched (mean)
+};
+
 struct ExpertsBenchRow {
   ModelConfig config;
   int pool = 0;
-  double decode_seconds = 0, decode_bytes = 0;
+  std::vector<ExpertsBenchDecode> decode;  // one per ExpertsBenchOptions::decode_tokens
   double prefill_seconds = 0, prefill_flops = 0;
 };
 

@@ -129,7 +129,11 @@ Runner add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->transform(integer_range<int>(0, 10'000'000));
   auto experts = std::make_shared<ExpertsBenchOptions>();
-  CLI::App* experts_sub = bench->add_subcommand("experts", "CPU routed experts (bf16) vs STREAM: decode GB/s, prefill TFLOP/s");
+  CLI::App* experts_sub = bench->add_subcommand("experts", "CPU routed experts vs STREAM: decode GB/s, prefill TFLOP/s");
+  experts_sub->add_option("--weight_dtype", experts->weight_dtype, "the experts' weights: bf16, f16, f32, or a block type (q4_k, q8_0, ...)")
+      ->capture_default_str();
+  experts_sub->add_option("--decode_tokens", experts->decode_tokens, "tokens of each decode step timed (default 1 8)")
+      ->transform(integer_range<std::int64_t>(1, 4096));
   experts_sub->add_option("--shape", experts->shapes, "presets whose expert shapes to time (default deepseek-v2-lite deepseek-v3)");
   add_cpu_threads_option(*experts_sub, "--threads", experts->threads, "CPU threads (default: all cores)");
   add_cpu_kernels_option(*experts_sub, experts->cpu_kernels);

@@ -1,11 +1,14 @@
-// switchyard bench experts: one MoE layer's routed experts on the CPU, bf16 weights, as the
-// decode step (one token, top-k experts: bandwidth bound) and a 128-token prefill (compute
-// bound), beside the STREAM triad bandwidth measured in the same run.
+// switchyard bench experts: one MoE layer's routed experts on the CPU, with weights of one dtype
+// (bf16 by default, or a ggml block type such as q4_k), as decode steps of a few tokens (top-k
+// experts each: bandwidth bound) and a prefill (compute bound), beside the STREAM triad bandwidth
+// measured in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "core/arch_presets.h"
 #include "core/statistics.h"
@@ -22,23 +25,69 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Tensor random_bf16(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
-  Tensor t = Tensor::empty(DType::bf16, {rows, cols});
-  auto* data = t.data_as<std::uint16_t>();
+// Byte offsets of the half-float scales in one block of `dtype` (core/quant_blocks.h).
+std::vector<int> half_offsets(DType dtype) {
+  switch (dtype) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return {0};
+    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
+    case DType::q2_k: return {80, 82};
+    case DType::q3_k: return {108};
+    case DType::q6_k: return {208};
+    default: return {};
+  }
+}
+
+// A [rows, cols] tensor of random values: normals of sd 0.02 for plain dtypes; for block types
+// random bytes with every half-float scale a random finite value near 2^-10 (weights of order 0.02).
+Tensor random_weights(DType dtype, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+  Tensor t = Tensor::empty(dtype, {rows, cols});
+  const auto unit = static_cast<std::size_t>(dtype_info(dtype).block_bytes);  // a block, or one element
+  // Fill a pattern of random units and tile it: generating gigabytes of normals would dominate.
+  std::vector<std::uint8_t> pattern(unit * 4096);
   std::normal_distribution<float> normal(0.0f, 0.02f);
-  // Fill a block of random values and tile it: generating gigabytes of normals would dominate.
-  std::vector<std::uint16_t> block(1 << 16);
-  for (auto& v : block) v = cpu::f32_to_bf16(normal(rng));
-  const std::int64_t n = t.numel();
-  const auto shift = static_cast<std::size_t>(rng() % block.size());
+  std::uniform_real_distribution<float> scale(0.5f / 1024, 1.5f / 1024);
+  for (std::size_t u = 0; u < 4096; ++u) {
+    std::uint8_t* at = pattern.data() + u * unit;
+    if (dtype == DType::bf16 || dtype == DType::f16) {
+      const float v = normal(rng);
+      const std::uint16_t bits = dtype == DType::bf16 ? cpu::f32_to_bf16(v) : cpu::f32_to_f16(v);
+      std::memcpy(at, &bits, 2);
+    } else if (dtype == DType::f32) {
+      const float v = normal(rng);
+      std::memcpy(at, &v, 4);
+    } else {
+      for (std::size_t i = 0; i < unit; i += 4) {  // block sizes are even: two bytes at least per draw
+        const std::uint32_t bits = rng();
+        std::memcpy(at + i, &bits, std::min<std::size_t>(4, unit - i));
+      }
+      for (int offset : half_offsets(dtype)) {
+        const std::uint16_t bits = cpu::f32_to_f16(scale(rng));
+        std::memcpy(at + offset, &bits, 2);
+      }
+    }
+  }
+  auto* data = t.data_as<std::uint8_t>();
+  const auto units = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(rows * cols)) / unit);
+  const auto shift = static_cast<std::int64_t>(rng() % 4096);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) data[i] = block[(static_cast<std::size_t>(i) + shift) % block.size()];
+  for (std::int64_t i = 0; i < units; ++i)
+    std::memcpy(data + static_cast<std::size_t>(i) * unit, pattern.data() + static_cast<std::size_t>((i + shift) % 4096) * unit, unit);
   return t;
+}
+
+DType weight_dtype_named(const std::string& name) {
+  for (int d = 0; d <= static_cast<int>(DType::q5_1); ++d)
+    if (name == dtype_name(static_cast<DType>(d)) && cpu::linear_supports(static_cast<DType>(d))) return static_cast<DType>(d);
+  std::string names;
+  for (int d = 0; d <= static_cast<int>(DType::q5_1); ++d)
+    if (cpu::linear_supports(static_cast<DType>(d))) names += (names.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(d)));
+  throw InputError("--weight_dtype " + quoted_argument(name) + " is not a dtype the CPU experts run; they run " + names);
 }
 
 }  // namespace
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options) {
+  const DType dtype = weight_dtype_named(options.weight_dtype);
   const std::int64_t hidden = config.hidden_size, inter = config.moe_intermediate_size;
   const int top_k = config.num_experts_per_tok;
   // Enough experts that every decode step reads from DRAM, not from a cache warmed by the last.
@@ -46,10 +95,11 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
   std::mt19937 rng(options.seed);
   std::vector<RoutedExperts::Expert> experts;
   for (int e = 0; e < pool; ++e)
-    experts.push_back(RoutedExperts::Expert{LinearOp(random_bf16(inter, hidden, rng)),
-                                            LinearOp(random_bf16(inter, hidden, rng)),
-                                            LinearOp(random_bf16(hidden, inter, rng))});
+    experts.push_back(RoutedExperts::Expert{LinearOp(random_weights(dtype, inter, hidden, rng)),
+                                            LinearOp(random_weights(dtype, inter, hidden, rng)),
+                                            LinearOp(random_weights(dtype, hidden, inter, rng))});
   const RoutedExperts op(std::move(experts));
+  const double expert_bytes = 3.0 * static_cast<double>(storage_bytes(dtype, static_cast<std::uint64_t>(hidden * inter)));
   std::vector<int> order(static_cast<std::size_t>(pool));
   std::iota(order.begin(), order.end(), 0);
   auto route = [&](std::int64_t tokens, std::vector<std::int32_t>& ids, std::vector<float>& weights) {
@@ -60,8 +110,10 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
       for (int k = 0; k < top_k; ++k) ids[static_cast<std::size_t>(t * top_k + k)] = order[static_cast<std::size_t>(k)];
     }
   };
+  const std::int64_t most_tokens =
+      std::max(options.prefill_tokens, *std::max_element(options.decode_tokens.begin(), options.decode_tokens.end()));
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(options.prefill_tokens * hidden));
+  std::vector<float> x(static_cast<std::size_t>(most_tokens * hidden));
   for (float& v : x) v = normal(rng);
   std::vector<float> out(x.size());
   std::vector<std::int32_t> ids;
@@ -70,15 +122,19 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
   ExpertsBenchRow row;
   row.config = config;
   row.pool = pool;
-  std::vector<double> decode;
-  for (int r = 0; r < options.repeat + 3; ++r) {
-    route(1, ids, weights);
-    const auto start = Clock::now();
-    op.forward(x.data(), 1, ids.data(), weights.data(), top_k, out.data());
-    if (r >= 3) decode.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  for (const std::int64_t tokens : options.decode_tokens) {
+    std::vector<double> seconds;
+    double touched = 0;
+    for (int r = 0; r < options.repeat + 3; ++r) {
+      route(tokens, ids, weights);
+      const auto start = Clock::now();
+      op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
+      if (r < 3) continue;
+      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      touched += static_cast<double>(std::set<std::int32_t>(ids.begin(), ids.end()).size());
+    }
+    row.decode.push_back({tokens, median(seconds), touched / options.repeat * expert_bytes});
   }
-  row.decode_seconds = median(decode);
-  row.decode_bytes = static_cast<double>(top_k) * 3.0 * static_cast<double>(hidden * inter) * 2.0;
   std::vector<double> prefill;
   for (int r = 0; r < std::max(2, options.repeat / 4) + 1; ++r) {
     route(options.prefill_tokens, ids, weights);
@@ -94,36 +150,62 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
 int run_bench_experts(const ExpertsBenchOptions& options) {
   apply_cpu_threads(options.threads);
   apply_cpu_kernels(options.cpu_kernels);
+  const DType dtype = weight_dtype_named(options.weight_dtype);  // before the STREAM run: a typo costs no minute
   std::vector<std::string> shapes = options.shapes;
   if (shapes.empty()) shapes = {"deepseek-v2-lite", "deepseek-v3"};
-  for (const std::string& shape : shapes)  // before the STREAM run: a typo costs no minute
+  for (const std::string& shape : shapes)
     if (!find_arch_preset(shape)) {
       std::string presets;
       for (const ArchPreset& p : arch_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
       throw InputError("--shape " + quoted_argument(shape) + " is not a preset; presets: " + presets);
     }
   const StreamResult stream = stream_triad(options.stream_bytes);
-  // Decode's one token keeps f32 activations; the prefill's expert groups may round them (AMX).
-  const bool rounds = cpu::linear_rounds_x(cpu::chosen_isa(), DType::bf16, options.prefill_tokens);
-  std::printf("bench experts: %d threads, bf16 weights, CPU kernels %s; decode f32 activations, prefill %s", stream.threads,
-              cpu::isa_name(cpu::chosen_isa()), rounds ? "bf16 activations on AMX tiles (expert groups of " : "f32 activations");
-  if (rounds) std::printf("%lld tokens or more)", static_cast<long long>(cpu::kAmxTokens));
-  std::printf("\n");
+  const cpu::Isa isa = cpu::chosen_isa();
+  std::printf("bench experts: %d threads, %s weights, CPU kernels %s; ", stream.threads, dtype_name(dtype), cpu::isa_name(isa));
+  if (cpu::linear_quantizes_x(dtype, options.prefill_tokens)) {
+    std::printf("x quantised to 8-bit blocks, integer dot products (decode and prefill)\n");
+  } else if (is_block_quantized(dtype)) {
+    std::printf("below %lld tokens an expert x quantised to 8-bit blocks, integer dot products; from there f32 x on "
+                "dequantised weight panels\n",
+                static_cast<long long>(cpu::kQuantPrefillTokens));
+  } else {
+    // Decode's few tokens keep f32 activations; the prefill's expert groups may round them (AMX).
+    const bool rounds = cpu::linear_rounds_x(isa, dtype, options.prefill_tokens);
+    std::printf("decode f32 activations, prefill %s", rounds ? "bf16 activations on AMX tiles (expert groups of " : "f32 activations");
+    if (rounds) std::printf("%lld tokens or more)", static_cast<long long>(cpu::kAmxTokens));
+    std::printf("\n");
+  }
   std::printf("ceiling: STREAM triad %.1f GB/s (3 arrays x %zu MiB, best of 5)\n\n", stream.bytes_per_second / 1e9,
               stream.array_bytes >> 20);
-  std::printf("%-18s %7s %5s %6s %6s | %10s %8s %8s | %12s %9s\n", "shape", "experts", "top-k", "hidden", "inter",
-              "decode ms", "GB/s", "% STREAM", "prefill ms", "TFLOP/s");
+  std::printf("%-18s %7s %5s %6s %6s | %6s %10s %8s %8s | %12s %9s %10s\n", "shape", "experts", "top-k", "hidden", "inter",
+              "tokens", "decode ms", "GB/s", "% STREAM", "prefill ms", "TFLOP/s", "tokens/s");
   for (const std::string& shape : shapes) {
-    const ExpertsBenchRow row = bench_experts_shape(preset_model_config(shape), options);
-    const double gbps = row.decode_bytes / row.decode_seconds / 1e9;
-    std::printf("%-18s %7d %5d %6lld %6lld | %10.3f %8.1f %7.0f%% | %12.2f %9.3f\n", shape.c_str(), row.pool,
-                row.config.num_experts_per_tok, static_cast<long long>(row.config.hidden_size),
-                static_cast<long long>(row.config.moe_intermediate_size), row.decode_seconds * 1e3, gbps,
-                100.0 * gbps * 1e9 / stream.bytes_per_second, row.prefill_seconds * 1e3,
-                row.prefill_flops / row.prefill_seconds / 1e12);
+    const ModelConfig config = preset_model_config(shape);
+    const int block = dtype_info(dtype).block_elements;
+    if (config.hidden_size % block != 0 || config.moe_intermediate_size % block != 0) {
+      std::printf("%-18s skipped: hidden %lld or inter %lld is not a multiple of %s's %d-weight block\n", shape.c_str(),
+                  static_cast<long long>(config.hidden_size), static_cast<long long>(config.moe_intermediate_size),
+                  dtype_name(dtype), block);
+      continue;
+    }
+    const ExpertsBenchRow row = bench_experts_shape(config, options);
+    for (std::size_t i = 0; i < row.decode.size(); ++i) {
+      const ExpertsBenchDecode& d = row.decode[i];
+      const double gbps = d.bytes / d.seconds / 1e9;
+      std::printf("%-18s %7d %5d %6lld %6lld | %6lld %10.3f %8.1f %7.0f%% |", i == 0 ? shape.c_str() : "", row.pool,
+                  row.config.num_experts_per_tok, static_cast<long long>(row.config.hidden_size),
+                  static_cast<long long>(row.config.moe_intermediate_size), static_cast<long long>(d.tokens), d.seconds * 1e3,
+                  gbps, 100.0 * gbps * 1e9 / stream.bytes_per_second);
+      if (i == 0)
+        std::printf(" %12.2f %9.3f %10.1f\n", row.prefill_seconds * 1e3, row.prefill_flops / row.prefill_seconds / 1e12,
+                    static_cast<double>(options.prefill_tokens) / row.prefill_seconds);
+      else
+        std::printf("\n");
+    }
   }
-  std::printf("\ndecode: one token through top-k experts (weights read once: GB/s of expert bytes touched)\n"
-              "prefill: %lld tokens, random top-k routing over the pool; target decode >= 70%% of STREAM\n",
+  std::printf("\ndecode: steps of `tokens` tokens through top-k experts each (GB/s of the distinct experts' weight bytes "
+              "a step touches, each read once)\n"
+              "prefill: %lld tokens, random top-k routing over the pool; target decode >= 90%% of STREAM\n",
               static_cast<long long>(options.prefill_tokens));
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "operators/kernels/cpu/linear_kernels.h"
+#include "operators/kernels/cpu/quant_dot.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -30,22 +32,35 @@ constexpr std::int64_t kMinTokensPerThread = 16;
 
 using BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
 
-BlockFn block_function(Isa isa) {
+// The block functions of one ISA: for plain weights and for block-quantised ones (quant_dot.h).
+struct BlockFns {
+  BlockFn plain, quantized;
+  void operator()(const LinearProblem& p, const LinearBlock& block) const {
+    (p.weight_type == LinearWeight::quantized ? quantized : plain)(p, block);
+  }
+};
+
+BlockFns block_functions(Isa isa) {
   if (!isa_supported(isa))
     throw std::invalid_argument(std::string("linear: this CPU cannot run the ") + isa_name(isa) + " variant");
   switch (isa) {
 #if defined(SWITCHYARD_CPU_X86)
-    case Isa::amx: return detail::linear_block_amx;
-    case Isa::avx512: return detail::linear_block_avx512;
-    case Isa::avx2: return detail::linear_block_avx2;
+    case Isa::amx:
+    case Isa::avx512: {
+      // Quantised weights take AVX512-VNNI's byte products; an AVX-512 CPU without it (Skylake-SP)
+      // runs them with AVX2's.
+      const BlockFn quantized = detail::has_avx512_vnni() ? detail::quant_linear_block_avx512 : detail::quant_linear_block_avx2;
+      return {isa == Isa::amx ? detail::linear_block_amx : detail::linear_block_avx512, quantized};
+    }
+    case Isa::avx2: return {detail::linear_block_avx2, detail::quant_linear_block_avx2};
 #else
     case Isa::amx:
     case Isa::avx512:
     case Isa::avx2:
 #endif
-    case Isa::scalar: return detail::linear_block_scalar;
+    case Isa::scalar: return {detail::linear_block_scalar, detail::quant_linear_block_scalar};
   }
-  return detail::linear_block_scalar;
+  return {detail::linear_block_scalar, detail::quant_linear_block_scalar};
 }
 
 LinearWeight weight_type(DType dtype) {
@@ -55,11 +70,30 @@ LinearWeight weight_type(DType dtype) {
     case DType::f16: return LinearWeight::f16;
     default: break;
   }
+  if (is_block_quantized(dtype)) return LinearWeight::quantized;
   throw std::invalid_argument(std::string("linear: weights of dtype ") + dtype_name(dtype) +
-                              " are not supported (f32, bf16 and f16 are)");
+                              " are not supported (f32, bf16, f16 and the block types q4_0 ... q6_k are)");
+}
+
+// A call's problem; for block types, checks that rows are whole blocks.
+LinearProblem problem_of(const LinearCall& c) {
+  LinearProblem problem{c.x, c.tokens, c.in, c.weight, weight_type(c.weight_dtype), c.out, c.y};
+  if (problem.weight_type == LinearWeight::quantized) {
+    const int block = dtype_info(c.weight_dtype).block_elements;
+    if (c.in % block != 0)
+      throw std::invalid_argument(std::string("linear: weights of dtype ") + dtype_name(c.weight_dtype) +
+                                  " store rows of whole " + std::to_string(block) + "-weight blocks, but in = " +
+                                  std::to_string(c.in) + " (out = " + std::to_string(c.out) + ") is not a multiple of " +
+                                  std::to_string(block));
+    problem.quant_dtype = c.weight_dtype;
+  }
+  return problem;
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Tokens of x a thread quantises at a time (an item of the parallel region).
+constexpr std::int64_t kQuantizeTokens = 4;
 
 // Row blocks a thread's share of rows is cut into: threads take blocks as they ask, so a core that
 // runs slow (another process, an interrupt) takes fewer and the call does not wait for it alone
@@ -111,14 +145,19 @@ bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
 }
 
 bool linear_supports(DType weight_dtype) {
-  return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16;
+  return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
+         is_block_quantized(weight_dtype);
+}
+
+bool linear_quantizes_x(DType weight_dtype, std::int64_t tokens) {
+  return detail::takes_q8_k(weight_dtype) || (is_block_quantized(weight_dtype) && tokens < kQuantPrefillTokens);
 }
 
 namespace {
 
 // One problem without x tiles: its row blocks, as threads ask (no bookkeeping: decode's hundreds of
 // one-row-block items a layer come this way).
-void run_one(BlockFn run_block, const LinearProblem& problem) {
+void run_one(const BlockFns& run_block, const LinearProblem& problem) {
   std::atomic<std::int64_t> next{0};  // the next block to take
 #pragma omp parallel if (problem.tokens * problem.in * problem.out >= kMinParallelWork)
   {
@@ -133,7 +172,7 @@ void run_one(BlockFn run_block, const LinearProblem& problem) {
 
 // The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
 template <class RoundsX>
-void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
+void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
   struct Free {
     void operator()(std::uint32_t* p) const { std::free(p); }
   };
@@ -146,10 +185,34 @@ void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> 
     std::uint32_t* tiles;
   };
   std::vector<TileWork> tile_work;  // filled (padding included) in the parallel region
+  struct AlignedFree {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<std::uint8_t[], AlignedFree>> activations;  // x quantised, one per distinct x
+  struct QuantizeWork {
+    std::size_t problem;
+    std::int64_t token;  // the first of up to kQuantizeTokens
+  };
+  std::vector<QuantizeWork> quantize_work;  // done in the parallel region
   std::int64_t work = 0;
   for (const LinearCall& c : calls) {
-    LinearProblem problem{c.x, c.tokens, c.in, c.weight, weight_type(c.weight_dtype), c.out, c.y};
+    LinearProblem problem = problem_of(c);
     if (c.tokens <= 0 || c.out <= 0) continue;
+    if (c.in > 0 && linear_quantizes_x(c.weight_dtype, c.tokens)) {
+      // A call on the same x as an earlier one (gate and up) takes its activations, if of the same kind.
+      problem.x_quantized_stride = detail::activation_bytes(c.weight_dtype, c.in);
+      for (const LinearProblem& earlier : problems)
+        if (earlier.x_quantized != nullptr && earlier.x == c.x && earlier.tokens == c.tokens && earlier.in == c.in &&
+            detail::takes_q8_k(earlier.quant_dtype) == detail::takes_q8_k(c.weight_dtype))
+          problem.x_quantized = earlier.x_quantized;
+      if (problem.x_quantized == nullptr) {
+        const auto bytes = static_cast<std::size_t>((problem.x_quantized_stride * c.tokens + 63) / 64 * 64);
+        activations.emplace_back(static_cast<std::uint8_t*>(std::aligned_alloc(64, bytes)));
+        if (!activations.back()) throw std::bad_alloc();
+        problem.x_quantized = activations.back().get();
+        for (std::int64_t t = 0; t < c.tokens; t += kQuantizeTokens) quantize_work.push_back({problems.size(), t});
+      }
+    }
     if (c.in <= 0) {
       std::fill(c.y, c.y + c.tokens * c.out, 0.0f);
       continue;
@@ -173,7 +236,7 @@ void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> 
     problems.push_back(problem);
   }
   if (problems.empty()) return;
-  if (problems.size() == 1 && tile_work.empty()) return run_one(run_block, problems.front());
+  if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) return run_one(run_block, problems.front());
   std::vector<LinearSplit> splits(problems.size());
   std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
   std::atomic<std::int64_t> next{0};  // the next block to take
@@ -185,12 +248,19 @@ void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> 
       const LinearProblem& p = problems[tile_work[i].problem];
       write_x_tile(p.x, p.tokens, p.in, tile_work[i].tile, tile_work[i].tiles);
     }
+#pragma omp for schedule(static)
+    for (std::size_t i = 0; i < quantize_work.size(); ++i) {
+      const LinearProblem& p = problems[quantize_work[i].problem];
+      const std::int64_t first = quantize_work[i].token;
+      detail::quantize_activations(p.quant_dtype, p.x, first, std::min(p.tokens, first + kQuantizeTokens), p.in,
+                                   const_cast<std::uint8_t*>(p.x_quantized));
+    }
 #pragma omp single
     for (std::size_t i = 0; i < problems.size(); ++i) {
       splits[i] = split_for(problems[i], omp_get_num_threads(), kBlocksPerThread);
       first_block[i + 1] = first_block[i] + splits[i].blocks();
     }
-    // (both loops end in a barrier: the tiles are written and the splits known past here)
+    // (the loops end in a barrier: the tiles and activations are written and the splits known past here)
     for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < first_block.back();
          id = next.fetch_add(1, std::memory_order_relaxed)) {
       const auto i = static_cast<std::size_t>(std::upper_bound(first_block.begin(), first_block.end(), id) -
@@ -204,12 +274,12 @@ void run_batch(BlockFn run_block, RoundsX rounds_x, std::span<const LinearCall> 
 }  // namespace
 
 void linear_batch(Isa isa, std::span<const LinearCall> calls) {
-  run_batch(block_function(isa), [isa](const LinearCall& c) { return linear_rounds_x(isa, c.weight_dtype, c.tokens); },
+  run_batch(block_functions(isa), [isa](const LinearCall& c) { return linear_rounds_x(isa, c.weight_dtype, c.tokens); },
             calls);
 }
 
 void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
-  run_batch(linear_block_tiles_scalar,
+  run_batch(BlockFns{linear_block_tiles_scalar, quant_linear_block_scalar},
             [](const LinearCall& c) { return linear_rounds_x(Isa::amx, c.weight_dtype, c.tokens); }, calls);
 }
 
@@ -218,10 +288,38 @@ void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa()
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
   const LinearCall call{x, tokens, in, weight, weight_dtype, out, y};
-  if (linear_rounds_x(isa, weight_dtype, tokens) || tokens <= 0 || out <= 0 || in <= 0)
+  // Many tokens of quantised x: linear_batch quantises them in parallel.
+  if (linear_rounds_x(isa, weight_dtype, tokens) || (linear_quantizes_x(weight_dtype, tokens) && tokens >= kQuantPrefillTokens) ||
+      tokens <= 0 || out <= 0 || in <= 0)
     return linear_batch(isa, std::span(&call, 1));
-  const BlockFn run_block = block_function(isa);
-  run_one(run_block, LinearProblem{x, tokens, in, weight, weight_type(weight_dtype), out, y});
+  LinearProblem problem = problem_of(call);
+  if (linear_quantizes_x(weight_dtype, tokens) && tokens < kQuantPrefillTokens) {
+    // Decode inside the CPU experts' parallel region calls this per few rows of gate and up, on the
+    // same x: the calling thread keeps its last x (a copy) and x's bytes, and quantises again only
+    // when x differs bit for bit (quantising is deterministic, so equal x gives equal bytes). A
+    // comparison costs about a quarter of a quantisation, and such a call allocates nothing. The
+    // other threads of run_one's region only read the bytes; nothing writes them before it ends.
+    struct LastActivations {
+      std::vector<float> x;
+      std::int64_t in = 0;
+      bool q8_k = false;
+      std::vector<std::uint8_t> bytes;
+    };
+    thread_local LastActivations last;
+    problem.x_quantized_stride = detail::activation_bytes(weight_dtype, in);
+    const auto count = static_cast<std::size_t>(tokens * in);
+    const bool q8_k = detail::takes_q8_k(weight_dtype);
+    if (last.x.size() != count || last.in != in || last.q8_k != q8_k ||
+        std::memcmp(last.x.data(), x, count * sizeof(float)) != 0) {
+      last.x.assign(x, x + count);
+      last.in = in;
+      last.q8_k = q8_k;
+      last.bytes.resize(static_cast<std::size_t>(problem.x_quantized_stride * tokens));
+      detail::quantize_activations(weight_dtype, x, 0, tokens, in, last.bytes.data());
+    }
+    problem.x_quantized = last.bytes.data();
+  }
+  run_one(block_functions(isa), problem);
 }
 
 void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,

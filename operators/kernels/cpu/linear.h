@@ -3,6 +3,12 @@
 // row-major, stored as f32, bf16 or f16 and widened to f32 in registers; activations and
 // accumulation are f32, except where linear_rounds_x says otherwise.
 //
+// The weight may also be a block type of core/dtype.h (q4_0 ... q8_0, q2_k ... q6_k): each row is
+// in / block_elements consecutive blocks as GGUF stores them (core/quant_blocks.h). x is quantised
+// to signed bytes per block (linear_quantizes_x) and the products are integer dot products: always
+// for the K types, below kQuantPrefillTokens tokens for the 32-weight types, whose rows from there
+// on are dequantised to f32 64 at a time and multiplied by f32 x (quant_dot.h).
+//
 // Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
 // threads by output rows. Prefill reuses each block of weight rows across a block of tokens while
 // both sit in cache. The vector code is chosen at run time (isa.h); tests force each variant.
@@ -21,9 +27,10 @@
 
 namespace switchyard::cpu {
 
-// x: [tokens, in] f32; weight: [out, in] in weight_dtype (f32, bf16 or f16); y: [tokens, out] f32,
-// with the chosen instruction set (chosen_isa()).
-// y must not overlap x or weight. Throws std::invalid_argument for another weight dtype.
+// x: [tokens, in] f32; weight: [out, in] in weight_dtype (f32, bf16, f16 or a block type); y:
+// [tokens, out] f32, with the chosen instruction set (chosen_isa()).
+// y must not overlap x or weight. Throws std::invalid_argument for another weight dtype, or a block
+// type with `in` not a multiple of its block.
 // Parallel over output rows with OpenMP; inside an enclosing parallel region it runs on the
 // calling thread.
 void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
@@ -56,6 +63,17 @@ constexpr std::int64_t kAmxTokens = 8;
 
 // Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
+
+// Tokens from which the 32-weight block types (q4_0 ... q8_0) are dequantised to f32 panels and
+// reused across tokens (prefill); below, x is quantised and each weight row streamed once for all
+// tokens (decode). The K types' integer products stay faster than f32 panels at every token count
+// (2-core VM, AVX-512 VNNI: 1.5-2x at 16-512 tokens), so they never switch; the 32-weight types'
+// panels are as fast as their integer products from about 8 tokens and faster from 16.
+constexpr std::int64_t kQuantPrefillTokens = 16;
+
+// Whether linear() quantises x (to 8-bit blocks: relative error up to 1/254 of a block's largest
+// |x| an element) for these weights and this many tokens.
+bool linear_quantizes_x(DType weight_dtype, std::int64_t tokens);
 
 // Whether `linear` accepts this weight dtype.
 bool linear_supports(DType weight_dtype);

@@ -9,7 +9,8 @@
 
 namespace switchyard::cpu::detail {
 
-enum class LinearWeight { f32, bf16, f16 };
+// quantized: a block type of core/quant_blocks.h, LinearProblem::quant_dtype says which (quant_dot.h).
+enum class LinearWeight { f32, bf16, f16, quantized };
 
 // Raw 16-bit weights, typed so that templates can tell bf16 from f16.
 struct Bf16Bits {
@@ -31,6 +32,12 @@ struct LinearProblem {
   // [ceil(tokens / 16)][ceil(in / 32)][16 pairs of inputs][16 tokens], a pair of bf16 values (the
   // lower input in the low half) a word. Else null.
   const std::uint32_t* x_tiles = nullptr;
+  // With weight_type quantized: the block dtype, and for decode x quantised to activation blocks
+  // (quant_dot.h), token t at x_quantized + t * x_quantized_stride bytes; null in prefill, which
+  // reads x as f32.
+  DType quant_dtype = DType::f32;
+  const std::uint8_t* x_quantized = nullptr;
+  std::int64_t x_quantized_stride = 0;
 };
 
 // Token tile `tile` (tokens [16 tile, 16 tile + 16) of `tokens`) of LinearProblem::x_tiles from x

@@ -110,6 +110,7 @@ void linear_block_any(const LinearProblem& p, const LinearBlock& block) {
     case LinearWeight::f32: return linear_block_typed<Kernel, float>(p, block);
     case LinearWeight::bf16: return linear_block_typed<Kernel, Bf16Bits>(p, block);
     case LinearWeight::f16: return linear_block_typed<Kernel, F16Bits>(p, block);
+    case LinearWeight::quantized: break;  // quant_dot.h's blocks run these
   }
 }
 

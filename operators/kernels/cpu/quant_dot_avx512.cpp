@@ -1,0 +1,192 @@
+// The quantised kernels with AVX-512 VNNI (compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni and AVX2's flags; called only after has_avx512_vnni()). K types: 64 weight bytes a
+// step, vpmaddubsw pairs then vpdpwssd by the scales into 16 int32 lanes. 32-weight types: two
+// blocks a step, vpdpbusd (unsigned weight bytes times signed activation bytes, four products a
+// lane, no saturation).
+// GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "operators/kernels/cpu/quant_dot.h"
+#include "operators/kernels/cpu/quant_unpack_avx2.h"
+
+namespace switchyard::cpu::detail {
+namespace {
+
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+// [a in lanes 0-7 | b in lanes 8-15] (insertf64x4: AVX512F has no 32-bit-lane insert of 8).
+inline __m512 halves(float a, float b) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(a))),
+                                             _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, two blocks a register
+// (an odd last block alone, zeros above it), the tokens' sums in registers. The weights' offset
+// and minimum go with the token's block sum as a float term, (m - offset d) * d_x * sum(q); Q8_0's
+// signed weights instead multiply as |w| times x with w's sign.
+template <class Block, int Tokens>
+void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
+  const auto* weight = static_cast<const Block*>(p.weight);
+  const std::int64_t blocks = p.in / quant::kBlock;
+  const ActivationBlock32* xs[Tokens];
+  for (int t = 0; t < Tokens; ++t)
+    xs[t] = reinterpret_cast<const ActivationBlock32*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
+  constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
+  constexpr int offset = q8 ? 0 : kOffset<Block>;
+  constexpr bool block_sums = offset != 0 || kHasMin<Block>;
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    const Block* row = weight + r * blocks;
+    __m512 acc[Tokens];
+    float extra[Tokens];  // the sum-of-x terms
+#pragma GCC unroll 8
+    for (int t = 0; t < Tokens; ++t) {
+      acc[t] = _mm512_setzero_ps();
+      extra[t] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < blocks; b += 2) {
+      const bool pair = b + 1 < blocks;
+      const float d0 = half_to_float(row[b].d), d1 = pair ? half_to_float(row[b + 1].d) : 0.0f;
+      float c0 = -offset * d0, c1 = -offset * d1;
+      if constexpr (kHasMin<Block>) {
+        c0 += half_to_float(row[b].m);
+        c1 += pair ? half_to_float(row[b + 1].m) : 0.0f;
+      }
+      __m512i u = _mm512_zextsi256_si512(unpack32(row[b]));
+      if (pair) u = _mm512_inserti64x4(u, unpack32(row[b + 1]), 1);
+      __mmask64 negative = 0;
+      if constexpr (q8) {
+        negative = _mm512_movepi8_mask(u);
+        u = _mm512_abs_epi8(u);  // -128 -> 0x80, read as 128
+      }
+      const __m512 dw = halves(d0, d1);
+#pragma GCC unroll 8
+      for (int t = 0; t < Tokens; ++t) {
+        const ActivationBlock32& x0 = xs[t][b];
+        __m512i q = _mm512_zextsi256_si512(load256(x0.qs));
+        float d_x1 = 0.0f, d_sum1 = 0.0f;
+        if (pair) {
+          const ActivationBlock32& x1 = xs[t][b + 1];
+          q = _mm512_inserti64x4(q, load256(x1.qs), 1);
+          d_x1 = x1.d;
+          d_sum1 = x1.d_sum;
+        }
+        if constexpr (q8) q = _mm512_mask_sub_epi8(q, negative, _mm512_setzero_si512(), q);
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, q);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, halves(x0.d, d_x1)), acc[t]);
+        if constexpr (block_sums) extra[t] += c0 * x0.d_sum + c1 * d_sum1;
+      }
+    }
+    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = _mm512_reduce_add_ps(acc[t]) + extra[t];
+  }
+}
+
+// The 32-weight types, eight tokens at a time (the rows of the block stay in L2 between groups).
+template <class Block>
+void rows32_all(const LinearProblem& p, const LinearBlock& block) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
+    const std::int64_t r0 = block.row_begin, r1 = block.row_end;
+    switch (block.token_end - t) {
+      case 1: rows32<Block, 1>(p, r0, r1, t); break;
+      case 2: rows32<Block, 2>(p, r0, r1, t); break;
+      case 3: rows32<Block, 3>(p, r0, r1, t); break;
+      case 4: rows32<Block, 4>(p, r0, r1, t); break;
+      case 5: rows32<Block, 5>(p, r0, r1, t); break;
+      case 6: rows32<Block, 6>(p, r0, r1, t); break;
+      case 7: rows32<Block, 7>(p, r0, r1, t); break;
+      default: rows32<Block, 8>(p, r0, r1, t); break;
+    }
+  }
+}
+
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a K type: each super-block unpacked
+// once for the tokens into four registers, its scales spread per 64-weight chunk; the tokens' sums
+// in registers (4 + 4 + Tokens of the 32 zmm).
+template <class Block, int Tokens>
+void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
+  const auto* weight = static_cast<const Block*>(p.weight);
+  const std::int64_t blocks = p.in / kElements<Block>;
+  const quant::BlockQ8_K* xs[Tokens];
+  for (int t = 0; t < Tokens; ++t)
+    xs[t] = reinterpret_cast<const quant::BlockQ8_K*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
+  // Q3_K and Q6_K scale both terms by d: their minimums' sums are taken off in int32.
+  constexpr bool one_scale = std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>;
+  // Lane i of chunk c's scales reads scale 4c + i / 8.
+  const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11,
+                                        10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i group_of_lane = _mm512_srli_epi16(lane, 3);
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    __m512 acc[Tokens];
+#pragma GCC unroll 8
+    for (int t = 0; t < Tokens; ++t) acc[t] = _mm512_setzero_ps();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const Block& w = weight[r * blocks + b];
+      alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
+      unpack_simd(w, unpacked);
+      // Read back by halves: a 64-byte load of two 32-byte stores would miss store forwarding.
+      __m512i u[4];
+      for (int c = 0; c < 4; ++c)
+        u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
+      const ScalesKVector s = scales_vector(w);
+      const __m512i scales = _mm512_castsi256_si512(s.scale);
+      __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
+      for (int c = 0; c < 4; ++c)
+        scale_of_chunk[c] =
+            _mm512_permutexvar_epi16(_mm512_add_epi16(group_of_lane, _mm512_set1_epi16(static_cast<short>(4 * c))), scales);
+#pragma GCC unroll 8
+      for (int t = 0; t < Tokens; ++t) {
+        const quant::BlockQ8_K& xb = xs[t][b];
+        __m512i sum = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c)
+          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[c], load512(xb.qs + 64 * c)), scale_of_chunk[c]);
+        const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(s.min, load256(xb.bsums)));
+        if constexpr (one_scale) {
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, min_sum)), _mm512_set1_ps(s.a * xb.d), acc[t]);
+        } else {
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
+          acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_set1_ps(s.b * xb.d), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < Tokens; ++t) p.y[(t0 + t) * p.out + r] = _mm512_reduce_add_ps(acc[t]);
+  }
+}
+
+// A K type, eight tokens at a time (the block's rows stay in L2 between groups).
+template <class Block>
+void rows_k_all(const LinearProblem& p, const LinearBlock& block) {
+  for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
+    const std::int64_t r0 = block.row_begin, r1 = block.row_end;
+    switch (block.token_end - t) {
+      case 1: rows_k<Block, 1>(p, r0, r1, t); break;
+      case 2: rows_k<Block, 2>(p, r0, r1, t); break;
+      case 3: rows_k<Block, 3>(p, r0, r1, t); break;
+      case 4: rows_k<Block, 4>(p, r0, r1, t); break;
+      case 5: rows_k<Block, 5>(p, r0, r1, t); break;
+      case 6: rows_k<Block, 6>(p, r0, r1, t); break;
+      case 7: rows_k<Block, 7>(p, r0, r1, t); break;
+      default: rows_k<Block, 8>(p, r0, r1, t); break;
+    }
+  }
+}
+
+void dequantize_rows(DType dtype, const void* rows, std::int64_t in, std::int64_t count, float* out) {
+  visit_block_type(dtype, [&](auto tag) {
+    using Block = decltype(tag);
+    dequantize_blocks_avx2(static_cast<const Block*>(rows), count * (in / kElements<Block>), out);
+  });
+}
+
+}  // namespace
+
+void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& block) {
+  if (problem.x_quantized == nullptr) return quant_prefill_block(problem, block, dequantize_rows, linear_block_avx512);
+  visit_block_type(problem.quant_dtype, [&](auto tag) {
+    using Block = decltype(tag);
+    if constexpr (kIsK<Block>)
+      rows_k_all<Block>(problem, block);
+    else
+      rows32_all<Block>(problem, block);
+  });
+}
+
+}  // namespace switchyard::cpu::detail

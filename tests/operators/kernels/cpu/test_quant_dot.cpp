@@ -1,0 +1,165 @@
+// The quantised kernels' pieces (operators/kernels/cpu/quant_dot.h): activation quantisation and
+// the decoders of every block type, against the tests' own element-by-element decoder
+// (quant_test_blocks.h).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/quant_blocks.h"
+#include "operators/kernels/cpu/isa.h"
+#include "operators/kernels/cpu/quant_dot.h"
+#include "tests/operators/kernels/cpu/quant_test_blocks.h"
+#include "tests/test_seed.h"
+
+namespace sy = switchyard;
+namespace cpu = switchyard::cpu;
+namespace detail = switchyard::cpu::detail;
+using switchyard::testing::test_seed;
+
+namespace {
+
+struct AlignedBytes {
+  explicit AlignedBytes(std::size_t bytes) : data(static_cast<std::uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64))) {}
+  ~AlignedBytes() { std::free(data); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  std::uint8_t* data;
+};
+
+// Each block of `n` inputs: d = max |x| / 127, |d q - x| <= d / 2 (round to nearest, up to the
+// rounding of x / d), |q| <= 127, and the sums the kernels use are the bytes' sums.
+void check_block(const float* x, int n, float d, const std::int8_t* qs) {
+  float max_abs = 0.0f;
+  for (int i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  CHECK(d == doctest::Approx(max_abs / 127.0f).epsilon(1e-6));
+  for (int i = 0; i < n; ++i) {
+    CHECK(std::abs(int{qs[i]}) <= 127);
+    if (!(std::fabs(d * qs[i] - x[i]) <= 0.5f * d * (1.0f + 1e-5f) + 1e-30f))
+      FAIL_CHECK("input " << i << ": " << x[i] << " quantised to " << int{qs[i]} << " * " << d);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("quant dot: activations round each block to bytes with its own scale") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  constexpr std::int64_t tokens = 3, in = 512;
+  std::vector<float> x(tokens * in);
+  for (float& v : x) v = normal(random);
+  std::fill(x.begin() + in, x.begin() + in + 32, 0.0f);  // an all-zero block: d = 0, q = 0
+
+  SUBCASE("32-input blocks") {
+    AlignedBytes out(static_cast<std::size_t>(tokens * detail::activation_bytes(sy::DType::q4_0, in)));
+    detail::quantize_activations(sy::DType::q4_0, x.data(), 0, tokens, in, out.data);
+    const auto* blocks = reinterpret_cast<const detail::ActivationBlock32*>(out.data);
+    for (std::int64_t b = 0; b < tokens * in / 32; ++b) {
+      const detail::ActivationBlock32& block = blocks[b];
+      check_block(x.data() + b * 32, 32, block.d, block.qs);
+      int sum = 0;
+      for (std::int8_t q : block.qs) sum += q;
+      CHECK(block.sum == sum);
+      CHECK(block.d_sum == doctest::Approx(block.d * static_cast<float>(sum)));
+    }
+    CHECK(blocks[in / 32].d == 0.0f);
+  }
+  SUBCASE("256-input blocks with the sums of each 16") {
+    AlignedBytes out(static_cast<std::size_t>(tokens * detail::activation_bytes(sy::DType::q4_k, in)));
+    detail::quantize_activations(sy::DType::q4_k, x.data(), 0, tokens, in, out.data);
+    const auto* blocks = reinterpret_cast<const sy::quant::BlockQ8_K*>(out.data);
+    for (std::int64_t b = 0; b < tokens * in / 256; ++b) {
+      check_block(x.data() + b * 256, 256, blocks[b].d, blocks[b].qs);
+      for (int g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += blocks[b].qs[16 * g + i];
+        CHECK(blocks[b].bsums[g] == sum);
+      }
+    }
+  }
+}
+
+TEST_CASE("quant dot: every block type decodes as the element-by-element reference") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  constexpr std::int64_t rows = 3, in = 512;
+  for (sy::DType dtype : sy::testing::kBlockTypes) {
+    INFO("dtype " << std::string(sy::dtype_name(dtype)));
+    const std::vector<std::uint8_t> blocks = sy::testing::random_blocks(dtype, rows * in, random);
+    const auto expected = sy::testing::decode_rows(dtype, blocks.data(), rows, in);
+    std::vector<void (*)(sy::DType, const void*, std::int64_t, std::int64_t, float*)> decoders{detail::dequantize_rows_scalar};
+#if defined(__x86_64__)
+    if (cpu::isa_supported(cpu::Isa::avx2)) decoders.push_back(detail::dequantize_rows_avx2);
+#endif
+    for (std::size_t which = 0; which < decoders.size(); ++which) {
+      INFO("decoder " << (which == 0 ? "scalar" : "avx2"));
+      std::vector<float> out(rows * in, NAN);
+      decoders[which](dtype, blocks.data(), in, rows, out.data());
+      int failures = 0;
+      for (std::int64_t i = 0; i < rows * in && failures < 5; ++i) {
+        // Up to three float roundings of terms of `magnitude`.
+        const double bound = 3 * std::ldexp(1.0, -24) * expected[i].magnitude;
+        if (!(std::fabs(out[i] - expected[i].value) <= bound)) {
+          ++failures;
+          FAIL_CHECK("weight " << i << " = " << out[i] << ", reference " << expected[i].value);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("quant dot: the AVX2 activation quantiser writes the scalar one's bytes") {
+#if defined(__x86_64__)
+  if (!cpu::isa_supported(cpu::Isa::avx2)) {
+    MESSAGE("skipped: this CPU has no AVX2");
+    return;
+  }
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  constexpr std::int64_t in = 1024;
+  std::vector<float> x(in);
+  for (float& v : x) v = normal(random);
+  // Ties of the rounding (x / d exactly half-way), a NaN, an infinity and an all-zero block.
+  x[0] = 127.0f;  // d = 1 in the first block (the normals stay far below 127)
+  x[5] = 2.5f;
+  x[40] = NAN;
+  x[300] = INFINITY;
+  std::fill(x.begin() + 512, x.begin() + 768, 0.0f);
+  for (const int block : {32, 256}) {
+    INFO("block " << block);
+    const auto blocks = static_cast<std::size_t>(in / block);
+    std::vector<float> d_scalar(blocks), d_avx2(blocks);
+    std::vector<std::int8_t> q_scalar(in), q_avx2(in);
+    std::vector<std::int32_t> sums_scalar(in / 16), sums_avx2(in / 16, -1);
+    // One block a call (stride unused), into separate d, qs and sums arrays.
+    for (std::size_t b = 0; b < blocks; ++b) {
+      detail::quantize_blocks_scalar(x.data() + b * block, block, block, 0, &d_scalar[b], q_scalar.data() + b * block,
+                                     sums_scalar.data() + b * block / 16);
+      detail::quantize_blocks_avx2(x.data() + b * block, block, block, 0, &d_avx2[b], q_avx2.data() + b * block,
+                                   sums_avx2.data() + b * block / 16);
+    }
+    for (std::size_t b = 0; b < blocks; ++b) CHECK(std::memcmp(&d_scalar[b], &d_avx2[b], 4) == 0);
+    CHECK(std::isnan(d_scalar[40 / block]));
+    CHECK(q_scalar == q_avx2);
+    CHECK(sums_scalar == sums_avx2);
+    for (std::size_t g = 0; g < sums_scalar.size(); ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += q_scalar[16 * g + i];
+      CHECK(sums_scalar[g] == sum);
+    }
+  }
+#else
+  MESSAGE("skipped: the AVX2 quantiser is built for x86-64 only");
+#endif
+}
