@@ -11,6 +11,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/model_description.h"
 #include "core/statistics.h"
 #include "core/stream_triad.h"
 #include "core/trace.h"
@@ -277,7 +278,8 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
 }
 
 int DecodeBenchOptions::run() const {
-  if (model.model_path.empty()) throw InputError("bench decode needs weights: give --model_path DIR (see `switchyard make-model`)");
+  if (model.model_path.empty() && model.gguf_path.empty())
+    throw InputError("bench decode needs weights: give --model_path DIR or --gguf_path FILE (see `switchyard make-model`)");
   apply_cpu_threads(cpu_infer);
   CheckOptions options = model.to_check_options();
   // The prompt, the timed steps (with and without the CPU experts' work, again for the leave-out
@@ -301,10 +303,11 @@ int DecodeBenchOptions::run() const {
   apply_cpu_kernels(cpu_kernels);
 
   const StreamResult stream = stream_triad();
-  std::printf("bench decode: %s with %s\n", model.model_path.c_str(), options.profile.c_str());
+  std::printf("bench decode: %s with %s\n", (model.gguf_path.empty() ? model.model_path : model.gguf_path).c_str(),
+              options.profile.c_str());
   std::printf("CPU: STREAM triad %.1f GB/s with %d threads; CPU kernels %s\n", stream.bytes_per_second / 1e9,
               stream.threads, cpu::isa_name(cpu::chosen_isa()));
-  const Checkpoint weights = Checkpoint::open(options.model.model_path);
+  const Checkpoint weights = open_model_weights(options.model, check.tree->config());
   Tracer tracer(parse_layer_selection("none", check.tree->num_layers()), false);
   BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
   context.kv_cache_dtype = options.budget.kv_cache_dtype;  // the caches check estimated

@@ -33,6 +33,11 @@ void print_summary(const MakeModelOptions& options, const MakeModelSummary& s) {
             << ", seed " << options.seed << ") to " << options.out_dir.string() << ": " << format_count(s.parameters)
             << " parameters in " << s.tensors << " tensors, " << s.file_bytes << " bytes (" << format_bytes(s.file_bytes)
             << ") in " << s.files.size() << (s.files.size() == 1 ? " file, " : " files, ") << timing << "\n";
+  if (!s.tensors_by_type.empty()) {
+    std::cout << "stored types:";
+    for (const auto& [dtype, count] : s.tensors_by_type) std::cout << " " << dtype_name(dtype) << " x" << count;
+    std::cout << "\n";
+  }
 }
 
 struct MakeModelCommand {
@@ -60,7 +65,8 @@ struct MakeModelCommand {
 Runner add_make_model_command(CLI::App& app) {
   auto command = std::make_shared<MakeModelCommand>();
   MakeModelOptions& o = command->options;
-  CLI::App* sub = app.add_subcommand("make-model", "write a preset as a HF checkpoint (config.json + safetensors) with random weights");
+  CLI::App* sub = app.add_subcommand(
+      "make-model", "write a preset with random weights: a HF checkpoint (config.json + safetensors) or a GGUF file");
   sub->add_option("--preset", o.preset, "built-in architecture, e.g. deepseek-v2-lite or tiny-deepseek-v3")->required();
   sub->add_option("--out", command->out,
                   "directory to write; must be empty or new unless --force, and not being written by another make-model")
@@ -68,7 +74,13 @@ Runner add_make_model_command(CLI::App& app) {
   sub->add_option("--seed", o.seed, "random seed, 0 to 2^64 - 1; the same seed writes the same bytes")
       ->capture_default_str()
       ->transform(whole_number<std::uint64_t>());
-  sub->add_option("--dtype", o.dtype, "bf16 or f32")->capture_default_str();
+  sub->add_option("--format", o.format,
+                  "safetensors, or gguf: one model.gguf in llama.cpp's layout (fused experts, its names and keys)")
+      ->capture_default_str();
+  sub->add_option("--dtype,--quant", o.dtype,
+                  "safetensors: bf16 or f32; gguf: f32, f16, bf16, q8_0, q6_k, q5_k, q4_k, q3_k, q5_1, q5_0, q4_1, q4_0, "
+                  "or a llama.cpp mix: q5_k_m, q4_k_m, q2_k (docs/gguf.md gives each mix's choices)")
+      ->capture_default_str();
   sub->add_option("--layers", o.layers, "number of decoder layers, 1 to 1024, overriding the preset's")
       ->transform(whole_number<int>());
   sub->add_flag("--force", o.force, "write into a non-empty directory, replacing its checkpoint files");

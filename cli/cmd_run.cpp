@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/make_model.h"
+#include "core/model_description.h"
 #include "core/trace.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -104,10 +105,10 @@ struct RunCommand {
 
     ScratchDir scratch;
     ModelOptions chosen = model;
-    const bool embedded = chosen.model_path.empty() && chosen.arch.empty();
+    const bool embedded = chosen.model_path.empty() && chosen.arch.empty() && chosen.gguf_path.empty();
     if (embedded) chosen.model_path = scratch.path.string();
-    if (chosen.model_path.empty())
-      throw InputError("run needs weights: give --model_path DIR (make one with `switchyard make-model`)");
+    if (chosen.model_path.empty() && chosen.gguf_path.empty())
+      throw InputError("run needs weights: give --model_path DIR or --gguf_path FILE (make one with `switchyard make-model`)");
     CheckOptions options = chosen.to_check_options();  // before the embedded model is made
     if (embedded) {
       MakeModelOptions make;
@@ -133,8 +134,12 @@ struct RunCommand {
     if (broken_model) {
       for (const Diagnostic& d : check.diagnostics.sorted())
         if (d.severity == Severity::error) std::cerr << format_diagnostic(d) << "\n";
-      std::cerr << "switchyard run: the checkpoint in " << options.model.model_path.string()
-                << " does not match its config.json\n";
+      if (options.model.gguf_path.empty())
+        std::cerr << "switchyard run: the checkpoint in " << options.model.model_path.string()
+                  << " does not match its config.json\n";
+      else
+        std::cerr << "switchyard run: the GGUF file " << options.model.gguf_path.string() << " does not match "
+                  << (options.model.model_path.empty() ? "its metadata" : "the config.json beside it") << "\n";
       return kExitBadContent;
     }
     if (dry_run || check.diagnostics.has_errors()) {
@@ -143,7 +148,7 @@ struct RunCommand {
     }
     for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
     apply_cpu_kernels(cpu_kernels);
-    const Checkpoint weights = Checkpoint::open(options.model.model_path);
+    const Checkpoint weights = open_model_weights(options.model, check.tree->config());
     Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
     BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
     context.kv_cache_dtype = options.budget.kv_cache_dtype;  // the caches check estimated
@@ -174,8 +179,7 @@ struct RunCommand {
     std::printf("threads: %d, CPU kernels: %s, KV cache: %.1f MiB for %lld tokens (%s)\n", omp_get_max_threads(),
                 cpu::isa_name(cpu::chosen_isa()), static_cast<double>(lm.kv_cache_bytes()) / (1 << 20),
                 static_cast<long long>(lm.max_context()), dtype_name(context.kv_cache().dtype));
-    std::uint64_t checkpoint_bytes = 0;
-    for (const SafetensorsHeader& shard : weights.index().shards) checkpoint_bytes += shard.file_bytes;
+    const std::uint64_t checkpoint_bytes = weights.file_bytes();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)\n", static_cast<double>(usage.ru_maxrss) / 1024.0,

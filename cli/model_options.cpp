@@ -101,12 +101,18 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   std::string presets;
   for (const ArchPreset& p : arch_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
   command.add_option("--arch", arch, "built-in architecture: " + presets);
-  command.add_option("--model_path", model_path, "checkpoint directory (config.json + safetensors)");
+  command.add_option("--model_path", model_path,
+                     "checkpoint directory (config.json + safetensors); with --gguf_path, the directory of the config.json "
+                     "to use instead of the GGUF's metadata");
+  command.add_option("--gguf_path", gguf_path,
+                     "GGUF model: a .gguf file, the first file of a split set, or a directory holding one; the config "
+                     "comes from its metadata");
   auto* profile_option = command.add_option("--optimize_config_path,--optimize_rule_path", profile,
                                             "optimize-rule YAML profile");
   if (profile_required) profile_option->required();
   command.add_option("--weight_dtype", weight_dtype,
-                     "storage dtype assumed without a checkpoint: bf16, f16, f32, fp8, q8_0, q6_k, q5_k_m, q4_k_m, q2_k")
+                     "storage dtype assumed without a checkpoint: bf16, f16, f32, fp8, q8_0, q6_k, q5_k, q4_k, q3_k, "
+                     "q5_1, q5_0, q4_1, q4_0, or a mix: q5_k_m, q4_k_m, q2_k")
       ->capture_default_str();
   command.add_option("--gpus", gpus, "number of GPUs (default: as many as the profile names)")->transform(whole_number<int>());
   command.add_option("--gpu_memory", gpu_memory, "GPU memory budget, one for all or one per GPU: 24GiB,32GiB");
@@ -147,9 +153,16 @@ void apply_cpu_kernels(const std::string& value) {
 
 CheckOptions ModelOptions::to_check_options() const {
   CheckOptions options;
-  if (arch.empty() == model_path.empty()) throw InputError("give exactly one of --arch PRESET and --model_path DIR");
+  const int sources = !arch.empty() + !model_path.empty() + !gguf_path.empty();
+  const bool gguf_with_config = sources == 2 && !gguf_path.empty() && !model_path.empty();
+  if (sources != 1 && !gguf_with_config)
+    throw InputError(sources == 0 ? "give one of --arch PRESET, --model_path DIR and --gguf_path FILE"
+                                  : "give one of --arch PRESET, --model_path DIR and --gguf_path FILE (or --gguf_path with "
+                                    "the --model_path of its config.json), not " +
+                                        std::string(!arch.empty() ? "--arch with another" : "both"));
   options.model.arch = arch;
   options.model.model_path = model_path;
+  options.model.gguf_path = gguf_path;
   options.model.weight_dtype = weight_dtype;
   options.profile = profile;
   if (gpus && (*gpus < 0 || *gpus > 1024))

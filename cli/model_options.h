@@ -1,5 +1,5 @@
 #pragma once
-// Options every model-describing subcommand shares: --arch | --model_path, --weight_dtype,
+// Options every model-describing subcommand shares: --arch | --model_path | --gguf_path, --weight_dtype,
 // --gpus, --gpu_memory, --cpu_memory, --max_context, --kv_cache_dtype, --default_device, and the profile path
 // (--optimize_config_path, alias --optimize_rule_path); the CPU thread and kernel options of run
 // and the benches; the range check of every integer flag.
@@ -19,6 +19,7 @@ namespace switchyard::cli {
 struct ModelOptions {
   std::string arch;
   std::string model_path;
+  std::string gguf_path;
   std::string weight_dtype = "bf16";
   std::string profile;
   std::optional<int> gpus;

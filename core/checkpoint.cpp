@@ -1,8 +1,13 @@
 #include "core/checkpoint.h"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "core/error.h"
+#include "core/gguf.h"
+#include "core/gguf_model.h"
+#include "core/quant_formats.h"
+#include "core/random_weights.h"
 
 namespace switchyard {
 namespace {
@@ -17,7 +22,150 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return out + "]";
 }
 
+std::string dtype_list(std::span<const DType> dtypes) {
+  std::string wanted;
+  for (DType d : dtypes) wanted += (wanted.empty() ? "" : " or ") + std::string(dtype_name(d));
+  return wanted;
+}
+
+bool contains(std::span<const DType> dtypes, DType dtype) {
+  for (DType d : dtypes)
+    if (d == dtype) return true;
+  return false;
+}
+
+// Rows [0, rows) of `t` ([rows, columns] in any dtype) decoded to f32.
+std::vector<float> to_f32(const Tensor& t) {
+  const std::int64_t columns = t.rank() == 0 ? 1 : t.dim(-1);
+  const std::int64_t rows = columns == 0 ? 0 : t.numel() / columns;
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  quant::dequantize_rows(t.dtype(), t.data(), out.data(), rows, columns);
+  return out;
+}
+
+// `values` as a host tensor of `dtype` (f32, or bf16 rounded to nearest even).
+Tensor from_f32(const std::vector<float>& values, std::vector<std::int64_t> shape, DType dtype) {
+  Tensor t = Tensor::empty(dtype, std::move(shape));
+  if (dtype == DType::f32) {
+    std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+  } else {
+    auto* bits = t.data_as<std::uint16_t>();
+    for (std::size_t i = 0; i < values.size(); ++i) bits[i] = bf16_bits_from_f32(values[i]);
+  }
+  return t;
+}
+
+// llama.cpp's converter reorders the rows of each head of q_proj and k_proj for its interleaved
+// RoPE: the checkpoint's row t * head_dim / 2 + j (t in {0, 1}) becomes row 2 j + t. Undone here,
+// whole rows at a time, so any dtype (a row is whole blocks).
+Tensor undo_interleaved_rope_rows(const Tensor& t, int head_dim, const std::string& where) {
+  const std::int64_t rows = t.dim(0);
+  if (head_dim <= 0 || head_dim % 2 != 0 || rows % head_dim != 0)
+    throw InputError(where + ": " + std::to_string(rows) + " rows are not whole heads of " + std::to_string(head_dim),
+                     kExitBadContent);
+  Tensor out = Tensor::empty(t.dtype(), t.shape());
+  const std::size_t row_bytes = t.bytes() / static_cast<std::size_t>(rows);
+  const auto* from = static_cast<const std::byte*>(t.data());
+  auto* to = static_cast<std::byte*>(out.data());
+  const std::int64_t half = head_dim / 2;
+  for (std::int64_t head = 0; head < rows / head_dim; ++head)
+    for (std::int64_t part = 0; part < 2; ++part)
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::int64_t checkpoint_row = head * head_dim + part * half + j;
+        const std::int64_t file_row = head * head_dim + 2 * j + part;
+        std::memcpy(to + static_cast<std::size_t>(checkpoint_row) * row_bytes,
+                    from + static_cast<std::size_t>(file_row) * row_bytes, row_bytes);
+      }
+  return out;
+}
+
 }  // namespace
+
+Checkpoint Checkpoint::open_gguf(const std::filesystem::path& path, const ModelConfig& config) {
+  Checkpoint c;
+  c.gguf_ = std::make_shared<const GgufFile>(GgufFile::open(path));
+  c.config_ = config;
+  return c;
+}
+
+std::uint64_t Checkpoint::file_bytes() const {
+  if (gguf_) return gguf_->total_file_bytes();
+  std::uint64_t bytes = 0;
+  for (const SafetensorsHeader& shard : index_.shards) bytes += shard.file_bytes;
+  return bytes;
+}
+
+DType Checkpoint::stored_dtype(const std::string& name) const {
+  if (gguf_) {
+    const auto location = gguf_location(*config_, name);
+    if (location) {
+      if (const GgufTensorInfo* info = gguf_->find_tensor(location->tensor)) return info->dtype;
+      // kv_b_proj split in two: dequantized and joined, so f32 like any converted tensor.
+      if (location->transform == GgufLocation::Transform::kv_b_from_split) return DType::f32;
+    }
+    throw InputError("tensor '" + name + "' is not in " + gguf_->files().front().string(), kExitBadContent);
+  }
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) throw InputError("tensor '" + name + "' is not in the checkpoint", kExitBadContent);
+  return index_.tensors[it->second].tensor.dtype;
+}
+
+// The GGUF tensor for checkpoint tensor `name` with `shape`, as stored (dtype unchecked).
+Tensor Checkpoint::get_gguf(const std::string& name, const std::vector<std::int64_t>& shape) const {
+  const std::string file = gguf_->files().front().string();
+  const auto location = gguf_location(*config_, name);
+  if (!location) throw InputError("tensor '" + name + "' has no place in a GGUF file (" + file + ")", kExitBadContent);
+  const GgufTensorInfo* info = gguf_->find_tensor(location->tensor);
+  const std::string where = "tensor '" + location->tensor + "' (" + name + ") in " + file;
+  if (!info && location->transform == GgufLocation::Transform::kv_b_from_split) {
+    // kv_b_proj [heads * (nope + v), kv_lora] from attn_k_b [heads, kv_lora, nope] (transposed per
+    // head) and attn_v_b [heads, v, kv_lora].
+    const ModelConfig& c = *config_;
+    const int layer = std::stoi(name.substr(std::string("model.layers.").size()));
+    const std::int64_t heads = c.num_attention_heads, nope = c.qk_nope_head_dim, v = c.v_head_dim, lora = c.kv_lora_rank;
+    const std::string k_name = gguf_k_b_name(layer), v_name = gguf_v_b_name(layer);
+    const GgufTensorInfo* k_info = gguf_->find_tensor(k_name);
+    const GgufTensorInfo* v_info = gguf_->find_tensor(v_name);
+    if (!k_info || !v_info)
+      throw InputError("tensor '" + name + "' is not in " + file + ": neither " + location->tensor + " nor " +
+                           (k_info ? v_name : k_name) + " is there",
+                       kExitBadContent);
+    const std::vector<std::int64_t> k_shape{heads, lora, nope}, v_shape{heads, v, lora};
+    if (k_info->shape != k_shape || v_info->shape != v_shape)
+      throw InputError(k_name + " and " + v_name + " in " + file + " have shapes " + shape_text(k_info->shape) + " and " +
+                           shape_text(v_info->shape) + " but the model expects " + shape_text(k_shape) + " and " +
+                           shape_text(v_shape),
+                       kExitBadContent);
+    const std::vector<float> k_b = to_f32(gguf_->tensor(*k_info)), v_b = to_f32(gguf_->tensor(*v_info));
+    std::vector<float> kv_b(static_cast<std::size_t>(heads * (nope + v) * lora));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      float* rows = kv_b.data() + h * (nope + v) * lora;
+      for (std::int64_t i = 0; i < nope; ++i)
+        for (std::int64_t j = 0; j < lora; ++j) rows[i * lora + j] = k_b[static_cast<std::size_t>((h * lora + j) * nope + i)];
+      std::memcpy(rows + nope * lora, v_b.data() + h * v * lora, static_cast<std::size_t>(v * lora) * sizeof(float));
+    }
+    const std::vector<std::int64_t> kv_shape{heads * (nope + v), lora};
+    if (kv_shape != shape)
+      throw InputError(where + " has shape " + shape_text(kv_shape) + " but the model expects " + shape_text(shape),
+                       kExitBadContent);
+    return from_f32(kv_b, kv_shape, DType::f32);
+  }
+  if (!info) throw InputError(where + ": not in the file", kExitBadContent);
+  Tensor t = gguf_->tensor(*info);
+  if (location->expert >= 0) {
+    if (t.rank() != 3 || location->expert >= t.dim(0))
+      throw InputError(where + " has shape " + shape_text(t.shape()) + ", which holds no expert " +
+                           std::to_string(location->expert),
+                       kExitBadContent);
+    t = t.rows(location->expert, 1).reshaped({t.dim(1), t.dim(2)});
+  }
+  if (t.shape() != shape)
+    throw InputError(where + " has shape " + shape_text(t.shape()) + " but the model expects " + shape_text(shape),
+                     kExitBadContent);
+  if (location->transform == GgufLocation::Transform::interleaved_rope_rows)
+    t = undo_interleaved_rope_rows(t, config_->head_dim, where);
+  return t;
+}
 
 Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
   Checkpoint c;
@@ -38,7 +186,15 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
 }
 
 Tensor Checkpoint::get(const std::string& name, const std::vector<std::int64_t>& shape,
-                       std::initializer_list<DType> dtypes) const {
+                       std::span<const DType> dtypes) const {
+  if (gguf_) {
+    Tensor t = get_gguf(name, shape);
+    if (!contains(dtypes, t.dtype()))
+      throw InputError("tensor '" + name + "' in " + gguf_->files().front().string() + " is " + dtype_name(t.dtype()) +
+                           " but this operator takes " + dtype_list(dtypes),
+                       kExitBadContent);
+    return t;
+  }
   const auto it = by_name_.find(name);
   if (it == by_name_.end()) throw InputError("tensor '" + name + "' is not in the checkpoint", kExitBadContent);
   const CheckpointTensor& ct = index_.tensors[it->second];
@@ -47,14 +203,8 @@ Tensor Checkpoint::get(const std::string& name, const std::vector<std::int64_t>&
   if (ct.tensor.shape != shape)
     throw InputError(where + " has shape " + shape_text(ct.tensor.shape) + " but the model expects " + shape_text(shape),
                      kExitBadContent);
-  bool dtype_ok = false;
-  std::string wanted;
-  for (DType d : dtypes) {
-    dtype_ok |= d == ct.tensor.dtype;
-    wanted += (wanted.empty() ? "" : " or ") + std::string(dtype_name(d));
-  }
-  if (!dtype_ok)
-    throw InputError(where + " is " + dtype_name(ct.tensor.dtype) + " but this operator takes " + wanted,
+  if (!contains(dtypes, ct.tensor.dtype))
+    throw InputError(where + " is " + dtype_name(ct.tensor.dtype) + " but this operator takes " + dtype_list(dtypes),
                      kExitBadContent);
   const std::size_t offset = shard.data_offset + ct.tensor.begin;
   // The format aligns nothing: a header length that is not a multiple of 8, or an odd-sized tensor
@@ -69,6 +219,23 @@ Tensor Checkpoint::get(const std::string& name, const std::vector<std::int64_t>&
   std::shared_ptr<Storage> copy = allocate_host(bytes);
   if (bytes > 0) std::memcpy(copy->data, mapped.data + offset, bytes);
   return Tensor(ct.tensor.dtype, ct.tensor.shape, std::move(copy));
+}
+
+}  // namespace switchyard
+
+namespace switchyard {
+
+Tensor Checkpoint::get_converted(const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) const {
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    throw std::invalid_argument("Checkpoint::get_converted: to f32 or bf16 only");
+  const DType stored = stored_dtype(name);
+  if (stored == dtype) return get(name, shape, {dtype});
+  const bool convertible = stored == DType::f32 || stored == DType::f16 || stored == DType::bf16 || is_block_quantized(stored);
+  if (!convertible)
+    throw InputError("tensor '" + name + "' is " + dtype_name(stored) + ", which cannot be converted to " + dtype_name(dtype),
+                     kExitBadContent);
+  const Tensor t = gguf_ ? get_gguf(name, shape) : get(name, shape, {stored});
+  return from_f32(to_f32(t), t.shape(), dtype);
 }
 
 }  // namespace switchyard

@@ -40,6 +40,7 @@ static_assert([] {
 }  // namespace
 
 const DTypeInfo& dtype_info(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)]; }
+std::span<const DTypeInfo> all_dtypes() { return kDTypes; }
 const char* dtype_name(DType dtype) { return dtype_info(dtype).name; }
 
 std::optional<DType> dtype_from_safetensors(std::string_view name) {

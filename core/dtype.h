@@ -3,6 +3,7 @@
 // Block-quantised types (ggml's Q8_0, Q4_K, ...) store `block_elements` weights in `block_bytes`.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,8 @@ struct DTypeInfo {
 };
 
 const DTypeInfo& dtype_info(DType dtype);
+// Every DType, in enum order.
+std::span<const DTypeInfo> all_dtypes();
 const char* dtype_name(DType dtype);
 std::optional<DType> dtype_from_safetensors(std::string_view name);
 // The DType of a GGUF tensor's ggml_type number; nullopt for a number we do not read (the IQ and

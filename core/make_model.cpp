@@ -18,6 +18,7 @@
 #include "core/arch_presets.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/gguf_model_writer.h"
 #include "core/module_tree.h"
 #include "core/random_weights.h"
 #include "core/safetensors_writer.h"
@@ -37,10 +38,19 @@ struct PlannedTensor {
 };
 using Shard = std::vector<PlannedTensor>;
 
-const WeightScheme& scheme_for_dtype(const std::string& dtype) {
-  if (dtype != "bf16" && dtype != "f32")
-    throw InputError("--dtype '" + dtype + "' is not supported; make-model writes bf16 or f32");
-  return *find_weight_scheme(dtype);
+const WeightScheme& scheme_for(const MakeModelOptions& o) {
+  if (o.format == "gguf") {
+    const WeightScheme* scheme = find_weight_scheme(o.dtype);
+    if (!scheme || scheme->fp8_block_scales)
+      throw InputError("--dtype '" + o.dtype + "' is not a GGUF weight type; give one of " +
+                       join(gguf_weight_scheme_names(), ", "));
+    return *scheme;
+  }
+  if (o.format != "safetensors") throw InputError("--format '" + o.format + "' is not one of safetensors, gguf");
+  if (o.dtype != "bf16" && o.dtype != "f32")
+    throw InputError("--dtype '" + o.dtype + "' is not supported for safetensors; make-model writes bf16 or f32 "
+                     "(quantised types: --format gguf)");
+  return *find_weight_scheme(o.dtype);
 }
 
 ModelConfig preset_config(const MakeModelOptions& o) {
@@ -57,13 +67,14 @@ ModelConfig preset_config(const MakeModelOptions& o) {
     validate_model_config(config);  // the rules that depend on the layer count
   }
   config.torch_dtype = o.dtype == "f32" ? "float32" : "bfloat16";
+  if (o.format == "gguf") config.num_nextn_predict_layers = 0;  // no MTP layers in the file
   return config;
 }
 
 // The files a checkpoint of make-model's consists of, and the temporaries AtomicFile writes them
 // to (".<name>.tmp-<pid>-<n>"), which a killed run leaves behind.
 bool is_checkpoint_file(const std::string& name) {
-  static const std::regex checkpoint(R"((config\.json|model\.safetensors|model\.safetensors\.index\.json|)"
+  static const std::regex checkpoint(R"((config\.json|model\.gguf|model\.safetensors|model\.safetensors\.index\.json|)"
                                      R"(model-\d{5}-of-\d{5}\.safetensors))");
   static const std::regex temporary(R"(\.(.+)\.tmp-\d+-\d+)");
   std::smatch parts;
@@ -234,17 +245,36 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
   out.placed(options.out_dir / "config.json");
 }
 
+// One model.gguf: config, tokenizer-less metadata and the tensors (core/gguf_model_writer.h).
+void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, MakeModelSummary& summary,
+                OutputDirectory& out) {
+  const ModuleTree tree = build_module_tree(summary.config, scheme);
+  summary.parameters = tree.total_parameter_count();
+  for (int layer = 0; layer < summary.config.num_hidden_layers; ++layer)
+    summary.has_moe_layer = summary.has_moe_layer || summary.config.is_moe_layer(layer);
+  const fs::path file = options.out_dir / "model.gguf";
+  const GgufModelSummary written = write_gguf_model(tree, options.seed, file);
+  out.placed(file);
+  summary.tensors = written.tensors;
+  summary.tensor_bytes = written.tensor_bytes;
+  summary.file_bytes = written.file_bytes;
+  summary.files.push_back(file);
+  summary.tensors_by_type = written.tensors_by_type;
+  if (options.on_file_written) options.on_file_written(file, written.file_bytes);
+}
+
 }  // namespace
 
 MakeModelSummary make_model(const MakeModelOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const WeightScheme& scheme = scheme_for_dtype(options.dtype);
+  const WeightScheme& scheme = scheme_for(options);
   MakeModelSummary summary;
   summary.config = preset_config(options);
   if (options.max_shard_bytes == 0) throw InputError("max_shard_bytes must be positive");
   OutputDirectory out(options.out_dir, options.force);
   try {
-    write_checkpoint(options, scheme, summary, out);
+    if (options.format == "gguf") write_gguf(options, scheme, summary, out);
+    else write_checkpoint(options, scheme, summary, out);
   } catch (...) {
     out.undo();
     throw;

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/model_config.h"
 
 namespace switchyard {
@@ -19,7 +21,10 @@ struct MakeModelOptions {
   std::string preset;                           // "tiny-deepseek-v3", "deepseek-v2-lite", ...
   std::filesystem::path out_dir;
   std::uint64_t seed = 0;
-  std::string dtype = "bf16";                   // bf16 or f32 (bf16: e_score_correction_bias stays f32)
+  // safetensors: bf16 or f32 (bf16: e_score_correction_bias stays f32). gguf: any weight scheme
+  // (core/weight_scheme.h): f32, f16, bf16, a ggml block type (q8_0, q4_k...) or a mix (q4_k_m).
+  std::string dtype = "bf16";
+  std::string format = "safetensors";           // safetensors | gguf (one model.gguf, llama.cpp's layout)
   std::optional<int> layers;                    // overrides num_hidden_layers
   bool force = false;                           // write into a non-empty out_dir (not one another run holds)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB": tensor bytes per shard
@@ -33,12 +38,13 @@ struct MakeModelSummary {
   std::uint64_t tensors = 0;
   std::uint64_t tensor_bytes = 0;            // data only, the index's total_size
   std::uint64_t file_bytes = 0;              // the safetensors files, headers included
-  std::vector<std::filesystem::path> files;  // safetensors files, in shard order
+  std::vector<std::filesystem::path> files;  // safetensors files in shard order, or the GGUF file
+  std::map<DType, std::uint64_t> tensors_by_type;  // GGUF: the stored types, as the scheme and the fallbacks chose
   double seconds = 0;
   bool has_moe_layer = false;
 };
 
-// Writes the checkpoint into out_dir, which it creates when missing and locks for the whole run
+// Writes the checkpoint (config.json and safetensors files, or model.gguf) into out_dir, which it creates when missing and locks for the whole run
 // (flock on the directory: a second run into it fails at once). Each file goes to a temporary
 // beside it and is renamed into place when complete, config.json last: a directory with a
 // config.json holds a whole checkpoint of one run. With `force`, an earlier checkpoint's files

@@ -3,7 +3,10 @@
 #include <charconv>
 
 #include "core/arch_presets.h"
+#include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/gguf.h"
+#include "core/gguf_description.h"
 #include "core/safetensors.h"
 #include "core/text.h"
 
@@ -89,27 +92,68 @@ void apply_checkpoint(ModuleTree& tree, const CheckpointIndex& checkpoint, Diagn
     diagnostics.warning("unknown-tensor", std::to_string(unknown - kMaxReported) + " more tensors belong to no module");
 }
 
-ModuleTree describe_model(const ModelSpec& spec, Diagnostics& diagnostics) {
+namespace {
+
+void require_directory(const std::filesystem::path& path) {
+  std::error_code ec;  // a link loop or an unreadable parent is an error to report, not to throw
+  const bool directory = std::filesystem::is_directory(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw InputError(path.string() + ": cannot read the model directory (" + ec.message() + ")");
+  if (!directory)
+    throw InputError(path.string() + (ec ? ": no such directory" : ": not a directory") +
+                     " (--model_path takes a checkpoint directory)");
+}
+
+const WeightScheme& scheme_of(const ModelSpec& spec) {
   const WeightScheme* scheme = find_weight_scheme(spec.weight_dtype);
   if (!scheme) {
     const auto names = weight_scheme_names();
     throw InputError("unknown --weight_dtype '" + spec.weight_dtype + "'" + did_you_mean(spec.weight_dtype, names) +
                      "; known: " + join(names, ", "));
   }
+  return *scheme;
+}
+
+ModelConfig config_of(const ModelSpec& spec, const GgufFile* gguf) {
   if (!spec.model_path.empty()) {
-    std::error_code ec;  // a link loop or an unreadable parent is an error to report, not to throw
-    const bool directory = std::filesystem::is_directory(spec.model_path, ec);
-    if (ec && ec != std::errc::no_such_file_or_directory)
-      throw InputError(spec.model_path.string() + ": cannot read the model directory (" + ec.message() + ")");
-    if (!directory)
-      throw InputError(spec.model_path.string() + (ec ? ": no such directory" : ": not a directory") +
-                       " (--model_path takes a checkpoint directory)");
-    ModuleTree tree = build_module_tree(load_model_config(spec.model_path / "config.json"), *scheme);
+    require_directory(spec.model_path);
+    return load_model_config(spec.model_path / "config.json");
+  }
+  if (gguf) return gguf_file_config(*gguf);
+  if (spec.arch.empty()) throw InputError("give --arch PRESET, --model_path DIR or --gguf_path FILE");
+  return preset_model_config(spec.arch);
+}
+
+}  // namespace
+
+ModelConfig model_config_of(const ModelSpec& spec) {
+  if (!spec.gguf_path.empty() && spec.model_path.empty()) {
+    const GgufFile file = GgufFile::open(spec.gguf_path);
+    return config_of(spec, &file);
+  }
+  return config_of(spec, nullptr);
+}
+
+Checkpoint open_model_weights(const ModelSpec& spec, const ModelConfig& config) {
+  if (!spec.gguf_path.empty()) return Checkpoint::open_gguf(spec.gguf_path, config);
+  if (spec.model_path.empty()) throw InputError("no weights: give --model_path DIR or --gguf_path FILE");
+  return Checkpoint::open(spec.model_path);
+}
+
+ModuleTree describe_model(const ModelSpec& spec, Diagnostics& diagnostics) {
+  const WeightScheme& scheme = scheme_of(spec);
+  if (!spec.gguf_path.empty()) {
+    const GgufFile file = GgufFile::open(spec.gguf_path);
+    ModuleTree tree = build_module_tree(config_of(spec, &file), scheme);
+    apply_gguf(tree, file, diagnostics);
+    return tree;
+  }
+  if (!spec.model_path.empty()) {
+    ModuleTree tree = build_module_tree(config_of(spec, nullptr), scheme);
     apply_checkpoint(tree, read_checkpoint_index(spec.model_path), diagnostics);
     return tree;
   }
-  if (spec.arch.empty()) throw InputError("give --arch PRESET or --model_path DIR");
-  return build_module_tree(preset_model_config(spec.arch), *scheme);
+  return build_module_tree(config_of(spec, nullptr), scheme);
 }
 
 }  // namespace switchyard

@@ -24,6 +24,7 @@ namespace switchyard {
 
 struct ModelConfig;
 class ConfigFields;
+class GgufKeys;
 namespace models {
 class TreeBuilder;
 }
@@ -97,6 +98,25 @@ struct SpecialTokens {
   std::optional<std::int64_t> pad;
 };
 
+// The family in GGUF files, as llama.cpp names it (core/gguf_model.h does the shared part: the
+// tensor names of the decoder stack, MLPs and MoE blocks, and the keys every architecture has).
+// Metadata passes through JSON objects: the keys of "<architecture>.*" without that prefix
+// ("expert_count", "attention.kv_lora_rank") with their values; integers are written as u32,
+// floats as f32, as llama.cpp reads them.
+struct GgufSpec {
+  std::string architecture;  // general.architecture: "deepseek2"; empty: the family has no GGUF form
+  // The family's config.json fields from the architecture's keys, into `config`, which already
+  // holds the shared ones (core/gguf_model.cpp); sets model_type. Throws InputError naming the key.
+  void (*read)(const GgufKeys& keys, nlohmann::json& config) = nullptr;
+  // The reverse: the family's keys for `config`, beside the shared ones.
+  void (*write)(const ModelConfig& config, nlohmann::json& keys) = nullptr;
+  // llama.cpp's converter reorders each head's q_proj and k_proj rows for its interleaved RoPE
+  // (llama, Mixtral): row 2 j + t of a GGUF head is row t * head_dim / 2 + j of the checkpoint's.
+  bool interleaved_rope_rows = false;
+  // A decoder layer's post_attention_layernorm in the file: "ffn_norm", or GLM's "post_attention_norm".
+  std::string post_attention_norm = "ffn_norm";
+};
+
 struct ModelFamily {
   std::string model_type;       // config.json's model_type: "glm4_moe"
   std::string causal_lm_class;  // transformers' class for AutoModelForCausalLM: "Glm4MoeForCausalLM"
@@ -129,12 +149,16 @@ struct ModelFamily {
   std::string ktransformers_model_class;
 
   std::vector<ArchPreset> presets;
+  GgufSpec gguf;
 };
 
 // Every family, in the order core/models/registry.cpp lists them.
 const std::vector<const ModelFamily*>& model_families();
 // The family with this config.json model_type, or nullptr.
 const ModelFamily* find_model_family(std::string_view model_type);
+// The first family whose GGUF architecture is `architecture` (both DeepSeek families are
+// "deepseek2"; its reader tells them apart), or nullptr.
+const ModelFamily* find_gguf_family(std::string_view architecture);
 // Their model types, in registry order (for messages).
 std::vector<std::string> model_family_names();
 

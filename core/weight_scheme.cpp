@@ -10,8 +10,10 @@ bool is_matrix(TensorKind kind) {
          kind != TensorKind::bias;
 }
 
+// llama.cpp's quantizer keeps the router (ffn_gate_inp) in f32 whatever the type, as it keeps
+// every one-dimensional tensor: the experts a token picks must not move with the rounding.
 DType uniform(TensorKind kind, DType matrix_type) {
-  return is_matrix(kind) ? matrix_type : DType::f32;
+  return is_matrix(kind) && kind != TensorKind::router ? matrix_type : DType::f32;
 }
 
 // llama.cpp gives more bits to the first and last eighth of the layers and every third in between.
@@ -35,7 +37,7 @@ DType k_quant(TensorKind kind, int layer, int num_layers, DType base, DType more
   }
 }
 
-constexpr int kSchemeCount = 9;
+constexpr int kSchemeCount = 16;
 const std::array<WeightScheme, kSchemeCount>& schemes() {
   static const std::array<WeightScheme, kSchemeCount> table = {{
       {"bf16", "bfloat16 everywhere (HF release dtype); e_score_correction_bias in f32",
@@ -59,6 +61,13 @@ const std::array<WeightScheme, kSchemeCount>& schemes() {
        true},
       {"q8_0", "GGUF Q8_0 matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q8_0); }, false},
       {"q6_k", "GGUF Q6_K matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q6_k); }, false},
+      {"q5_k", "GGUF Q5_K matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q5_k); }, false},
+      {"q4_k", "GGUF Q4_K matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q4_k); }, false},
+      {"q3_k", "GGUF Q3_K matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q3_k); }, false},
+      {"q5_1", "GGUF Q5_1 matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q5_1); }, false},
+      {"q5_0", "GGUF Q5_0 matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q5_0); }, false},
+      {"q4_1", "GGUF Q4_1 matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q4_1); }, false},
+      {"q4_0", "GGUF Q4_0 matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::q4_0); }, false},
       {"q5_k_m", "GGUF Q5_K_M mix (Q5_K, Q6_K for output and some down projections)",
        [](TensorKind k, int l, int n) { return k_quant(k, l, n, DType::q5_k, DType::q6_k); }, false},
       {"q4_k_m", "GGUF Q4_K_M mix (Q4_K, Q6_K for output and some down projections)",
@@ -75,6 +84,13 @@ const WeightScheme* find_weight_scheme(std::string_view name) {
   for (const WeightScheme& scheme : schemes())
     if (scheme.name == name) return &scheme;
   return nullptr;
+}
+
+std::vector<std::string> gguf_weight_scheme_names() {
+  std::vector<std::string> names;
+  for (const WeightScheme& scheme : schemes())
+    if (!scheme.fp8_block_scales) names.push_back(scheme.name);
+  return names;
 }
 
 std::vector<std::string> weight_scheme_names() {

@@ -37,5 +37,7 @@ struct WeightScheme {
 
 const WeightScheme* find_weight_scheme(std::string_view name);
 std::vector<std::string> weight_scheme_names();
+// The schemes a GGUF file can store (every one but DeepSeek's FP8 release).
+std::vector<std::string> gguf_weight_scheme_names();
 
 }  // namespace switchyard

@@ -14,6 +14,24 @@ std::vector<Device> weight_devices(const ModulePlacement& owner) {
   return {owner.generate_device, owner.prefill_device};
 }
 
+namespace {
+
+// Bytes `module`'s weights take on `device`: as stored, except ggml block types where the
+// operators there multiply floats only and dequantize them to bf16 when the model is built
+// (operators/model/build_context.h): every GPU operator, and the token embedding on the CPU (its
+// rows are read by GPU kernels too). The CPU's linear layers and experts keep the blocks, in place.
+std::uint64_t resident_bytes(const Module& module, Device device) {
+  const bool dequantizes = device.is_cuda() || module.cls->role == ModuleRole::embedding;
+  std::uint64_t bytes = 0;
+  for (const Parameter& p : module.params) {
+    const DType dtype = dequantizes && is_block_quantized(p.dtype) ? DType::bf16 : p.dtype;
+    bytes += storage_bytes(dtype, p.shape.elements());
+  }
+  return bytes;
+}
+
+}  // namespace
+
 KvCacheLayout kv_cache_layout(const ModelConfig& config, const MemoryBudget& budget) {
   return kv_cache_layout(config, budget.max_context, kv_cache_dtype(config, budget.kv_cache_dtype));
 }
@@ -31,8 +49,9 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
     for (const Device device : held_by) {
       DeviceMemory& memory = by_device[device];
       memory.device = device;
-      memory.weight_bytes += module.own_bytes();
-      if (held_by.size() > 1) memory.one_phase_bytes += module.own_bytes();
+      const std::uint64_t bytes = resident_bytes(module, device);
+      memory.weight_bytes += bytes;
+      if (held_by.size() > 1) memory.one_phase_bytes += bytes;
     }
   }
   // Each attention layer allocates its cache on its device (decode and prefill share it).

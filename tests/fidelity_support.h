@@ -83,7 +83,7 @@ inline Loaded load(const std::string& fixture, const std::string& profile, const
   l.check = run_check(options);
   for (const Diagnostic& d : l.check.diagnostics.items()) INFO(format_diagnostic(d));
   REQUIRE_FALSE(l.check.diagnostics.has_errors());
-  l.weights = std::make_unique<Checkpoint>(Checkpoint::open(options.model.model_path));
+  l.weights = std::make_unique<Checkpoint>(open_model_weights(options.model, l.check.tree->config()));
   BuildContext context{*l.check.tree, l.check.plan, *l.weights, options.budget.max_context, tracer};
   context.kv_cache_dtype = kv_cache_dtype;
   context.built = built;

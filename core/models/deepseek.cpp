@@ -4,6 +4,7 @@
 // modeling_deepseek{,_v3}.py define).
 #include <nlohmann/json.hpp>
 
+#include "core/gguf_keys.h"
 #include "core/models/config_parts.h"
 #include "core/models/tree_builder.h"
 
@@ -179,6 +180,64 @@ GateScheme gate_scheme(const ModelConfig& c) {
   return g;
 }
 
+// llama.cpp's deepseek2 (both versions): MLA written as MQA with heads of kv_lora_rank +
+// qk_rope_head_dim (key_length) and kv_lora_rank (value_length); the real widths in the _mla keys
+// (older files: key_length and value_length are them). V3 is the one that gates with a sigmoid.
+// YaRN's mscale_all_dim is stored times 0.1 as yarn_log_multiplier; every DeepSeek release has
+// mscale equal to it.
+void read_gguf(const GgufKeys& k, nlohmann::json& c) {
+  const bool v3 = k.integer_or("expert_gating_func", 1) == 2;
+  c["model_type"] = v3 ? "deepseek_v3" : "deepseek_v2";
+  const std::int64_t q_lora = k.integer_or("attention.q_lora_rank", 0);
+  c["q_lora_rank"] = q_lora > 0 ? nlohmann::json(q_lora) : nlohmann::json(nullptr);
+  c["kv_lora_rank"] = k.integer("attention.kv_lora_rank");
+  const std::int64_t rope = k.integer("rope.dimension_count");
+  c["qk_rope_head_dim"] = rope;
+  const bool mla = k.has("attention.key_length_mla");
+  c["qk_nope_head_dim"] = k.integer(mla ? "attention.key_length_mla" : "attention.key_length") - rope;
+  c["v_head_dim"] = k.integer(mla ? "attention.value_length_mla" : "attention.value_length");
+  c["num_key_value_heads"] = c["num_attention_heads"];  // the file's 1 is the MQA form's
+  c["n_routed_experts"] = k.integer("expert_count");
+  c["n_shared_experts"] = k.integer_or("expert_shared_count", 0);
+  c["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
+  c["first_k_dense_replace"] = k.integer_or("leading_dense_block_count", 0);
+  c["routed_scaling_factor"] = k.number_or("expert_weights_scale", 1.0);
+  c["norm_topk_prob"] = k.flag_or("expert_weights_norm", false);
+  const std::int64_t groups = k.integer_or("expert_group_count", 1);
+  c["n_group"] = groups;
+  c["topk_group"] = k.integer_or("expert_group_used_count", 1);
+  c["scoring_func"] = v3 ? "sigmoid" : "softmax";
+  c["topk_method"] = v3 ? "noaux_tc" : groups > 1 ? "group_limited_greedy" : "greedy";
+  if (c.contains("rope_scaling") && k.has("rope.scaling.yarn_log_multiplier")) {
+    const double mscale_all_dim = k.number("rope.scaling.yarn_log_multiplier") / 0.1;
+    c["rope_scaling"]["mscale"] = mscale_all_dim;
+    c["rope_scaling"]["mscale_all_dim"] = mscale_all_dim;
+  }
+}
+
+void write_gguf(const ModelConfig& c, nlohmann::json& k) {
+  k["expert_gating_func"] = is_v3(c) ? 2 : 1;
+  // 0: no q_a/q_b (llama.cpp reads the key unless it recognises a V2-Lite by its layer count).
+  k["attention.q_lora_rank"] = c.q_lora_rank.value_or(0);
+  k["attention.kv_lora_rank"] = c.kv_lora_rank;
+  k["attention.head_count_kv"] = 1;
+  k["attention.key_length"] = c.kv_lora_rank + c.qk_rope_head_dim;
+  k["attention.value_length"] = c.kv_lora_rank;
+  k["attention.key_length_mla"] = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  k["attention.value_length_mla"] = c.v_head_dim;
+  k["rope.dimension_count"] = c.qk_rope_head_dim;
+  k["expert_shared_count"] = c.n_shared_experts;
+  k["expert_feed_forward_length"] = c.moe_intermediate_size;
+  k["leading_dense_block_count"] = c.first_k_dense_replace;
+  k["expert_weights_scale"] = c.routed_scaling_factor;
+  k["expert_weights_norm"] = c.norm_topk_prob;
+  if (c.topk_method != "greedy") {
+    k["expert_group_count"] = c.n_group;
+    k["expert_group_used_count"] = c.topk_group;
+  }
+  if (c.rope_scaling) k["rope.scaling.yarn_log_multiplier"] = 0.1 * c.rope_scaling->mscale_all_dim;
+}
+
 void attention(TreeBuilder& b, const Names& n, int layer) {
   const ModelConfig& c = b.tree().config();
   const std::int64_t heads = c.num_attention_heads;
@@ -257,6 +316,9 @@ ModelFamily deepseek(const Names& n, const char* model_type, const char* kt_modu
   f.expert_projections = {"gate_proj", "up_proj", "down_proj"};
   f.gate_scheme = gate_scheme;
   f.ktransformers_model_class = "ktransformers.operators.models.KDeepseekV2Model";
+  f.gguf.architecture = "deepseek2";
+  f.gguf.read = read_gguf;
+  f.gguf.write = write_gguf;
   return f;
 }
 

@@ -8,6 +8,7 @@
 // checkpoint's per-expert names (mlp.experts.E.gate_proj).
 #include <nlohmann/json.hpp>
 
+#include "core/gguf_keys.h"
 #include "core/models/config_parts.h"
 #include "core/models/tree_builder.h"
 
@@ -124,6 +125,40 @@ bool is_moe_layer(const ModelConfig& c, int layer) { return layer >= c.first_k_d
 // Glm4MoeMoE.route_tokens_to_experts: DeepSeek-V3's noaux_tc, with or without groups.
 GateScheme gate_scheme(const ModelConfig& c) { return noaux_tc_gate_scheme(c); }
 
+// llama.cpp's glm4moe: the rotary width as rope.dimension_count; q/k norms and q/k/v biases have
+// no key, the file holds their tensors or not (layer 0 says for all).
+void read_gguf(const GgufKeys& k, nlohmann::json& c) {
+  c["model_type"] = "glm4_moe";
+  const std::int64_t head_dim = k.integer("attention.key_length");
+  c["head_dim"] = head_dim;
+  c["partial_rotary_factor"] = static_cast<double>(k.integer("rope.dimension_count")) / static_cast<double>(head_dim);
+  c["use_qk_norm"] = k.has_tensor("blk.0.attn_q_norm.weight");
+  c["attention_bias"] = k.has_tensor("blk.0.attn_q.bias");
+  c["n_routed_experts"] = k.integer("expert_count");
+  c["n_shared_experts"] = k.integer_or("expert_shared_count", 1);
+  c["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
+  c["first_k_dense_replace"] = k.integer_or("leading_dense_block_count", 0);
+  c["n_group"] = k.integer_or("expert_group_count", 1);
+  c["topk_group"] = k.integer_or("expert_group_used_count", 1);
+  c["norm_topk_prob"] = k.flag_or("expert_weights_norm", true);
+  c["routed_scaling_factor"] = k.number_or("expert_weights_scale", 1.0);
+}
+
+void write_gguf(const ModelConfig& c, nlohmann::json& k) {
+  k["attention.key_length"] = c.head_dim;
+  k["attention.value_length"] = c.head_dim;
+  k["rope.dimension_count"] = c.rope_dim();
+  k["expert_shared_count"] = c.n_shared_experts;
+  k["expert_feed_forward_length"] = c.moe_intermediate_size;
+  k["leading_dense_block_count"] = c.first_k_dense_replace;
+  k["expert_group_count"] = c.n_group;
+  k["expert_group_used_count"] = c.topk_group;
+  k["expert_gating_func"] = 2;  // sigmoid
+  k["expert_weights_norm"] = c.norm_topk_prob;
+  k["expert_weights_scale"] = c.routed_scaling_factor;
+  k["nextn_predict_layers"] = 0;  // the MTP layers are not written
+}
+
 void attention(TreeBuilder& b, int layer) {
   const ModelConfig& c = b.tree().config();
   const std::int64_t head_dim = c.head_dim;
@@ -202,6 +237,10 @@ const ModelFamily& glm4_moe() {
     f.feed_forward_child = "mlp";
     f.expert_projections = {"gate_proj", "up_proj", "down_proj"};
     f.gate_scheme = gate_scheme;
+    f.gguf.architecture = "glm4moe";
+    f.gguf.read = read_gguf;
+    f.gguf.write = write_gguf;
+    f.gguf.post_attention_norm = "post_attention_norm";
     f.ktransformers_model_class = "Model";  // ktransformers has no model class for GLM-4.5: ours
     f.presets = {{"glm-4.5-air", "GLM-4.5-Air, 106B, 46 layers, 128 experts", kGlm45Air},
                  {"glm-4.5", "GLM-4.5, 355B, 92 layers, 160 experts", kGlm45},

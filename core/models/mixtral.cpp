@@ -4,6 +4,7 @@
 // checkpoint's per-expert names (block_sparse_moe.experts.E.w1/w2/w3).
 #include <nlohmann/json.hpp>
 
+#include "core/gguf_keys.h"
 #include "core/models/config_parts.h"
 #include "core/models/tree_builder.h"
 
@@ -45,6 +46,23 @@ GateScheme gate_scheme(const ModelConfig&) {
   GateScheme g;
   g.normalize = true;
   return g;
+}
+
+// llama.cpp writes Mixtral as a llama with experts (and reorders q/k rows for its RoPE: the
+// family's interleaved_rope_rows). A llama without experts is a dense model, which Switchyard
+// does not run.
+void read_gguf(const GgufKeys& k, nlohmann::json& c) {
+  if (k.integer_or("expert_count", 0) == 0)
+    k.fail("expert_count", "is missing or 0: a dense llama model, which Switchyard does not run (Mixtral is a llama with experts)");
+  c["model_type"] = "mixtral";
+  if (k.has("attention.key_length")) c["head_dim"] = k.integer("attention.key_length");
+  c["num_local_experts"] = k.integer("expert_count");
+}
+
+void write_gguf(const ModelConfig& c, nlohmann::json& k) {
+  k["attention.key_length"] = c.head_dim;
+  k["attention.value_length"] = c.head_dim;
+  k["rope.dimension_count"] = c.head_dim;
 }
 
 void build_tree(TreeBuilder& b) {
@@ -103,6 +121,10 @@ const ModelFamily& mixtral() {
     f.expert_projections = {"w1", "w3", "w2"};
     f.gate_scheme = gate_scheme;
     f.ktransformers_model_class = "Model";  // Switchyard's own spelling of the decoder stack
+    f.gguf.architecture = "llama";
+    f.gguf.read = read_gguf;
+    f.gguf.write = write_gguf;
+    f.gguf.interleaved_rope_rows = true;
     f.presets = {{"mixtral-8x7b", "Mixtral-8x7B, 32 layers, 8 experts", kMixtral8x7B},
                  {"tiny-mixtral", "Mixtral structure at test size", kTinyMixtral, true}};
     return f;

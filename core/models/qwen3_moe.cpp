@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/gguf_keys.h"
 #include "core/models/config_parts.h"
 #include "core/models/tree_builder.h"
 
@@ -25,6 +27,16 @@ constexpr const char* kTinyQwen3Moe = R"({
   "model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160,
   "moe_intermediate_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
   "head_dim": 16, "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
+  "mlp_only_layers": [], "norm_topk_prob": true, "max_position_embeddings": 4096, "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0, "tie_word_embeddings": false, "attention_bias": false, "torch_dtype": "bfloat16"
+})";
+
+// Test size with every width a multiple of 256, so that each row is whole super-blocks of the K
+// types (GGUF tests of Q2_K..Q6_K; the tiny presets' rows of 64 fall back to 32-weight types).
+constexpr const char* kSmallQwen3Moe = R"({
+  "model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
+  "moe_intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "head_dim": 64, "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
   "mlp_only_layers": [], "norm_topk_prob": true, "max_position_embeddings": 4096, "rms_norm_eps": 1e-06,
   "rope_theta": 1000000.0, "tie_word_embeddings": false, "attention_bias": false, "torch_dtype": "bfloat16"
 })";
@@ -67,6 +79,25 @@ GateScheme gate_scheme(const ModelConfig& c) {
   GateScheme g;
   g.normalize = c.norm_topk_prob;
   return g;
+}
+
+// llama.cpp's qwen3moe: every layer MoE, the top-k weights normalised.
+void read_gguf(const GgufKeys& k, nlohmann::json& c) {
+  c["model_type"] = "qwen3_moe";
+  c["head_dim"] = k.integer("attention.key_length");
+  c["num_experts"] = k.integer("expert_count");
+  c["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
+  c["norm_topk_prob"] = k.flag_or("expert_weights_norm", true);
+}
+
+void write_gguf(const ModelConfig& c, nlohmann::json& k) {
+  if (!c.mlp_only_layers.empty() || c.decoder_sparse_step != 1)
+    throw InputError(c.source + ": llama.cpp's qwen3moe has a MoE block in every layer; this config has dense layers "
+                                "(mlp_only_layers, decoder_sparse_step), which a GGUF cannot say");
+  k["attention.key_length"] = c.head_dim;
+  k["attention.value_length"] = c.head_dim;
+  k["expert_feed_forward_length"] = c.moe_intermediate_size;
+  k["expert_weights_norm"] = c.norm_topk_prob;
 }
 
 void build_tree(TreeBuilder& b) {
@@ -135,8 +166,12 @@ const ModelFamily& qwen3_moe() {
     f.expert_projections = {"gate_proj", "up_proj", "down_proj"};
     f.gate_scheme = gate_scheme;
     f.ktransformers_model_class = "ktransformers.operators.models.KQwen3MoeModel";
+    f.gguf.architecture = "qwen3moe";
+    f.gguf.read = read_gguf;
+    f.gguf.write = write_gguf;
     f.presets = {{"qwen3-30b-a3b", "Qwen3-30B-A3B, 48 layers, 128 experts", kQwen3_30B_A3B},
-                 {"tiny-qwen3-moe", "Qwen3-MoE structure at test size", kTinyQwen3Moe, true}};
+                 {"tiny-qwen3-moe", "Qwen3-MoE structure at test size", kTinyQwen3Moe, true},
+                 {"small-qwen3-moe", "Qwen3-MoE at test size, widths whole K-quant super-blocks", kSmallQwen3Moe, true}};
     return f;
   }();
   return family;

@@ -31,6 +31,12 @@ const ModelFamily* find_model_family(std::string_view model_type) {
   return nullptr;
 }
 
+const ModelFamily* find_gguf_family(std::string_view architecture) {
+  for (const ModelFamily* family : model_families())
+    if (!family->gguf.architecture.empty() && family->gguf.architecture == architecture) return family;
+  return nullptr;
+}
+
 std::vector<std::string> model_family_names() {
   std::vector<std::string> names;
   for (const ModelFamily* family : model_families()) names.push_back(family->model_type);

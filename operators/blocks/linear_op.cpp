@@ -33,10 +33,28 @@ std::shared_ptr<const DeviceTensor> upload_f32(GpuRuntime& gpu, const Tensor& te
 }  // namespace
 #endif
 
+namespace {
+
+// The weight dtypes a linear layer multiplies as stored, by where it runs: the CPU kernels take
+// ggml's block types too (cpu::linear_supports), read in place; the GPU's f32, bf16 and f16, and
+// BuildContext::param dequantizes anything else to bf16 once.
+std::span<const DType> weight_dtypes(Device device) {
+  static const std::vector<DType> cpu = [] {
+    std::vector<DType> dtypes;
+    for (const DTypeInfo& info : all_dtypes())
+      if (cpu::linear_supports(info.dtype)) dtypes.push_back(info.dtype);
+    return dtypes;
+  }();
+  static constexpr DType gpu[] = {DType::f32, DType::bf16, DType::f16};
+  return device.is_cpu() ? std::span<const DType>(cpu) : std::span<const DType>(gpu);
+}
+
+}  // namespace
+
 LinearOp::LinearOp(const BuildContext& context, const Module& linear) : LinearOp(context, linear, context.device_of(linear)) {}
 
 LinearOp::LinearOp(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32)
-    : weight_(context.param(linear, "weight", {DType::f32, DType::bf16, DType::f16})), gpu_(context.gpu(device)) {
+    : weight_(context.param(linear, "weight", weight_dtypes(device))), gpu_(context.gpu(device)) {
   for (const Parameter& p : linear.params)
     if (p.name == "bias") bias_ = context.param_f32(linear, "bias");
 #if SWITCHYARD_HAVE_CUDA

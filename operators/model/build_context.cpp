@@ -21,10 +21,29 @@ KvCacheLayout BuildContext::kv_cache() const {
 }
 
 Tensor BuildContext::param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const {
+  return param(module, name, std::span<const DType>(dtypes.begin(), dtypes.size()));
+}
+
+Tensor BuildContext::param(const Module& module, std::string_view name, std::span<const DType> dtypes) const {
   for (const Parameter& p : module.params) {
     if (p.name != name) continue;
     std::vector<std::int64_t> shape(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.rank);
-    return weights.get(std::string(module.name) + "." + std::string(name), shape, dtypes);
+    const std::string full_name = std::string(module.name) + "." + std::string(name);
+    // A weight stored in a type this operator does not take (a GGUF's quantised blocks, for an
+    // operator that multiplies 16- or 32-bit floats) is dequantized once, here: to bf16 where the
+    // operator takes it, as ktransformers' KLinearTorch does with a GGUF, except f16 weights,
+    // which only f32 holds exactly.
+    const DType stored = weights.stored_dtype(full_name);
+    bool takes_stored = false, takes_bf16 = false, takes_f32 = false;
+    for (DType d : dtypes) {
+      takes_stored |= d == stored;
+      takes_bf16 |= d == DType::bf16;
+      takes_f32 |= d == DType::f32;
+    }
+    if (!takes_stored && (is_block_quantized(stored) || stored == DType::f16 || stored == DType::bf16) && (takes_bf16 || takes_f32))
+      return weights.get_converted(full_name, shape,
+                                   (stored == DType::f16 && takes_f32) || !takes_bf16 ? DType::f32 : DType::bf16);
+    return weights.get(full_name, shape, dtypes);
   }
   throw std::logic_error(std::string(module.name) + " has no parameter " + std::string(name));
 }

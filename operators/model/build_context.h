@@ -5,6 +5,7 @@
 // name before anything runs.
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -43,8 +44,11 @@ struct BuildContext {
   // Every attention layer's KV cache: kv_cache_layout for this model, max_context and dtype (the
   // same call check's memory estimate makes).
   KvCacheLayout kv_cache() const;
-  // The module's parameter `name` from the checkpoint, in one of `dtypes`.
+  // The module's parameter `name` from the checkpoint, in one of `dtypes`: as stored, or, when
+  // stored as quantised blocks or 16-bit floats that `dtypes` leaves out, dequantized to bf16 or
+  // f32 (a copy; bf16 where `dtypes` has it, f32 for f16 weights).
   Tensor param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const;
+  Tensor param(const Module& module, std::string_view name, std::span<const DType> dtypes) const;
   // The same converted to f32 (small tensors: norms, biases).
   std::vector<float> param_f32(const Module& module, std::string_view name) const;
   // Where the plan runs `module` (the device of the placement that owns its weights) in decode

@@ -1,0 +1,30 @@
+#pragma once
+// A GGUF file of a module tree with make-model's random weights, in llama.cpp's names, layout and
+// metadata (core/gguf_model.h), so that llama.cpp loads it too. Each tensor's values are those of
+// the safetensors checkpoint of the same seed (core/random_weights.h), stored as the tree says
+// (its weight scheme: f32, bf16, f16, or ggml's block types through core/quant_formats.h's
+// quantiser); a row that is not whole blocks of its type takes gguf_storage_type's fallback.
+// llama.cpp's converter's transformations are applied as it applies them: the routed experts of a
+// layer fused into one [n_experts, rows, columns] tensor per projection, Mixtral's q/k rows
+// reordered for interleaved RoPE, DeepSeek's kv_b_proj split into attn_k_b and attn_v_b.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+
+#include "core/dtype.h"
+#include "core/module_tree.h"
+
+namespace switchyard {
+
+struct GgufModelSummary {
+  std::uint64_t tensors = 0;
+  std::uint64_t tensor_bytes = 0;
+  std::uint64_t file_bytes = 0;
+  std::map<DType, std::uint64_t> tensors_by_type;  // how many tensors each stored type got
+};
+
+// Writes `file` atomically (core/atomic_file.h). Throws InputError naming the file when it cannot
+// be written, and when the tree's family has no GGUF form.
+GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file);
+
+}  // namespace switchyard
