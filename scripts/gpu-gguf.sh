@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# On the GPU machine: GGUF files side by side with llama.cpp (../shared/device/PEERS.md). Builds
+# Switchyard and the llama.cpp staged in .peer/llama.cpp (both carried), writes DeepSeek-V2-Lite
+# shapes with `make-model --format gguf`, then
+#   formats: llama.cpp's quantizer requantizes our bf16 file of a 2-layer shape to each type; our
+#            reader decodes its blocks against gguf-py's values (tests/core/test_gguf_peer.cpp);
+#            llama.cpp loads and runs our quantised files (llama-bench, 16 tokens).
+#   bench:   a 14-layer shape in Q4_K_M and Q8_0: decode and 512-token prefill with the experts on
+#            the CPU and the rest on the GPU, ours (`bench decode`, STREAM in the same run) and
+#            llama.cpp's (`llama-bench -ngl 99 -ot exps=CPU -fa 1`) on the same files, 16 threads.
+#   usage: scripts/gpu-gguf.sh [formats|bench|all]   (logs in $OUT)
+set -uo pipefail
+what=${1:-all}
+out=${OUT:-/tmp/switchyard-out}
+mkdir -p "$out"
+for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
+export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
+[[ -x /tmp/lcpp/bin/llama-bench ]] || { bash .peer/llama.cpp/llama-cpp-build.sh > "$out/lcpp-build.log" 2>&1 & }
+lcpp=$!
+{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90 &&
+    cmake --build build-dev -j16; } > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+wait $lcpp 2>/dev/null; [[ -x /tmp/lcpp/bin/llama-bench ]] || { tail -30 "$out/lcpp-build.log"; exit 1; }
+echo "built: $(date +%T)"
+bin=./build-dev/switchyard
+m=/tmp/switchyard-gguf
+mkdir -p $m
+model() {  # model LAYERS DTYPE: our GGUF of a DeepSeek-V2-Lite shape, made once per machine
+  local dir=$m/v2lite-$1-$2
+  [[ -f $dir/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers "$1" --format gguf --dtype "$2" --seed 7 \
+    --out "$dir" >> "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
+  echo "$dir/model.gguf"
+}
+if [[ $what == formats || $what == all ]]; then
+  src=$(model 2 bf16)
+  rm -rf $m/peer; mkdir -p $m/peer
+  for type in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+    /tmp/lcpp/bin/llama-quantize "$src" "$m/peer/$type.gguf" $type 16 > "$out/quantize-$type.log" 2>&1 || { echo "llama-quantize $type failed"; tail -5 "$out/quantize-$type.log"; }
+    PYTHONPATH=/tmp/lcpp-src/gguf-py python3 scripts/gguf-peer-values.py "$m/peer/$type.gguf" "$m/peer/values-$type" 16
+  done
+  # One manifest over every file's values.
+  python3 - "$m/peer" <<'PY'
+import json, os, sys, glob
+root = sys.argv[1]; merged = []
+for d in sorted(glob.glob(os.path.join(root, "values-*"))):
+    for e in json.load(open(os.path.join(d, "manifest.json"))):
+        e["values"] = os.path.join(os.path.basename(d), e["values"]); merged.append(e)
+json.dump(merged, open(os.path.join(root, "manifest.json"), "w"), indent=1)
+print("peer values:", len(merged), "tensors")
+PY
+  SWITCHYARD_GGUF_PEER=$m/peer ./build-dev/tests/switchyard_tests -tc='gguf peer*' -s > "$out/gguf-peer.log" 2>&1
+  echo "gguf peer test exit $?"; grep -E 'MESSAGE|bit-equal|test cases|ERROR' "$out/gguf-peer.log" | sed 's/^.*MESSAGE: //' | head -40
+  for dtype in q8_0 q4_k_m q2_k q4_0 q5_1 q3_k; do  # llama.cpp loads and runs what we wrote
+    f=$(model 2 $dtype)
+    timeout 120 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -p 0 -n 16 -r 1 -t 16 > "$out/lcpp-load-$dtype.log" 2>&1
+    echo "llama.cpp runs our $dtype: exit $? $(grep -E 'tg16' "$out/lcpp-load-$dtype.log" | tr -s ' ' | cut -c1-160)"
+  done
+fi
+if [[ $what == bench || $what == all ]]; then
+  # The hybrid V2-Lite profile with the routed experts' prefill on the CPU too, as the big models run.
+  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
+    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
+  grep -c 'KExpertsCPU' $m/v2lite-cpu-experts.yaml
+  for dtype in q4_k_m q8_0; do
+    f=$(model 14 $dtype)
+    ls -la "$f" | awk '{print $5}'
+    timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+      --prompt_tokens 512 > "$out/bench-$dtype.log" 2>&1
+    echo "ours $dtype exit $?"; grep -E 'STREAM|^decode|prefill|GPU side|experts' "$out/bench-$dtype.log" | head -12
+    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
+    echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
+  done
+fi
