@@ -59,7 +59,7 @@ struct ExpertTraffic {
   double gpu_resident_bytes = 0;        // all routed experts held by GPUs (for decode or prefill)
 };
 
-ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights) {
+ExpertTraffic expert_traffic(const CheckResult& check) {
   ExpertTraffic traffic;
   const ModelConfig& c = check.tree->config();
   for (const Module& m : check.tree->modules()) {
@@ -67,11 +67,8 @@ ExpertTraffic expert_traffic(const CheckResult& check, const Checkpoint& weights
     if (!check.tree->is_routed_experts(index) || m.children.empty()) continue;
     double expert_bytes = 0;
     for (int p : check.tree->at(m.children.front()).children)
-      for (const Parameter& param : check.tree->at(p).params) {
-        const std::string name = std::string(check.tree->at(p).name) + "." + std::string(param.name);
-        const std::vector<std::int64_t> shape(param.shape.dims.begin(), param.shape.dims.begin() + param.shape.rank);
-        expert_bytes += static_cast<double>(weights.get(name, shape, {DType::bf16, DType::f16, DType::f32}).bytes());
-      }
+      for (const Parameter& param : check.tree->at(p).params)  // as stored: the tree has the checkpoint's dtypes
+        expert_bytes += static_cast<double>(storage_bytes(param.dtype, param.shape.elements()));
     const ModulePlacement& owner = check.plan.owner_of(index);
     const double per_token = expert_bytes * c.num_experts_per_tok;
     (owner.generate_device.is_cpu() ? traffic.cpu_bytes : traffic.gpu_bytes) += per_token;
@@ -346,7 +343,7 @@ int DecodeBenchOptions::run() const {
   const double prefill_again_seconds = seconds_since(start);
 
   const auto layers = static_cast<double>(check.tree->num_layers());
-  const ExpertTraffic traffic = expert_traffic(check, weights);
+  const ExpertTraffic traffic = expert_traffic(check);
   BenchSteps steps{lm, cpu::argmax(logits.data(), lm.vocab_size()), prompt_tokens, decode_tokens,
                    /*hybrid=*/hbm > 0 && traffic.cpu_bytes > 0, layers, gpu_index};
   const double decode_seconds = steps.time_steps();

@@ -15,11 +15,14 @@ out=${OUT:-/tmp/switchyard-out}
 mkdir -p "$out"
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
 export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
-[[ -x /tmp/lcpp/bin/llama-bench ]] || { bash .peer/llama.cpp/llama-cpp-build.sh > "$out/lcpp-build.log" 2>&1 & }
-lcpp=$!
+lcpp=""
+if [[ ! -x /tmp/lcpp/bin/llama-bench ]]; then
+  bash .peer/llama.cpp/llama-cpp-build.sh > "$out/lcpp-build.log" 2>&1 &
+  lcpp=$!
+fi
 { cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90 &&
     cmake --build build-dev -j16; } > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-wait $lcpp 2>/dev/null; [[ -x /tmp/lcpp/bin/llama-bench ]] || { tail -30 "$out/lcpp-build.log"; exit 1; }
+[[ -n $lcpp ]] && wait "$lcpp"; [[ -x /tmp/lcpp/bin/llama-bench ]] || { tail -30 "$out/lcpp-build.log"; exit 1; }
 echo "built: $(date +%T)"
 bin=./build-dev/switchyard
 m=/tmp/switchyard-gguf
