@@ -209,15 +209,21 @@ std::uint64_t write_shard(const fs::path& file, const Shard& shard, std::uint64_
   return writer.header_bytes() + writer.data_bytes();
 }
 
+// The module tree of the summary's config, whose parameter count and MoE layers go into it.
+ModuleTree summarised_tree(MakeModelSummary& summary, const WeightScheme& scheme) {
+  ModuleTree tree = build_module_tree(summary.config, scheme);
+  summary.parameters = tree.total_parameter_count();
+  for (int layer = 0; layer < summary.config.num_hidden_layers; ++layer)
+    summary.has_moe_layer = summary.has_moe_layer || summary.config.is_moe_layer(layer);
+  return tree;
+}
+
 // Every file goes to a temporary beside it and is renamed into place when complete (AtomicFile):
 // the shards, then the index, then config.json, so that a directory with a config.json holds a
 // whole checkpoint, all of one run.
 void write_checkpoint(const MakeModelOptions& options, const WeightScheme& scheme, MakeModelSummary& summary,
                       OutputDirectory& out) {
-  const ModuleTree tree = build_module_tree(summary.config, scheme);
-  summary.parameters = tree.total_parameter_count();
-  for (int layer = 0; layer < summary.config.num_hidden_layers; ++layer)
-    summary.has_moe_layer = summary.has_moe_layer || summary.config.is_moe_layer(layer);
+  const ModuleTree tree = summarised_tree(summary, scheme);
 
   const std::vector<Shard> shards = plan_shards(plan_tensors(tree), options.max_shard_bytes);
   nlohmann::json weight_map = nlohmann::json::object();
@@ -248,10 +254,7 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
 // One model.gguf: config, tokenizer-less metadata and the tensors (core/gguf_model_writer.h).
 void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, MakeModelSummary& summary,
                 OutputDirectory& out) {
-  const ModuleTree tree = build_module_tree(summary.config, scheme);
-  summary.parameters = tree.total_parameter_count();
-  for (int layer = 0; layer < summary.config.num_hidden_layers; ++layer)
-    summary.has_moe_layer = summary.has_moe_layer || summary.config.is_moe_layer(layer);
+  const ModuleTree tree = summarised_tree(summary, scheme);
   const fs::path file = options.out_dir / "model.gguf";
   const GgufModelSummary written = write_gguf_model(tree, options.seed, file);
   out.placed(file);

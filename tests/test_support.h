@@ -102,4 +102,11 @@ inline CommandResult run_switchyard(const std::string& arguments) { return run_s
 
 inline std::string source_path(const std::string& relative) { return std::string(SWITCHYARD_SOURCE_DIR) + "/" + relative; }
 
+// The "generated ids: ..." line of `switchyard run`'s output (a failed check when it has none).
+inline std::string generated_ids(const std::string& output) {
+  const auto at = output.find("generated ids:");
+  REQUIRE_MESSAGE(at != std::string::npos, output);
+  return output.substr(at, output.find('\n', at) - at);
+}
+
 }  // namespace switchyard::testing

@@ -12,11 +12,6 @@ using namespace switchyard::testing;
 
 namespace {
 
-std::string generated_ids(const std::string& output) {
-  const auto at = output.find("generated ids:");
-  REQUIRE_MESSAGE(at != std::string::npos, output);
-  return output.substr(at, output.find('\n', at) - at);
-}
 
 struct TempDirectory {
   std::filesystem::path path = std::filesystem::temp_directory_path() /

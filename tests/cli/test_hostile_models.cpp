@@ -119,11 +119,6 @@ json only_document(const CommandResult& result) {
   return doc["diagnostics"][0];
 }
 
-std::string generated_ids(const std::string& output) {
-  const auto at = output.find("generated ids:");
-  REQUIRE_MESSAGE(at != std::string::npos, output);
-  return output.substr(at, output.find('\n', at) - at);
-}
 
 }  // namespace
 
@@ -238,7 +233,7 @@ TEST_CASE("hostile models: a header length that leaves tensors misaligned runs a
   for (const char* preset : {"tiny-mixtral", "tiny-deepseek-v3"}) {
     INFO(std::string(preset));
     const TempModel model(preset, 7);
-    const std::string expected = generated_ids(switchyard_cmd(run_args(model.dir)).output);
+    const std::string expected = switchyard::testing::generated_ids(switchyard_cmd(run_args(model.dir)).output);
     const fs::path weights = model / "model.safetensors";
     const SafetensorsParts parts = split_safetensors(read_bytes(weights));
     // 8 + header length, the data section's offset in the file: 1 to 7 past a multiple of 8.
@@ -249,7 +244,7 @@ TEST_CASE("hostile models: a header length that leaves tensors misaligned runs a
     const CommandResult run = switchyard_cmd(run_args(model.dir));
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
-    CHECK(generated_ids(run.output) == expected);
+    CHECK(switchyard::testing::generated_ids(run.output) == expected);
   }
 }
 
