@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -148,6 +149,7 @@ struct RunCommand {
     }
     for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
     apply_cpu_kernels(cpu_kernels);
+    const auto load_start = std::chrono::steady_clock::now();
     const Checkpoint weights = open_model_weights(options.model, check.tree->config());
     Tracer tracer(parse_layer_selection(nvtx_layers, check.tree->num_layers()), profile || !trace_out.empty());
     BuildContext context{*check.tree, check.plan, weights, options.budget.max_context, &tracer};
@@ -157,6 +159,10 @@ struct RunCommand {
     lm_options.prefill_chunk = prefill_chunk;
     const std::unique_ptr<CausalLM> built = build_model(context, lm_options, check);
     CausalLM& lm = *built;
+    // Mapping the weights, the copies the plan makes (GPU uploads, dequantized bf16 copies of
+    // quantised weights for operators that multiply floats) and the caches, as ollama's "load duration".
+    std::printf("load duration:        %.4fs\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
     std::printf("placement: %s\n", lm.placement_summary().c_str());
     if (const auto graph = lm.graph_device())
       std::printf("decode: one CUDA graph per step on %s\n", graph->str().c_str());
