@@ -18,7 +18,9 @@
 #include "core/model_description.h"
 #include "core/module_tree.h"
 #include "core/quant_formats.h"
+#include "placement/check.h"
 #include "tests/core_test_support.h"
+#include "tests/test_support.h"
 
 namespace sy = switchyard;
 using sy::core_testing::TempDir;
@@ -133,4 +135,39 @@ TEST_CASE("gguf checkpoint: the description takes the file's types, and a missin
   CHECK(tree.at(head).params.front().dtype == file.find_tensor("output.weight")->dtype);
   // Q4_K_M's output is Q6_K, whose 256-weight blocks a tiny row of 64 cannot hold: Q8_0 instead.
   CHECK(tree.at(head).params.front().dtype == sy::DType::q8_0);
+}
+
+TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold them, per device") {
+  // Qwen3-MoE's hybrid profile: attention, norms, router and head on cuda:0, the routed experts on
+  // the CPU. What the CPU holds stays in the file's blocks (mapped), except the token embedding,
+  // which the model keeps as bf16 (GPU kernels read its rows); what a GPU holds is dequantized to
+  // bf16 at load. The file gives the stored bytes, so the two totals follow from it alone.
+  TempDir dir;
+  make("small-qwen3-moe", "gguf", "q4_k_m", dir / "gguf");
+  sy::CheckOptions options;
+  options.model.gguf_path = dir / "gguf";
+  options.profile = sy::testing::source_path("optimize_rules/Qwen3-MoE.yaml");
+  options.gpus = 1;
+  const sy::CheckResult check = sy::run_check(options);
+  for (const sy::Diagnostic& d : check.diagnostics.items()) INFO(sy::format_diagnostic(d));
+  REQUIRE_FALSE(check.diagnostics.has_errors());
+  const sy::GgufFile file = sy::GgufFile::open(dir / "gguf");
+  std::uint64_t expert_bytes = 0, other_bf16_bytes = 0, embedding_bf16 = 0;
+  int quantised_on_gpu = 0;
+  for (const sy::GgufTensorInfo& t : file.tensors()) {
+    std::uint64_t elements = 1;
+    for (std::int64_t d : t.shape) elements *= static_cast<std::uint64_t>(d);
+    const bool experts = t.name.find("_exps.") != std::string::npos;
+    if (experts) expert_bytes += t.bytes;
+    else if (t.name == "token_embd.weight") embedding_bf16 = 2 * elements;
+    else {
+      other_bf16_bytes += sy::is_block_quantized(t.dtype) ? 2 * elements : t.bytes;
+      quantised_on_gpu += sy::is_block_quantized(t.dtype);
+    }
+  }
+  REQUIRE(quantised_on_gpu > 0);
+  std::uint64_t cpu = 0, gpu = 0;
+  for (const sy::DeviceMemory& m : check.memory) (m.device.is_cpu() ? cpu : gpu) += m.weight_bytes;
+  CHECK(cpu == expert_bytes + embedding_bf16);
+  CHECK(gpu == other_bf16_bytes);
 }
