@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -24,31 +26,43 @@ struct DecodedWeight {
   double value, magnitude;
 };
 
+// Byte offsets of a block's half-float scales: d, and the minimum (m or dmin) where the type has one.
+inline std::vector<int> half_scale_offsets(DType dtype) {
+  switch (dtype) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return {0};
+    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
+    case DType::q2_k: return {80, 82};
+    case DType::q3_k: return {108};
+    case DType::q6_k: return {208};
+    default: return {};
+  }
+}
+
 // Random bytes everywhere, then every half-float scale set to a random finite value of about 2^-6
-// (either sign), so that weights are of order 1 and no scale is inf or NaN.
+// (either sign), so that weights are of order 1 and no scale is inf or NaN. The scale offsets are
+// looked up once, outside the loop over blocks: GCC 13.3 at -O3 dropped the Q6_K case of a switch
+// on the dtype inside that loop (it unswitched the loop into a jump table that missed it), leaving
+// Q6_K's d random. The final pass makes any such slip a test failure that names this helper.
 inline std::vector<std::uint8_t> random_blocks(DType dtype, std::int64_t weights, std::mt19937& random) {
   const DTypeInfo& info = dtype_info(dtype);
   const std::int64_t blocks = weights / info.block_elements;
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(blocks * info.block_bytes));
   for (auto& b : bytes) b = static_cast<std::uint8_t>(random());
   std::uniform_real_distribution<float> magnitude(0.25f, 1.0f);
-  auto half = [&](std::uint8_t* at) {
-    const float v = (random() & 1 ? 1.0f : -1.0f) * magnitude(random) / 64.0f;
-    const std::uint16_t bits = cpu::f32_to_f16(v);
-    std::memcpy(at, &bits, 2);
-  };
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    std::uint8_t* block = bytes.data() + b * info.block_bytes;
-    switch (dtype) {
-      case DType::q4_0: case DType::q5_0: case DType::q8_0: half(block); break;
-      case DType::q4_1: case DType::q5_1: half(block); half(block + 2); break;
-      case DType::q4_k: case DType::q5_k: half(block); half(block + 2); break;
-      case DType::q2_k: half(block + 80); half(block + 82); break;
-      case DType::q3_k: half(block + 108); break;
-      case DType::q6_k: half(block + 208); break;
-      default: break;
+  const std::vector<int> offsets = half_scale_offsets(dtype);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (const int offset : offsets) {
+      const float sign = random() & 1 ? 1.0f : -1.0f;  // drawn before the magnitude, on every compiler
+      const std::uint16_t bits = cpu::f32_to_f16(sign * magnitude(random) / 64.0f);
+      std::memcpy(bytes.data() + b * info.block_bytes + offset, &bits, 2);
     }
-  }
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (const int offset : offsets) {
+      std::uint16_t bits;
+      std::memcpy(&bits, bytes.data() + b * info.block_bytes + offset, 2);
+      if ((bits & 0x7c00) == 0x7c00)
+        throw std::logic_error("random_blocks: a scale of block " + std::to_string(b) + " is inf or NaN");
+    }
   return bytes;
 }
 
