@@ -162,15 +162,19 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
   const StreamResult stream = stream_triad(options.stream_bytes);
   const cpu::Isa isa = cpu::chosen_isa();
   std::printf("bench experts: %d threads, %s weights, CPU kernels %s; ", stream.threads, dtype_name(dtype), cpu::isa_name(isa));
-  if (cpu::linear_quantizes_x(dtype, options.prefill_tokens)) {
-    std::printf("x quantised to 8-bit blocks, integer dot products (decode and prefill)\n");
-  } else if (is_block_quantized(dtype)) {
-    std::printf("below %lld tokens an expert x quantised to 8-bit blocks, integer dot products; from there f32 x on "
-                "dequantised weight panels\n",
-                static_cast<long long>(cpu::kQuantPrefillTokens));
+  const bool rounds = cpu::linear_rounds_x(isa, dtype, options.prefill_tokens);
+  if (is_block_quantized(dtype)) {
+    std::printf("decode x quantised to 8-bit blocks, integer dot products; prefill ");
+    if (rounds)
+      std::printf("(expert groups of %lld tokens or more) bf16 x on AMX tiles against bf16 panels of the dequantised weights\n",
+                  static_cast<long long>(cpu::kQuantPrefillTokens));
+    else if (cpu::linear_quantizes_x(dtype, options.prefill_tokens))
+      std::printf("the same\n");
+    else
+      std::printf("(expert groups of %lld tokens or more) f32 x on dequantised f32 weight panels\n",
+                  static_cast<long long>(cpu::kQuantPrefillTokens));
   } else {
     // Decode's few tokens keep f32 activations; the prefill's expert groups may round them (AMX).
-    const bool rounds = cpu::linear_rounds_x(isa, dtype, options.prefill_tokens);
     std::printf("decode f32 activations, prefill %s", rounds ? "bf16 activations on AMX tiles (expert groups of " : "f32 activations");
     if (rounds) std::printf("%lld tokens or more)", static_cast<long long>(cpu::kAmxTokens));
     std::printf("\n");

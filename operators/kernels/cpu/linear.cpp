@@ -49,8 +49,9 @@ BlockFns block_functions(Isa isa) {
     case Isa::avx512: {
       // Quantised weights take AVX512-VNNI's byte products; an AVX-512 CPU without it (Skylake-SP)
       // runs them with AVX2's.
+      if (isa == Isa::amx) return {detail::linear_block_amx, detail::quant_linear_block_amx};
       const BlockFn quantized = detail::has_avx512_vnni() ? detail::quant_linear_block_avx512 : detail::quant_linear_block_avx2;
-      return {isa == Isa::amx ? detail::linear_block_amx : detail::linear_block_avx512, quantized};
+      return {detail::linear_block_avx512, quantized};
     }
     case Isa::avx2: return {detail::linear_block_avx2, detail::quant_linear_block_avx2};
 #else
@@ -141,7 +142,9 @@ TileWriter tile_writer() {
 }  // namespace
 
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
-  return isa == Isa::amx && weight_dtype == DType::bf16 && tokens >= kAmxTokens;
+  if (isa != Isa::amx) return false;
+  if (weight_dtype == DType::bf16) return tokens >= kAmxTokens;
+  return is_block_quantized(weight_dtype) && tokens >= kQuantPrefillTokens;
 }
 
 bool linear_supports(DType weight_dtype) {
@@ -158,6 +161,16 @@ namespace {
 // One problem without x tiles: its row blocks, as threads ask (no bookkeeping: decode's hundreds of
 // one-row-block items a layer come this way).
 void run_one(const BlockFns& run_block, const LinearProblem& problem) {
+  if (omp_in_parallel() || omp_get_max_threads() == 1) {
+    // Called from inside a parallel region (the CPU experts' items), or with one thread: a region
+    // would get one thread anyway, and opening it costs a few tenths of a microsecond a call.
+    const LinearSplit split = split_for(problem, 1, 1);
+    for (std::int64_t id = 0; id < split.blocks(); ++id) {
+      const LinearBlock block = block_of(problem, split, id);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+    }
+    return;
+  }
   std::atomic<std::int64_t> next{0};  // the next block to take
 #pragma omp parallel if (problem.tokens * problem.in * problem.out >= kMinParallelWork)
   {
@@ -198,7 +211,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
   for (const LinearCall& c : calls) {
     LinearProblem problem = problem_of(c);
     if (c.tokens <= 0 || c.out <= 0) continue;
-    if (c.in > 0 && linear_quantizes_x(c.weight_dtype, c.tokens)) {
+    if (c.in > 0 && linear_quantizes_x(c.weight_dtype, c.tokens) && !rounds_x(c)) {
       // A call on the same x as an earlier one (gate and up) takes its activations, if of the same kind.
       problem.x_quantized_stride = detail::activation_bytes(c.weight_dtype, c.in);
       for (const LinearProblem& earlier : problems)
@@ -279,7 +292,7 @@ void linear_batch(Isa isa, std::span<const LinearCall> calls) {
 }
 
 void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
-  run_batch(BlockFns{linear_block_tiles_scalar, quant_linear_block_scalar},
+  run_batch(BlockFns{linear_block_tiles_scalar, quant_linear_block_tiles_scalar},
             [](const LinearCall& c) { return linear_rounds_x(Isa::amx, c.weight_dtype, c.tokens); }, calls);
 }
 

@@ -19,6 +19,10 @@
 // the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
 // bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
 // FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md keeps the measurement).
+// Block-type weights take the same tiles from kQuantPrefillTokens tokens on: their rows are
+// dequantised 32 at a time into a bf16 panel (one more rounding of each weight, relative 2^-9),
+// which costs about as much as the integer products of a handful of tokens and is then shared by
+// every token of the call.
 #include <cstdint>
 #include <span>
 
@@ -61,7 +65,8 @@ void linear_batch(Isa isa, std::span<const LinearCall> calls);
 // a call streams its weights (decode), and the f32 path costs no more.
 constexpr std::int64_t kAmxTokens = 8;
 
-// Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens.
+// Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens: with AMX, bf16
+// weights from kAmxTokens tokens and block types from kQuantPrefillTokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 
 // Tokens from which the 32-weight block types (q4_0 ... q8_0) are dequantised to f32 panels and
@@ -72,7 +77,7 @@ bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 constexpr std::int64_t kQuantPrefillTokens = 16;
 
 // Whether linear() quantises x (to 8-bit blocks: relative error up to 1/254 of a block's largest
-// |x| an element) for these weights and this many tokens.
+// |x| an element) for these weights and this many tokens, where linear_rounds_x does not hold.
 bool linear_quantizes_x(DType weight_dtype, std::int64_t tokens);
 
 // Whether `linear` accepts this weight dtype.

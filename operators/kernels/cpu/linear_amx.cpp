@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "operators/kernels/cpu/linear_kernels.h"
+#include "operators/kernels/cpu/quant_dot.h"
 
 namespace switchyard::cpu::detail {
 namespace {
@@ -123,6 +124,13 @@ void amx_block(const LinearProblem& p, const LinearBlock& block) {
 void linear_block_amx(const LinearProblem& problem, const LinearBlock& block) {
   if (problem.x_tiles != nullptr) return amx_block(problem, block);
   linear_block_avx512(problem, block);
+}
+
+// Block-type weights: x's tiles against bf16 panels of the dequantised rows, or (no tiles: decode)
+// the AVX-512 VNNI integer products (every AMX CPU has VNNI).
+void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block) {
+  if (problem.x_tiles == nullptr) return quant_linear_block_avx512(problem, block);
+  quant_tiles_block(problem, block, dequantize_rows_avx2, round_to_bf16_avx512, linear_block_amx);
 }
 
 }  // namespace switchyard::cpu::detail

@@ -49,6 +49,11 @@ void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, s
 void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
                          std::uint32_t* tiles);
 
+// `count` f32 values rounded to bf16 bits (cpu::f32_to_bf16: to nearest even, NaN kept quiet). The
+// AVX-512 one (x86, called only after isa_supported(Isa::avx512)) writes the same bits.
+void round_to_bf16_scalar(const float* in, std::int64_t count, std::uint16_t* out);
+void round_to_bf16_avx512(const float* in, std::int64_t count, std::uint16_t* out);
+
 // One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
 struct LinearBlock {
   std::int64_t row_begin, row_end;
@@ -64,6 +69,7 @@ void linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
 // and a batch that builds x's tiles as the AMX variant does and runs it. What the AMX variant adds
 // on top is the tile instructions, which only an AMX machine can test.
 void linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
+// (Block-type weights: quant_dot.h's tiles path, with the same emulation.)
 void linear_batch_emulating_amx(std::span<const LinearCall> calls);
 
 }  // namespace switchyard::cpu::detail

@@ -72,6 +72,10 @@ void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, s
   }
 }
 
+void round_to_bf16_scalar(const float* in, std::int64_t count, std::uint16_t* out) {
+  for (std::int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16(in[i]);
+}
+
 void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block) {
   if (p.x_tiles == nullptr) return linear_block_scalar(p, block);  // as the AMX variant falls back
   const auto* weight = static_cast<const std::uint16_t*>(p.weight);

@@ -14,6 +14,11 @@
 // multiplies them by every token of the block: the weights are unpacked once per call, x keeps its
 // f32 values.
 //
+// Tiles path (Isa::amx, kQuantPrefillTokens tokens or more: cpu::linear_rounds_x): 32 weight rows
+// at a time are dequantised to f32 and rounded to bf16 in a thread-local panel, which the AMX
+// block multiplies by x's bf16 tiles (LinearProblem::x_tiles); x is neither quantised nor read as
+// f32.
+//
 // Every row is `in / block_elements` consecutive blocks; linear.cpp checks that `in` is a multiple
 // of the block before any of this runs.
 #include <cstdint>
@@ -74,5 +79,17 @@ using DequantizeRowsFn = void (*)(DType, const void*, std::int64_t, std::int64_t
 using F32BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
 void quant_prefill_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,
                          F32BlockFn f32_block);
+
+// The tiles path, shared by the AMX variant and its scalar emulation: rows of the block 32 at a
+// time dequantised by `dequantize` into a thread-local f32 panel, rounded by `round` into a bf16
+// panel, multiplied by `tiles_block` (a bf16 block function that reads x_tiles) into a
+// thread-local [tokens, 32] y, copied into y.
+using RoundRowsFn = void (*)(const float*, std::int64_t, std::uint16_t*);
+void quant_tiles_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,
+                       RoundRowsFn round, F32BlockFn tiles_block);
+// linear()'s block for quantised weights on AMX (the tiles path when x_tiles is set, else the
+// AVX-512 VNNI variant), and its emulation in plain C++ for tests on any CPU.
+void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
+void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
 
 }  // namespace switchyard::cpu::detail

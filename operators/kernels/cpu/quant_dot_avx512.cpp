@@ -98,8 +98,66 @@ void rows32_all(const LinearProblem& p, const LinearBlock& block) {
   }
 }
 
+// A K super-block's 256 unsigned weights as four registers, u[c] = weights 64c .. 64c + 63 in
+// order (the layout of BlockQ8_K's qs, so that chunk c meets x's bytes 64c .. 64c + 63).
+// Q4_K, Q5_K and Q6_K unpack in registers: each 32 bytes of nibbles are broadcast to both halves
+// of a register and the upper half shifted by four, so a chunk costs a load and two or three
+// operations. Q2_K and Q3_K go through 256 bytes of L1 (unpack_simd), read back by halves (a
+// 64-byte load of two 32-byte stores would miss store forwarding).
+constexpr __mmask32 kUpperWords = 0xFFFF0000u;  // the 16-bit lanes of a register's upper 256 bits
+
+inline __m512i broadcast256(const std::uint8_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
+// Bytes `low` in the lower 256 bits, `high` in the upper.
+inline __m512i halves_epi8(char low, char high) {
+  return _mm512_inserti64x4(_mm512_set1_epi8(low), _mm256_set1_epi8(high), 1);
+}
+
+// Q4_K: qs[32c + l] holds weight 64c + l (low nibble) and 64c + 32 + l (high nibble).
+inline void unpack_chunks(const BlockQ4_K& b, __m512i u[4]) {
+  const __m512i low = _mm512_set1_epi8(0xF);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i q = broadcast256(b.qs + 32 * c);
+    u[c] = _mm512_and_si512(_mm512_mask_srli_epi16(q, kUpperWords, q, 4), low);
+  }
+}
+// Q5_K: Q4_K's nibbles plus 16 where bit s of qh[l] is set, for weight 32s + l (s = 2c, 2c + 1).
+inline void unpack_chunks(const BlockQ5_K& b, __m512i u[4]) {
+  const __m512i low = _mm512_set1_epi8(0xF), sixteen = _mm512_set1_epi8(16);
+  const __m512i h = broadcast256(b.qh);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i q = broadcast256(b.qs + 32 * c);
+    const __m512i nibbles = _mm512_and_si512(_mm512_mask_srli_epi16(q, kUpperWords, q, 4), low);
+    const __mmask64 fifth = _mm512_test_epi8_mask(h, halves_epi8(static_cast<char>(1 << (2 * c)), static_cast<char>(1 << (2 * c + 1))));
+    u[c] = _mm512_mask_add_epi8(nibbles, fifth, nibbles, sixteen);
+  }
+}
+// Q6_K: for each 128 weights (n), with ql = ql + 64n and qh = qh + 32n, weights 128n + l (l < 64)
+// have the low nibbles of ql[l] and weights 128n + 64 + l the high ones; the two high bits of
+// weight 128n + 32k + l are bits 2k, 2k + 1 of qh[l].
+inline void unpack_chunks(const BlockQ6_K& b, __m512i u[4]) {
+  const __m512i low = _mm512_set1_epi8(0xF);
+  // Bits 4-5 of each byte from the masked qh bits (shifts of masked bytes never cross a byte).
+  const __m512i first_mask = halves_epi8(0x03, 0x0C), second_mask = halves_epi8(0x30, static_cast<char>(0xC0));
+  const __m512i first_shift = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);  // left
+  const __m512i second_shift = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);  // right
+  for (int n = 0; n < 2; ++n) {
+    const __m512i l = load512(b.ql + 64 * n), h = broadcast256(b.qh + 32 * n);
+    const __m512i high0 = _mm512_sllv_epi16(_mm512_and_si512(h, first_mask), first_shift);
+    const __m512i high1 = _mm512_srlv_epi16(_mm512_and_si512(h, second_mask), second_shift);
+    u[2 * n] = _mm512_ternarylogic_epi32(l, low, high0, 0xEA);                           // (l & low) | high0
+    u[2 * n + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), low, high1, 0xEA);  // (l >> 4 & low) | high1
+  }
+}
+template <class Block>
+void unpack_chunks(const Block& b, __m512i u[4]) {
+  alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
+  unpack_simd(b, unpacked);
+  for (int c = 0; c < 4; ++c)
+    u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
+}
+
 // Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a K type: each super-block unpacked
-// once for the tokens into four registers, its scales spread per 64-weight chunk; the tokens' sums
+// once for the tokens into four registers (unpack_chunks), its scales spread per 64-weight chunk; the tokens' sums
 // in registers (4 + 4 + Tokens of the 32 zmm).
 template <class Block, int Tokens>
 void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
@@ -120,12 +178,8 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
     for (int t = 0; t < Tokens; ++t) acc[t] = _mm512_setzero_ps();
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
-      unpack_simd(w, unpacked);
-      // Read back by halves: a 64-byte load of two 32-byte stores would miss store forwarding.
       __m512i u[4];
-      for (int c = 0; c < 4; ++c)
-        u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
+      unpack_chunks(w, u);
       const ScalesKVector s = scales_vector(w);
       const __m512i scales = _mm512_castsi256_si512(s.scale);
       __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7

@@ -1,5 +1,6 @@
-// The ISA-independent parts of linear() on quantised weights (quant_dot.h): the prefill path over
-// dequantised weight panels, and whether this CPU runs the AVX-512 VNNI variant.
+// The ISA-independent parts of linear() on quantised weights (quant_dot.h): the prefill paths over
+// dequantised weight panels (f32, and bf16 for AMX's tiles), and whether this CPU runs the AVX-512
+// VNNI variant.
 #include <algorithm>
 #include <vector>
 
@@ -30,6 +31,34 @@ void quant_prefill_block(const LinearProblem& p, const LinearBlock& block, Dequa
     for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
       std::copy_n(y_panel.data() + t * rows, rows, p.y + t * p.out + r0);
   }
+}
+
+void quant_tiles_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
+                       RoundRowsFn round, F32BlockFn tiles_block) {
+  // 32 rows: the AMX block's two weight tiles a pass, so x's tiles are read once per panel.
+  constexpr std::int64_t kTileRows = 32;
+  thread_local std::vector<float> panel;
+  thread_local std::vector<std::uint16_t> bf16_panel;
+  thread_local std::vector<float> y_panel;
+  panel.resize(static_cast<std::size_t>(kTileRows * p.in));
+  bf16_panel.resize(panel.size());
+  y_panel.resize(static_cast<std::size_t>(kTileRows * p.tokens));
+  const std::int64_t row_bytes = static_cast<std::int64_t>(storage_bytes(p.quant_dtype, static_cast<std::uint64_t>(p.in)));
+  for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += kTileRows) {
+    const std::int64_t rows = std::min(kTileRows, block.row_end - r0);
+    dequantize(p.quant_dtype, static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes, p.in, rows, panel.data());
+    round(panel.data(), rows * p.in, bf16_panel.data());
+    LinearProblem panel_problem{p.x, p.tokens, p.in, bf16_panel.data(), LinearWeight::bf16, rows, y_panel.data()};
+    panel_problem.x_tiles = p.x_tiles;
+    tiles_block(panel_problem, LinearBlock{0, rows, 0, p.tokens});
+    for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
+      std::copy_n(y_panel.data() + t * rows, rows, p.y + t * p.out + r0);
+  }
+}
+
+void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block) {
+  if (problem.x_tiles == nullptr) return quant_linear_block_scalar(problem, block);
+  quant_tiles_block(problem, block, dequantize_rows_scalar, round_to_bf16_scalar, linear_block_tiles_scalar);
 }
 
 bool has_avx512_vnni() {

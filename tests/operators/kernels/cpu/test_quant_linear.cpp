@@ -11,6 +11,8 @@
 //     max |x| / 127), so |y - ref_f32| <= sum_k |w_k| d_b(k) / 2 + bound (a), stated per element.
 // (c) prefill (kQuantPrefillTokens tokens or more) against f32 x: weights dequantised to f32
 //     (3 roundings of magnitude each) and an f32 sum of `in` products: |y - ref| <= (in + 8) u M.
+// (d) AMX's tiles (cpu::linear_rounds_x): (c)'s weights and x each rounded once more, to bf16
+//     (relative 2^-9 each): |y - ref| <= 2^-8 sum_k |w_k x_k| (1 + 1%) + (in + 16) u M.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -26,6 +28,7 @@
 #include "operators/blocks/routed_experts.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/linear.h"
+#include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
@@ -85,21 +88,23 @@ struct Case {
 };
 
 // y from cpu::linear(isa) against the bounds of the header.
-void expect_close(const Case& c, const std::vector<std::uint8_t>& weight, const std::vector<float>& x,
+void expect_close(cpu::Isa isa, const Case& c, const std::vector<std::uint8_t>& weight, const std::vector<float>& x,
                   const std::vector<float>& y) {
   const auto w = sy::testing::decode_rows(c.dtype, weight.data(), c.out, c.in);
-  const bool decode = cpu::linear_quantizes_x(c.dtype, c.tokens);
+  const bool tiles = cpu::linear_rounds_x(isa, c.dtype, c.tokens);
+  const bool decode = !tiles && cpu::linear_quantizes_x(c.dtype, c.tokens);
   const QuantizedX q = decode ? quantized_x(c.dtype, x, c.tokens, c.in) : QuantizedX{};
   const double u = std::ldexp(1.0, -24);
   const double blocks = static_cast<double>(c.in / sy::dtype_info(c.dtype).block_elements);
   int failures = 0;
   for (std::int64_t t = 0; t < c.tokens && failures < 5; ++t)
     for (std::int64_t o = 0; o < c.out && failures < 5; ++o) {
-      double exact = 0, with_q = 0, magnitude = 0, q_error = 0;
+      double exact = 0, with_q = 0, magnitude = 0, q_error = 0, products = 0;
       for (std::int64_t k = 0; k < c.in; ++k) {
         const auto i = static_cast<std::size_t>(t * c.in + k);
         const DecodedWeight& wk = w[static_cast<std::size_t>(o * c.in + k)];
         exact += wk.value * x[i];
+        products += std::fabs(wk.value * x[i]);
         if (decode) {
           with_q += wk.value * q.value[i];
           magnitude += wk.magnitude * std::fabs(q.value[i]);
@@ -121,6 +126,12 @@ void expect_close(const Case& c, const std::vector<std::uint8_t>& weight, const 
           ++failures;
           FAIL_CHECK("y[" << t << ", " << o << "] = " << got << ", reference on f32 x " << exact << ", bound " << bound_b);
         }
+      } else if (tiles) {
+        const double bound_d = std::ldexp(1.0, -8) * products * 1.01 + (static_cast<double>(c.in) + 16) * u * magnitude;
+        if (!(std::fabs(got - exact) <= bound_d)) {
+          ++failures;
+          FAIL_CHECK("y[" << t << ", " << o << "] = " << got << ", reference " << exact << ", bound " << bound_d << " (tiles)");
+        }
       } else {
         const double bound_c = (static_cast<double>(c.in) + 8) * u * magnitude;
         if (!(std::fabs(got - exact) <= bound_c)) {
@@ -138,7 +149,7 @@ void check_case(cpu::Isa isa, const Case& c, std::mt19937& random) {
   const std::vector<float> x = random_x(random, c.tokens * c.in);
   std::vector<float> y(static_cast<std::size_t>(c.tokens * c.out), NAN);
   cpu::linear(isa, x.data(), c.tokens, c.in, weight.data(), c.dtype, c.out, y.data());
-  expect_close(c, weight, x, y);
+  expect_close(isa, c, weight, x, y);
 }
 
 }  // namespace
@@ -156,6 +167,35 @@ TEST_CASE("quant linear: every block type and variant against the double referen
         for (const std::int64_t out : {std::int64_t{1}, std::int64_t{19}})
           for (const std::int64_t tokens : {1, 2, 7, 15, 16, 17, 40})
             check_case(isa, Case{dtype, tokens, in, out}, random);
+    }
+  }
+}
+
+TEST_CASE("quant linear: AMX's tiles path (emulated) on every block type, from kQuantPrefillTokens tokens") {
+  // The AMX variant's arithmetic (bf16 panels of the dequantised rows, x's bf16 tiles) in plain C++,
+  // so that any CPU tests what an AMX machine runs; an AMX machine also runs it through check_case.
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::q4_k, cpu::kQuantPrefillTokens - 1));
+  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::avx512, sy::DType::q8_0, 64));
+  for (sy::DType dtype : sy::testing::kBlockTypes) {
+    REQUIRE(cpu::linear_rounds_x(cpu::Isa::amx, dtype, cpu::kQuantPrefillTokens));
+    const std::int64_t block = sy::dtype_info(dtype).block_elements;
+    // Rows past a panel of 32 and past a tile of 16, tokens past a tile of 16; two calls on one x
+    // share its tiles.
+    for (const std::int64_t tokens : {cpu::kQuantPrefillTokens - 1, cpu::kQuantPrefillTokens, std::int64_t{33}}) {
+      const std::int64_t in = 2 * block, out = 45;
+      INFO("weights " << std::string(sy::dtype_name(dtype)) << ", tokens " << tokens);
+      const std::vector<std::uint8_t> a = sy::testing::random_blocks(dtype, out * in, random),
+                                      b = sy::testing::random_blocks(dtype, 7 * in, random);
+      const std::vector<float> x = random_x(random, tokens * in);
+      std::vector<float> ya(static_cast<std::size_t>(tokens * out), NAN), yb(static_cast<std::size_t>(tokens * 7), NAN);
+      const cpu::LinearCall calls[] = {{x.data(), tokens, in, a.data(), dtype, out, ya.data()},
+                                       {x.data(), tokens, in, b.data(), dtype, 7, yb.data()}};
+      cpu::detail::linear_batch_emulating_amx(calls);
+      expect_close(cpu::Isa::amx, Case{dtype, tokens, in, out}, a, x, ya);
+      expect_close(cpu::Isa::amx, Case{dtype, tokens, in, 7}, b, x, yb);
     }
   }
 }
@@ -237,7 +277,7 @@ TEST_CASE("quant linear: a batch of mixed dtypes, some calls sharing x, equals t
         // Each row's arithmetic is the same whichever thread or batch runs it.
         CHECK(batched[i] == single[i]);
         if (weights[i].dtype != sy::DType::bf16)
-          expect_close(Case{weights[i].dtype, tokens, weights[i].in, weights[i].out}, weights[i].bytes,
+          expect_close(isa, Case{weights[i].dtype, tokens, weights[i].in, weights[i].out}, weights[i].bytes,
                        weights[i].x == x.data() ? x : h, batched[i]);
       }
     }
@@ -298,13 +338,13 @@ TEST_CASE("quant linear: a decode call on x changed in place, or on weights of t
     INFO("round " << round);
     if (round == 2) x[static_cast<std::size_t>(tokens * in - 1)] += 1.0f;  // one input changes, in place
     cpu::linear(x.data(), tokens, in, k_weight.data(), sy::DType::q4_k, out, y.data());
-    expect_close(Case{sy::DType::q4_k, tokens, in, out}, k_weight, x, y);
+    expect_close(cpu::chosen_isa(), Case{sy::DType::q4_k, tokens, in, out}, k_weight, x, y);
     cpu::linear(x.data(), tokens, in, weight32.data(), sy::DType::q8_0, out, y.data());
-    expect_close(Case{sy::DType::q8_0, tokens, in, out}, weight32, x, y);
+    expect_close(cpu::chosen_isa(), Case{sy::DType::q8_0, tokens, in, out}, weight32, x, y);
     // The same floats read as one token of twice the inputs.
     std::vector<float> y_one(out);
     cpu::linear(x.data(), 1, 2 * in, k_weight.data(), sy::DType::q4_k, out / 2, y_one.data());
-    expect_close(Case{sy::DType::q4_k, 1, 2 * in, out / 2}, k_weight, x, y_one);
+    expect_close(cpu::chosen_isa(), Case{sy::DType::q4_k, 1, 2 * in, out / 2}, k_weight, x, y_one);
   }
 }
 
@@ -388,10 +428,12 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
           for (std::int64_t i = 0; i < hidden; ++i)
             expected[static_cast<std::size_t>(t * hidden + i)] += weights[static_cast<std::size_t>(t * top_k + k)] * y[static_cast<std::size_t>(i)];
         }
-      // The grouped path's 32-weight types switch to f32 panels (f32 x): the difference is then the
-      // activation quantisation's, of order 1/254 of a block's largest input a term; the integer paths
-      // compute every row as the one-token calls do, up to float rounding.
-      const bool panels = !k_types && tokens * top_k > 16;
+      // The grouped path's 32-weight types switch to f32 panels (f32 x), and on AMX every block type
+      // to bf16 tiles: the difference is then the activation quantisation's (of order 1/254 of a
+      // block's largest input a term) and bf16's; the integer paths compute every row as the
+      // one-token calls do, up to float rounding.
+      const bool panels = (!k_types || cpu::linear_rounds_x(cpu::chosen_isa(), gate_up, cpu::kQuantPrefillTokens)) &&
+                          tokens * top_k > 16;
       double max_abs = 0;
       for (float v : expected) max_abs = std::max(max_abs, std::fabs(double{v}));
       int failures = 0;
