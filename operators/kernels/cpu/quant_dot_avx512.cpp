@@ -20,6 +20,30 @@ inline __m512 halves(float a, float b) {
                                              _mm256_castps_pd(_mm256_set1_ps(b)), 1));
 }
 
+// Two consecutive 32-weight blocks' weights in one register, block b's in the lower 256 bits and
+// b + 1's in the upper, as unpack32 gives each. The nibble types broadcast each block's 16 bytes
+// to two 128-bit lanes and shift the second by four (weights j and j + 16 share qs[j]); the fifth
+// bits of Q5_0/Q5_1 become a 64-bit mask that adds 16.
+inline __m512i nibbles_pair(const std::uint8_t* qs0, const std::uint8_t* qs1) {
+  const __m512i a = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
+  const __m512i b = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)));
+  const __m512i both = _mm512_mask_blend_epi64(0xF0, a, b);  // [qs0, qs0 | qs1, qs1]
+  constexpr __mmask32 kSecondLanes = 0xFF00FF00u;            // the 16-bit lanes of 128-bit lanes 1 and 3
+  return _mm512_and_si512(_mm512_mask_srli_epi16(both, kSecondLanes, both, 4), _mm512_set1_epi8(0xF));
+}
+template <class Block>
+__m512i fifth_bits_pair(const Block* b, __m512i u) {
+  const auto bits = static_cast<__mmask64>(high_bits(b[0].qh) | std::uint64_t{high_bits(b[1].qh)} << 32);
+  return _mm512_mask_add_epi8(u, bits, u, _mm512_set1_epi8(16));
+}
+inline __m512i unpack_pair(const BlockQ4_0* b) { return nibbles_pair(b[0].qs, b[1].qs); }
+inline __m512i unpack_pair(const BlockQ4_1* b) { return nibbles_pair(b[0].qs, b[1].qs); }
+inline __m512i unpack_pair(const BlockQ5_0* b) { return fifth_bits_pair(b, nibbles_pair(b[0].qs, b[1].qs)); }
+inline __m512i unpack_pair(const BlockQ5_1* b) { return fifth_bits_pair(b, nibbles_pair(b[0].qs, b[1].qs)); }
+inline __m512i unpack_pair(const BlockQ8_0* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(b[0].qs)), load256(b[1].qs), 1);
+}
+
 // Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, two blocks a register
 // (an odd last block alone, zeros above it), the tokens' sums in registers. The weights' offset
 // and minimum go with the token's block sum as a float term, (m - offset d) * d_x * sum(q); Q8_0's
@@ -34,6 +58,7 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
   constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
   constexpr int offset = q8 ? 0 : kOffset<Block>;
   constexpr bool block_sums = offset != 0 || kHasMin<Block>;
+  const __m512i first_or_second = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     const Block* row = weight + r * blocks;
     __m512 acc[Tokens];
@@ -45,20 +70,24 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
     }
     for (std::int64_t b = 0; b < blocks; b += 2) {
       const bool pair = b + 1 < blocks;
-      const float d0 = half_to_float(row[b].d), d1 = pair ? half_to_float(row[b + 1].d) : 0.0f;
+      // Both blocks' d (and m) in one conversion: [d0, d1, m0, m1] (zeros for a missing block).
+      std::uint64_t half_bits = row[b].d | (pair ? std::uint64_t{row[b + 1].d} << 16 : 0);
+      if constexpr (kHasMin<Block>) half_bits |= std::uint64_t{row[b].m} << 32 | (pair ? std::uint64_t{row[b + 1].m} << 48 : 0);
+      const __m128 scales = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(half_bits)));
+      const float d0 = _mm_cvtss_f32(scales), d1 = _mm_cvtss_f32(_mm_movehdup_ps(scales));
       float c0 = -offset * d0, c1 = -offset * d1;
       if constexpr (kHasMin<Block>) {
-        c0 += half_to_float(row[b].m);
-        c1 += pair ? half_to_float(row[b + 1].m) : 0.0f;
+        const __m128 m = _mm_movehl_ps(scales, scales);
+        c0 += _mm_cvtss_f32(m);
+        c1 += _mm_cvtss_f32(_mm_movehdup_ps(m));
       }
-      __m512i u = _mm512_zextsi256_si512(unpack32(row[b]));
-      if (pair) u = _mm512_inserti64x4(u, unpack32(row[b + 1]), 1);
+      __m512i u = pair ? unpack_pair(row + b) : _mm512_zextsi256_si512(unpack32(row[b]));
       __mmask64 negative = 0;
       if constexpr (q8) {
         negative = _mm512_movepi8_mask(u);
         u = _mm512_abs_epi8(u);  // -128 -> 0x80, read as 128
       }
-      const __m512 dw = halves(d0, d1);
+      const __m512 dw = _mm512_permutexvar_ps(first_or_second, _mm512_castps128_ps512(scales));  // [d0 x 8 | d1 x 8]
 #pragma GCC unroll 8
       for (int t = 0; t < Tokens; ++t) {
         const ActivationBlock32& x0 = xs[t][b];
@@ -149,7 +178,7 @@ inline void unpack_chunks(const BlockQ6_K& b, __m512i u[4]) {
   }
 }
 template <class Block>
-void unpack_chunks(const Block& b, __m512i u[4]) {
+[[gnu::always_inline]] inline void unpack_chunks(const Block& b, __m512i u[4]) {
   alignas(64) std::uint8_t unpacked[quant::kSuperBlock];
   unpack_simd(b, unpacked);
   for (int c = 0; c < 4; ++c)
