@@ -100,18 +100,20 @@ struct BlockQ6_K {
   std::uint16_t d;
 };
 
-// Activations for the K types' integer dot products (never stored in a file): a float scale, 256
-// signed bytes, and the sums of each 16 of them (for the minimums' term).
-struct BlockQ8_K {
-  float d;
+// Activations for the K types' integer dot products (never stored in a file): 256 signed bytes,
+// the sums of each 16 of them (for the minimums' term) and a float scale. 64-byte aligned and
+// padded to 320 bytes, bytes first, so that a kernel's 64-byte loads of qs never split a cache
+// line (buffers of them are allocated 64-byte aligned).
+struct alignas(64) BlockQ8_K {
   std::int8_t qs[kSuperBlock];
   std::int16_t bsums[kSuperBlock / 16];
+  float d;
 };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 320);
 
 // Q4_K's and Q5_K's 12 bytes of six-bit scales and minimums, for sub-block s in [0, 8):
 //   s < 4:  scale = bytes[s] & 63, min = bytes[s + 4] & 63;

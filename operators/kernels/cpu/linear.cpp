@@ -93,6 +93,20 @@ LinearProblem problem_of(const LinearCall& c) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// 64-byte aligned storage for quantised activations: BlockQ8_K is 64-byte aligned, so that the
+// kernels' 64-byte loads of its bytes never split a cache line.
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const Aligned64<U>&) const { return true; }
+};
+
 // Tokens of x a thread quantises at a time (an item of the parallel region).
 constexpr std::int64_t kQuantizeTokens = 4;
 
@@ -316,7 +330,7 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
       std::vector<float> x;
       std::int64_t in = 0;
       bool q8_k = false;
-      std::vector<std::uint8_t> bytes;
+      std::vector<std::uint8_t, Aligned64<std::uint8_t>> bytes;
     };
     thread_local LastActivations last;
     problem.x_quantized_stride = detail::activation_bytes(weight_dtype, in);

@@ -69,7 +69,8 @@ void quantize_activations(DType weight, const float* x, std::int64_t token_begin
   thread_local std::vector<std::int32_t> sums16;
   sums16.resize(static_cast<std::size_t>(in / 16));
   for (std::int64_t t = token_begin; t < token_end; ++t) {
-    // out is aligned for the blocks (4 bytes), and both blocks' sizes are multiples of 4.
+    // out is aligned for the blocks (64 bytes for BlockQ8_K, 4 for ActivationBlock32), and both
+    // blocks' sizes are multiples of their alignment.
     std::uint8_t* token = out + t * stride;
     if (takes_q8_k(weight)) {
       auto* blocks = reinterpret_cast<quant::BlockQ8_K*>(token);

@@ -46,7 +46,7 @@ inline bool takes_q8_k(DType weight) {
 // Bytes of one token's quantised activations for `in` inputs against weights of `weight`.
 std::int64_t activation_bytes(DType weight, std::int64_t in);
 // Tokens [token_begin, token_end) of x [tokens, in] as activations for `weight`, token t at
-// out + t * activation_bytes(weight, in). Round to nearest; d = max |x| / 127 per block (0 for an
+// out + t * activation_bytes(weight, in); out 64-byte aligned. Round to nearest; d = max |x| / 127 per block (0 for an
 // all-zero block). The same code on every ISA, so every variant multiplies the same bytes.
 void quantize_activations(DType weight, const float* x, std::int64_t token_begin, std::int64_t token_end,
                           std::int64_t in, std::uint8_t* out);

@@ -62,8 +62,9 @@ struct QuantizedX {
 };
 QuantizedX quantized_x(sy::DType dtype, const std::vector<float>& x, std::int64_t tokens, std::int64_t in) {
   const std::int64_t stride = detail::activation_bytes(dtype, in);
-  std::vector<std::uint32_t> words(static_cast<std::size_t>((tokens * stride + 3) / 4));  // 4-byte aligned
-  auto* bytes = reinterpret_cast<std::uint8_t*>(words.data());
+  // 64-byte aligned, as the kernels' buffers are (BlockQ8_K's alignment).
+  std::vector<std::uint8_t> storage(static_cast<std::size_t>(tokens * stride + 64));
+  auto* bytes = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
   detail::quantize_activations(dtype, x.data(), 0, tokens, in, bytes);
   QuantizedX q{std::vector<double>(x.size()), std::vector<double>(x.size())};
   for (std::int64_t t = 0; t < tokens; ++t)
