@@ -8,9 +8,12 @@
 #   bench:   a 14-layer shape in Q4_K_M and Q8_0: decode and 512-token prefill with the experts on
 #            the CPU and the rest on the GPU, ours (`bench decode`, STREAM in the same run) and
 #            llama.cpp's (`llama-bench -ngl 99 -ot exps=CPU -fa 1`) on the same files, 16 threads.
-#   usage: scripts/gpu-gguf.sh [formats|bench|all]   (logs in $OUT)
+#   kernels: the CPU machine's view of the quantised kernels: its topology, the kernels' tests, and
+#            `bench experts` per block type at 16, 8 and 1 threads (decode and 512-token prefill).
+#   usage: scripts/gpu-gguf.sh [formats|bench|kernels|all] ...   (several at once; logs in $OUT)
 set -uo pipefail
-what=${1:-all}
+what=" ${*:-all} "
+want() { [[ $what == *" $1 "* || $what == *" all "* ]]; }
 out=${OUT:-/tmp/switchyard-out}
 mkdir -p "$out"
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
@@ -27,13 +30,26 @@ echo "built: $(date +%T)"
 bin=./build-dev/switchyard
 m=/tmp/switchyard-gguf
 mkdir -p $m
+if want kernels; then
+  lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L2|L3' | tr -s ' '
+  timeout 120 ./build-dev/tests/switchyard_tests -tc='quant*,cpu kernels*,gguf fidelity*,fidelity*' > "$out/kernel-tests.log" 2>&1
+  echo "kernel tests exit $?: $(grep -E 'test cases' "$out/kernel-tests.log")"; grep -E 'ERROR' -A4 "$out/kernel-tests.log" | head -20
+  for spec in "q4_k deepseek-v3 16" "q6_k deepseek-v3 16" "q5_k deepseek-v3 16" "q8_0 deepseek-v2-lite 16" "q5_0 deepseek-v2-lite 16" \
+              "bf16 deepseek-v2-lite 16" "q4_k deepseek-v3 8" "q8_0 deepseek-v2-lite 8" "q4_k deepseek-v3 1"; do
+    read -r dtype shape threads <<< "$spec"
+    prefill=512; [[ $threads == 1 ]] && prefill=64
+    timeout 60 $bin bench experts --weight_dtype "$dtype" --shape "$shape" --threads "$threads" --decode_tokens 1 \
+      --prefill_tokens $prefill --repeat 20 > "$out/experts-$dtype-$threads.log" 2>&1
+    echo "experts $dtype $shape $threads threads: $(grep -E 'STREAM triad' "$out/experts-$dtype-$threads.log" | grep -oE '[0-9.]+ GB/s') | $(grep -E "^$shape" "$out/experts-$dtype-$threads.log" | tr -s ' ')"
+  done
+fi
 model() {  # model LAYERS DTYPE: our GGUF of a DeepSeek-V2-Lite shape, made once per machine
   local dir=$m/v2lite-$1-$2
   [[ -f $dir/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers "$1" --format gguf --dtype "$2" --seed 7 \
     --out "$dir" >> "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
   echo "$dir/model.gguf"
 }
-if [[ $what == formats || $what == all ]]; then
+if want formats; then
   src=$(model 2 bf16)
   rm -rf $m/peer; mkdir -p $m/peer
   for type in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
@@ -58,7 +74,7 @@ PY
     echo "llama.cpp runs our $dtype: exit $? $(grep -E 'tg16' "$out/lcpp-load-$dtype.log" | tr -s ' ' | cut -c1-160)"
   done
 fi
-if [[ $what == bench || $what == all ]]; then
+if want bench; then
   # The hybrid V2-Lite profile with the routed experts' prefill on the CPU too, as the big models run.
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
