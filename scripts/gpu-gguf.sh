@@ -85,6 +85,10 @@ if want bench; then
     timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
       --prompt_tokens 512 > "$out/bench-$dtype.log" 2>&1
     echo "ours $dtype exit $?"; grep -E 'STREAM|^decode|prefill|GPU side|experts' "$out/bench-$dtype.log" | head -12
+    # The whole process as a user runs it: load duration and peak RSS beside the file's size.
+    timeout 120 $bin run --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+      --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 > "$out/run-$dtype.log" 2>&1
+    echo "run $dtype exit $?: $(grep -E 'load duration|peak RSS|KV cache' "$out/run-$dtype.log" | tr -s ' ' | tr '\n' ';')"
     timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
     echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
   done
