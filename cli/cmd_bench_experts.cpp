@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/arch_presets.h"
+#include "core/quant_formats.h"
 #include "core/statistics.h"
 #include "core/error.h"
 #include "core/stream_triad.h"
@@ -24,18 +25,6 @@ namespace switchyard::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Byte offsets of the half-float scales in one block of `dtype` (core/quant_blocks.h).
-std::vector<int> half_offsets(DType dtype) {
-  switch (dtype) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: return {0};
-    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
-    case DType::q2_k: return {80, 82};
-    case DType::q3_k: return {108};
-    case DType::q6_k: return {208};
-    default: return {};
-  }
-}
 
 // A [rows, cols] tensor of random values: normals of sd 0.02 for plain dtypes; for block types
 // random bytes with every half-float scale a random finite value near 2^-10 (weights of order 0.02).
@@ -60,7 +49,7 @@ Tensor random_weights(DType dtype, std::int64_t rows, std::int64_t cols, std::mt
         const std::uint32_t bits = rng();
         std::memcpy(at + i, &bits, std::min<std::size_t>(4, unit - i));
       }
-      for (int offset : half_offsets(dtype)) {
+      for (int offset : quant::half_scale_offsets(dtype)) {
         const std::uint16_t bits = cpu::f32_to_f16(scale(rng));
         std::memcpy(at + offset, &bits, 2);
       }

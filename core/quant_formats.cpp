@@ -2,11 +2,31 @@
 // core/quant_quantize.cpp's row functions.
 #include "core/quant_formats.h"
 
+#include <cstddef>
 #include <exception>
 #include <stdexcept>
 #include <string>
 
+#include "core/quant_blocks.h"
+
 namespace switchyard::quant {
+
+std::vector<int> half_scale_offsets(DType dtype) {
+  auto at = [](std::size_t offset) { return static_cast<int>(offset); };
+  switch (dtype) {
+    case DType::q4_0: return {at(offsetof(BlockQ4_0, d))};
+    case DType::q5_0: return {at(offsetof(BlockQ5_0, d))};
+    case DType::q8_0: return {at(offsetof(BlockQ8_0, d))};
+    case DType::q4_1: return {at(offsetof(BlockQ4_1, d)), at(offsetof(BlockQ4_1, m))};
+    case DType::q5_1: return {at(offsetof(BlockQ5_1, d)), at(offsetof(BlockQ5_1, m))};
+    case DType::q2_k: return {at(offsetof(BlockQ2_K, d)), at(offsetof(BlockQ2_K, dmin))};
+    case DType::q3_k: return {at(offsetof(BlockQ3_K, d))};
+    case DType::q4_k: return {at(offsetof(BlockQ4_K, d)), at(offsetof(BlockQ4_K, dmin))};
+    case DType::q5_k: return {at(offsetof(BlockQ5_K, d)), at(offsetof(BlockQ5_K, dmin))};
+    case DType::q6_k: return {at(offsetof(BlockQ6_K, d))};
+    default: return {};
+  }
+}
 
 bool has_row_codec(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || is_block_quantized(dtype);

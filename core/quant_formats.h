@@ -9,6 +9,7 @@
 // Any other type, a negative `n` or a partial block throws std::invalid_argument naming the type,
 // the length and what is wrong; no other input is checked (the bytes of a block are all valid).
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -41,5 +42,10 @@ void dequantize_rows(DType dtype, const void* in, float* out, std::int64_t rows,
 void check_row_length(DType dtype, std::int64_t n, const char* operation);
 // Whether the functions above take `dtype` at all.
 bool has_row_codec(DType dtype);
+
+// Byte offsets of the half-float scales in one block of `dtype` (core/quant_blocks.h): d, and the
+// minimum (m or dmin) where the type has one; empty for a plain type. For writers of random blocks
+// whose scales must be finite (benchmarks, tests).
+std::vector<int> half_scale_offsets(DType dtype);
 
 }  // namespace switchyard::quant

@@ -191,6 +191,22 @@ TEST_CASE("quant formats: dequantize_row equals a plain double decoder of the bi
   }
 }
 
+TEST_CASE("quant formats: the half-float scales sit where ggml's block layouts put them") {
+  // ggml-common.h's structs: d (and m or dmin) first in the 32-weight blocks and in Q4_K/Q5_K,
+  // after the scales and quants in Q2_K (16 + 64 bytes), Q3_K (32 + 64 + 12) and Q6_K (128 + 64 + 16).
+  CHECK(quant::half_scale_offsets(sy::DType::q4_0) == std::vector<int>{0});
+  CHECK(quant::half_scale_offsets(sy::DType::q5_0) == std::vector<int>{0});
+  CHECK(quant::half_scale_offsets(sy::DType::q8_0) == std::vector<int>{0});
+  CHECK(quant::half_scale_offsets(sy::DType::q4_1) == std::vector<int>{0, 2});
+  CHECK(quant::half_scale_offsets(sy::DType::q5_1) == std::vector<int>{0, 2});
+  CHECK(quant::half_scale_offsets(sy::DType::q4_k) == std::vector<int>{0, 2});
+  CHECK(quant::half_scale_offsets(sy::DType::q5_k) == std::vector<int>{0, 2});
+  CHECK(quant::half_scale_offsets(sy::DType::q2_k) == std::vector<int>{80, 82});
+  CHECK(quant::half_scale_offsets(sy::DType::q3_k) == std::vector<int>{108});
+  CHECK(quant::half_scale_offsets(sy::DType::q6_k) == std::vector<int>{208});
+  CHECK(quant::half_scale_offsets(sy::DType::bf16).empty());
+}
+
 TEST_CASE("quant formats: plain types decode exactly, rows decode block after block") {
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");

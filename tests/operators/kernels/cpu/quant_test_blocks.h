@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/quant_blocks.h"
+#include "core/quant_formats.h"
 #include "operators/kernels/cpu/half.h"
 
 namespace switchyard::testing {
@@ -26,18 +27,6 @@ struct DecodedWeight {
   double value, magnitude;
 };
 
-// Byte offsets of a block's half-float scales: d, and the minimum (m or dmin) where the type has one.
-inline std::vector<int> half_scale_offsets(DType dtype) {
-  switch (dtype) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: return {0};
-    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
-    case DType::q2_k: return {80, 82};
-    case DType::q3_k: return {108};
-    case DType::q6_k: return {208};
-    default: return {};
-  }
-}
-
 // Random bytes everywhere, then every half-float scale set to a random finite value of about 2^-6
 // (either sign), so that weights are of order 1 and no scale is inf or NaN. The scale offsets are
 // looked up once, outside the loop over blocks: GCC 13.3 at -O3 dropped the Q6_K case of a switch
@@ -49,7 +38,7 @@ inline std::vector<std::uint8_t> random_blocks(DType dtype, std::int64_t weights
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(blocks * info.block_bytes));
   for (auto& b : bytes) b = static_cast<std::uint8_t>(random());
   std::uniform_real_distribution<float> magnitude(0.25f, 1.0f);
-  const std::vector<int> offsets = half_scale_offsets(dtype);
+  const std::vector<int> offsets = quant::half_scale_offsets(dtype);
   for (std::int64_t b = 0; b < blocks; ++b)
     for (const int offset : offsets) {
       const float sign = random() & 1 ? 1.0f : -1.0f;  // drawn before the magnitude, on every compiler

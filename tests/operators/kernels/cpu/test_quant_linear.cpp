@@ -370,7 +370,7 @@ TEST_CASE("quant linear: NaN and infinite inputs or scales give NaN in their out
                     << tokens);
         std::vector<std::uint8_t> weight = sy::testing::random_blocks(dtype, in * out, random);
         // Row 1's first scale (d, at the offset random_blocks writes it) becomes NaN.
-        const auto d_offset = static_cast<std::size_t>(sy::testing::half_scale_offsets(dtype).front());
+        const auto d_offset = static_cast<std::size_t>(sy::quant::half_scale_offsets(dtype).front());
         const auto row_bytes = static_cast<std::size_t>(sy::storage_bytes(dtype, in));
         weight[row_bytes + d_offset] = 0x00;
         weight[row_bytes + d_offset + 1] = 0x7e;  // f16 quiet NaN
