@@ -56,6 +56,9 @@ struct BenchCheckCommand {
 
   int run() const {
     const CheckOptions options = model.to_check_options();
+    if (!options.quick_rules.empty() || options.profile.empty())
+      throw InputError("bench check times a profile's check: give --optimize_config_path (its quick rules, -ot, "
+                       "--cpu-moe and --n-cpu-moe, are not timed)");
     std::string profile_text;
     if (generated > 0) {
       Diagnostics ignored;

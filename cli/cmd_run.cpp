@@ -122,7 +122,7 @@ struct RunCommand {
                   static_cast<unsigned long long>(kEmbeddedSeed));
     }
     options.budget.prefill_chunk = prefill_chunk;
-    if (chosen.profile.empty()) {
+    if (chosen.profile.empty() && options.quick_rules.empty()) {
       options.profile = "<built-in CPU profile>";
       options.profile_text = kCpuProfile;
     }

@@ -19,6 +19,9 @@ struct SplitCommand {
   int run() const {
     if (!model.gpus) throw InputError("split needs --gpus N");
     CheckOptions target = model.to_check_options();
+    if (!target.quick_rules.empty())
+      throw InputError("split writes a profile from a profile: llama.cpp's flags (-ot, --cpu-moe, --n-cpu-moe) are not "
+                       "written into split profiles yet; put them on the commands that use the split profile");
     // The base is checked as written: its own GPUs, no GPU budgets (those are for the split).
     CheckOptions base_options = target;
     base_options.gpus.reset();

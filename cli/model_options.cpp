@@ -97,6 +97,17 @@ void apply_cpu_threads(int threads) {
   }
 }
 
+std::vector<std::string> rewrite_llama_cpp_flags(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (i > 0 && a == "-ot") out.emplace_back("--override-tensor");
+    else if (i > 0 && a.substr(0, 4) == "-ot=") out.push_back("--override-tensor=" + std::string(a.substr(4)));
+    else out.emplace_back(a);
+  }
+  return out;
+}
+
 void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   std::string presets;
   for (const ArchPreset& p : arch_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
@@ -107,9 +118,19 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   command.add_option("--gguf_path", gguf_path,
                      "GGUF model: a .gguf file, the first file of a split set, or a directory holding one; the config "
                      "comes from its metadata");
-  auto* profile_option = command.add_option("--optimize_config_path,--optimize_rule_path", profile,
-                                            "optimize-rule YAML profile");
-  if (profile_required) profile_option->required();
+  this->profile_required = profile_required;
+  command.add_option("--optimize_config_path,--optimize_rule_path", profile,
+                     "optimize-rule YAML profile (llama.cpp's -ot, --cpu-moe and --n-cpu-moe add rules before its own)");
+  command.add_option("--override-tensor,--override_tensor", override_tensor,
+                     "-ot REGEX=DEVICE[,REGEX=DEVICE...] as llama.cpp has it: the modules whose GGUF tensor names "
+                     "(blk.3.ffn_up_exps.weight) or module names the regex finds go to DEVICE (CPU, CUDA0, cpu, "
+                     "cuda:N); may be repeated, and wins over the profile")
+      ->take_all()
+      ->expected(1);
+  command.add_flag("--cpu-moe,--cpu_moe", cpu_moe, "every MoE layer's routed experts on the CPU (llama.cpp's --cpu-moe)");
+  command.add_option("--n-cpu-moe,--n_cpu_moe", n_cpu_moe,
+                     "the routed experts of the first N MoE layers on the CPU (llama.cpp's --n-cpu-moe)")
+      ->transform(whole_number<int>());
   command.add_option("--weight_dtype", weight_dtype,
                      "storage dtype assumed without a checkpoint: bf16, f16, f32, fp8, q8_0, q6_k, q5_k, q4_k, q3_k, "
                      "q5_1, q5_0, q4_1, q4_0, or a mix: q5_k_m, q4_k_m, q2_k")
@@ -165,6 +186,10 @@ CheckOptions ModelOptions::to_check_options() const {
   options.model.gguf_path = gguf_path;
   options.model.weight_dtype = weight_dtype;
   options.profile = profile;
+  options.quick_rules = QuickRuleFlags{override_tensor, cpu_moe, n_cpu_moe};
+  if (profile_required && profile.empty() && options.quick_rules.empty())
+    throw InputError("give a profile (--optimize_config_path FILE) or llama.cpp's placement flags (-ot REGEX=DEVICE, "
+                     "--cpu-moe, --n-cpu-moe N)");
   if (gpus && (*gpus < 0 || *gpus > 1024))
     throw InputError("--gpus " + std::to_string(*gpus) + " is outside 0 to 1024");
   options.gpus = gpus;

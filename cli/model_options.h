@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,13 +29,24 @@ struct ModelOptions {
   std::int64_t max_context = 4096;
   std::optional<std::string> kv_cache_dtype;  // f32 | bf16; absent: the checkpoint's activation dtype
   std::string default_device;
+  // llama.cpp's placement flags (placement/quick_rules.h): -ot / --override-tensor (main rewrites
+  // llama.cpp's two-letter -ot, which CLI11 cannot name), --cpu-moe, --n-cpu-moe.
+  std::vector<std::string> override_tensor;
+  bool cpu_moe = false;
+  std::optional<int> n_cpu_moe;
+  bool profile_required = true;  // else a command without a profile or quick rules uses its own default
 
+  // With profile_required, the command needs --optimize_config_path or a quick rule.
   void add_to(CLI::App& command, bool profile_required = true);
   // Validates the combination, the ranges (--max_context 1 to kMaxContextTokens, --gpus 0 to 1024)
   // and converts sizes; throws InputError (exit 2) on bad usage. check, split, run and the benches
   // all take their options through here, so what one refuses the others refuse too.
   CheckOptions to_check_options() const;
 };
+
+// llama.cpp's two-letter short flags as the long ones CLI11 knows: "-ot" -> "--override-tensor"
+// (also "-ot=VALUE"). Returns the rewritten arguments; argv[0] and everything else unchanged.
+std::vector<std::string> rewrite_llama_cpp_flags(int argc, const char* const* argv);
 
 // A user's argument as an error message quotes it: 'whole' when short, its first 40 characters
 // and "..." otherwise (an argument may be megabytes long).

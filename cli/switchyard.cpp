@@ -1,4 +1,5 @@
 // The switchyard command line: one executable, one subcommand per job.
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <map>
@@ -6,6 +7,7 @@
 
 #include "core/error.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 
 int main(int argc, char** argv) {
   // Past the file-size limit a write fails with EFBIG, which the writers report, instead of the
@@ -20,7 +22,11 @@ int main(int argc, char** argv) {
   runners["bench"] = switchyard::cli::add_bench_command(app);
   runners["make-model"] = switchyard::cli::add_make_model_command(app);
   try {
-    app.parse(argc, argv);
+    // llama.cpp's -ot, which CLI11 cannot name; the arguments are parsed from the back.
+    std::vector<std::string> args = switchyard::cli::rewrite_llama_cpp_flags(argc, argv);
+    args.erase(args.begin());
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

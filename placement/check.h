@@ -11,14 +11,16 @@
 #include "core/model_description.h"
 #include "placement/memory_estimate.h"
 #include "placement/placement_plan.h"
+#include "placement/quick_rules.h"
 #include "placement/rule_set.h"
 
 namespace switchyard {
 
 struct CheckOptions {
   ModelSpec model;
-  std::filesystem::path profile;
+  std::filesystem::path profile;             // empty: no profile file (the quick rules alone)
   std::optional<std::string> profile_text;  // parse this instead of reading `profile` (tests)
+  QuickRuleFlags quick_rules;               // -ot, --cpu-moe, --n-cpu-moe: tried before the profile's rules
   std::optional<int> gpus;                  // default: what --gpu_memory lists, else what the profile names
   std::optional<Device> default_device;     // default: cuda:0, or cpu with no GPUs
   MemoryBudget budget;

@@ -9,7 +9,7 @@ namespace switchyard {
 namespace {
 
 std::string describe_rule(const Rule& rule) {
-  std::string text = "rule #" + std::to_string(rule.number()) + " (line " + std::to_string(rule.location.line) + ")";
+  std::string text = rule.label();
   if (rule.class_text) text += " class " + *rule.class_text;
   if (rule.name_pattern) text += " name " + quoted_excerpt(*rule.name_pattern);
   return text;

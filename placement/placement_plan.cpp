@@ -79,7 +79,10 @@ class Walker {
       p.op = &rule.op();
       p.generate_device = rule.generate_device.value_or(p.op->default_generate_device.value_or(fallback));
       p.prefill_device = rule.prefill_device.value_or(fallback);
-      if (p.op->has_out_device) p.out_device = rule.out_device.value_or(fallback);
+      // An operator that hands its output over (CPU experts) hands it, unless the rule says
+      // otherwise, to its layer's device: the transfer_map's, else the default device.
+      if (p.op->has_out_device)
+        p.out_device = rule.out_device.value_or(module.layer >= 0 && plan_.tree ? plan_.layer_device(module.layer) : fallback);
       p.generate_op = rule.generate_op.empty() ? p.op->default_generate_op : rule.generate_op;
       p.prefill_op = rule.prefill_op.empty() ? p.op->default_prefill_op : rule.prefill_op;
       // A phase whose op is None has no kernel of its own: it runs the other phase's op where that

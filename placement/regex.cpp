@@ -7,6 +7,16 @@
 
 namespace switchyard {
 
+std::string regex_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+
 struct Regex::State {
   pcre2_code* code = nullptr;
   pcre2_match_context* context = nullptr;

@@ -13,6 +13,9 @@
 
 namespace switchyard {
 
+// `text` with every regex metacharacter escaped: a pattern that matches exactly `text`.
+std::string regex_escape(std::string_view text);
+
 class Regex {
  public:
   enum class Outcome { match, no_match, limit_exceeded };

@@ -72,7 +72,7 @@ std::vector<Row> group_rows(const CheckResult& result) {
     row.decode = p.generate_device.str();
     if (p.out_device && *p.out_device != p.generate_device) row.decode += " -> " + p.out_device->str();
     row.prefill = p.prefill_device.str();
-    row.rule = rule ? "#" + std::to_string(rule->number()) + " line " + std::to_string(rule->location.line) : "-";
+    row.rule = rule ? "#" + std::to_string(rule->number()) + " " + rule->where() : "-";
     const std::uint64_t bytes = p.recursive ? module.own_bytes() : tree.subtree_bytes(p.module);
     const bool in_layer = module.layer >= 0;
     if (in_layer) row.suffix = module_group_suffix(module);
@@ -123,8 +123,16 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
   out.precision(1);
   out << static_cast<double>(tree.total_parameter_count()) / 1e9 << "B parameters, weights "
       << result.weight_dtype << ")\n";
-  out << "profile: " << result.rules->file.string() << " (" << result.rules->rules.size() << " rules), "
-      << result.plan.options.gpus << " GPU" << (result.plan.options.gpus == 1 ? "" : "s") << ", default device "
+  std::vector<std::string> quick;  // the command line's quick rules, tried first
+  for (const Rule& rule : result.rules->rules)
+    if (!rule.origin.empty()) quick.push_back(rule.origin);
+  out << "profile: ";
+  if (result.rules->file.empty()) out << "none";
+  else out << result.rules->file.string() << " (" << result.rules->rules.size() - quick.size() << " rules)";
+  if (!quick.empty())
+    out << (result.rules->file.empty() ? "; " : " after ") << quick.size() << " quick rule" << (quick.size() == 1 ? "" : "s")
+        << " from the command line (" << join(quick, ", ") << ")";
+  out << ", " << result.plan.options.gpus << " GPU" << (result.plan.options.gpus == 1 ? "" : "s") << ", default device "
       << result.plan.options.default_device.str() << "\n\n";
 
   std::vector<std::vector<std::string>> rows = {{"MODULES", "OP", "IMPLEMENTATION", "DECODE", "PREFILL", "RULE", "WEIGHTS"}};

@@ -25,7 +25,8 @@ constexpr std::string_view kPyYaml = "PyYAML, which ktransformers uses,";
 
 class RuleParser {
  public:
-  RuleParser(std::string file, Diagnostics& diagnostics) : file_(std::move(file)), diagnostics_(diagnostics) {}
+  RuleParser(std::string file, Diagnostics& diagnostics, int first_index)
+      : file_(std::move(file)), diagnostics_(diagnostics), first_index_(first_index) {}
 
   RuleSet parse(std::string_view text);
 
@@ -77,6 +78,7 @@ class RuleParser {
 
   std::string file_;
   Diagnostics& diagnostics_;
+  int first_index_ = 0;
   std::size_t problems_ = 0;
   bool gave_up_ = false;
   std::vector<ForeignUse> families_, devices_;
@@ -180,6 +182,14 @@ std::string octal_note(const std::string& text, long long value) {
 
 }  // namespace
 
+std::string Rule::where() const {
+  return origin.empty() ? "line " + std::to_string(location.line) : origin;
+}
+
+std::string Rule::label() const {
+  return "rule #" + std::to_string(number()) + " (" + (origin.empty() ? where() : "command line: " + origin) + ")";
+}
+
 SourceLocation Rule::kwarg_location(std::string_view kwarg) const {
   const auto it = kwarg_locations.find(std::string(kwarg));
   return it == kwarg_locations.end() ? replace_location : it->second;
@@ -237,7 +247,7 @@ RuleSet RuleParser::parse(std::string_view text) {
   for (const YamlNode* item : root->children) {
     if (give_up()) break;
     Rule& rule = set.rules.emplace_back();
-    rule.index = static_cast<int>(set.rules.size() - 1);
+    rule.index = first_index_ + static_cast<int>(set.rules.size() - 1);
     rule.location = at(*item, at(*root));
     parse_rule(*item, rule);
   }
@@ -558,15 +568,15 @@ void RuleParser::report_foreign(RuleSet& set) {
   set.for_unsupported_target = !families_.empty() || !devices_.empty();
 }
 
-RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics) {
-  return RuleParser(file_name, diagnostics).parse(text);
+RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics, int first_index) {
+  return RuleParser(file_name, diagnostics, first_index).parse(text);
 }
 
-RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics) {
+RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics, int first_index) {
   // Only a regular file, at most kMaxProfileBytes: a FIFO, a device (/dev/zero), a directory or a
   // read error is an InputError that says so, never a hang or an "empty profile".
   const std::string text = read_input_file(file, "profile", kMaxProfileBytes);
-  return parse_rules(text, file.string(), diagnostics);
+  return parse_rules(text, file.string(), diagnostics, first_index);
 }
 
 }  // namespace switchyard

@@ -53,8 +53,17 @@ struct Rule {
 
   bool recursive = true;
 
-  // What users see: rules are numbered from 1 in every message and report ("rule #1 (line 6)").
+  // Where a rule that no profile file holds came from: "-ot #2", "--cpu-moe" (a command line's
+  // quick rules, placement/quick_rules.h); empty for a profile's rules.
+  std::string origin;
+
+  // What users see: rules are numbered from 1 in every message and report ("rule #1 (line 6)"),
+  // in the order they are tried: a command line's quick rules first, then the profile's.
   int number() const { return index + 1; }
+  // "rule #3 (line 12)", or "rule #1 (command line: -ot #1)".
+  std::string label() const;
+  // "line 12", or "-ot #1": where the rule is written, for tables.
+  std::string where() const;
   const OperatorInfo& op() const { return replacement ? *replacement->op : default_operator(); }
   SourceLocation kwarg_location(std::string_view kwarg) const;
 };
@@ -75,9 +84,11 @@ struct RuleSet {
 // positions, never as exceptions, in time and memory linear in the text (the YAML limits are in
 // yaml_reader.h). A profile that is not a list of rules yields an empty RuleSet and an error; after
 // kMaxProfileProblems problems parsing stops and the rules read so far are returned.
-RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics);
+// `first_index`: the index (and number - 1) of the first rule, when other rules come before the
+// file's in the set (the command line's quick rules).
+RuleSet parse_rules(std::string_view text, const std::string& file_name, Diagnostics& diagnostics, int first_index = 0);
 // Reads and parses a regular file of at most kMaxProfileBytes; throws InputError (exit 2) when it
 // is missing, not a regular file (a FIFO, a device, a directory), larger, or unreadable.
-RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics);
+RuleSet load_rules(const std::filesystem::path& file, Diagnostics& diagnostics, int first_index = 0);
 
 }  // namespace switchyard

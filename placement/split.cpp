@@ -10,6 +10,8 @@
 #include "core/text.h"
 #include "core/units.h"
 #include "placement/memory_estimate.h"
+#include "placement/regex.h"
+#include "placement/yaml_scalars.h"
 #include "placement/report.h"
 
 namespace switchyard {
@@ -45,28 +47,10 @@ std::string digit_pattern(long start, long stop) {
 
 // --- YAML emission -------------------------------------------------------------------------
 
-std::string yaml_quote(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '\\' || c == '"') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string yaml_scalar(const ordered_json& value) {
   if (value.is_string()) return yaml_quote(value.get<std::string>());
   if (value.is_null()) return "null";
   return value.dump();
-}
-
-std::string regex_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 // Suffixes such as "mlp.experts.*.down_proj" as one regex, factored by common leading

@@ -12,9 +12,7 @@
 namespace switchyard {
 namespace {
 
-std::string rule_ref(const Rule& rule) {
-  return "rule #" + std::to_string(rule.number()) + " (line " + std::to_string(rule.location.line) + ")";
-}
+std::string rule_ref(const Rule& rule) { return rule.label(); }
 
 // Containers (decoder layers, module lists) only call their children; a module that computes or
 // holds weights is what must sit on the right device.

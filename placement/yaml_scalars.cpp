@@ -188,4 +188,13 @@ std::optional<bool> parse_yaml_bool(std::string_view text, bool any_case) {
   return std::nullopt;
 }
 
+std::string yaml_quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace switchyard

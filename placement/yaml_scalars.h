@@ -3,6 +3,7 @@
 // yaml/constructor.py), so that a plain value in a profile means here what it means there: 010 is
 // 8, 0x1f is 31, 1:30 is 90, yes and off are booleans, 1e3 is a string (no dot), 1.5 a float.
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace switchyard {
@@ -26,6 +27,9 @@ std::optional<double> yaml_float_value(std::string_view text);
 
 // yes/no, true/false, on/off: in the three spellings PyYAML resolves implicitly (yes, Yes, YES),
 // or in any case, as the !!bool tag takes them.
+// `text` as a YAML double-quoted scalar (backslashes and quotes escaped), for writers of profiles.
+std::string yaml_quote(const std::string& text);
+
 std::optional<bool> parse_yaml_bool(std::string_view text, bool any_case = false);
 
 }  // namespace switchyard

@@ -1,0 +1,260 @@
+#include "placement/quick_rules.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "core/gguf_model.h"
+#include "core/text.h"
+#include "placement/placement_plan.h"
+#include "placement/regex.h"
+#include "placement/yaml_scalars.h"
+
+namespace switchyard {
+namespace {
+
+// CPU, CUDA0 (llama.cpp), cpu, cuda, cuda:N (ours); any case.
+std::optional<Device> parse_quick_device(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "cpu") return Device::cpu();
+  if (lower.rfind("cuda", 0) != 0) return std::nullopt;
+  std::string_view rest = std::string_view(lower).substr(4);
+  if (rest.empty()) return Device::cuda(0);
+  if (rest.front() == ':') rest.remove_prefix(1);
+  if (rest.empty() || rest.size() > 4 || !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return Device::cuda(std::stoi(std::string(rest)));
+}
+
+// A module a flag may select, with every name a pattern is tried against: the module's own, and
+// the GGUF names of its weights (for a routed-experts container: its first expert's modules and
+// their GGUF names, which are the layer's fused tensors).
+struct Candidate {
+  int module = 0;
+  bool experts = false;
+  int layer = -1;
+  std::vector<std::string> names;
+};
+
+std::vector<Candidate> candidates_of(const ModuleTree& tree) {
+  std::vector<Candidate> out;
+  auto add_weights = [&](const Module& m, Candidate& c) {
+    for (const Parameter& p : m.params) {
+      const std::string name = std::string(m.name) + "." + std::string(p.name);
+      c.names.push_back(name);
+      if (const auto at = gguf_location(tree.config(), name)) c.names.push_back(at->tensor);
+    }
+  };
+  for (int i = 0; i < static_cast<int>(tree.size()); ++i) {
+    const Module& m = tree.at(i);
+    if (m.expert >= 0) continue;  // covered by its container
+    if (tree.is_routed_experts(i)) {
+      Candidate c{i, true, m.layer, {std::string(m.name)}};
+      // The first expert's modules (experts.0 and its projections).
+      std::vector<int> stack(m.children.begin(), m.children.begin() + std::min<std::size_t>(1, m.children.size()));
+      while (!stack.empty()) {
+        const Module& e = tree.at(stack.back());
+        stack.pop_back();
+        c.names.emplace_back(e.name);
+        add_weights(e, c);
+        stack.insert(stack.end(), e.children.begin(), e.children.end());
+      }
+      out.push_back(std::move(c));
+    } else if (!m.params.empty()) {
+      Candidate c{i, false, m.layer, {std::string(m.name)}};
+      add_weights(m, c);
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+// ^(?:...)$ over exactly these modules: names that differ only in their layer number share one
+// alternative, model\.layers\.(?:1|2|3)\.mlp\.experts.
+std::string name_regex(const ModuleTree& tree, const std::vector<int>& modules) {
+  std::map<std::pair<std::string, std::string>, std::vector<int>> by_template;  // (before, after) -> layers
+  std::vector<std::pair<std::string, std::string>> order;
+  std::vector<std::string> literals;
+  for (int index : modules) {
+    const Module& m = tree.at(index);
+    const std::string name(m.name);
+    const std::string mark = ".layers." + std::to_string(m.layer);
+    const std::size_t at = m.layer >= 0 ? name.find(mark) : std::string::npos;
+    if (at == std::string::npos) {
+      literals.push_back(regex_escape(name));
+      continue;
+    }
+    const std::size_t digits = at + std::string(".layers.").size();
+    const std::pair<std::string, std::string> key{name.substr(0, digits), name.substr(digits + std::to_string(m.layer).size())};
+    auto [it, inserted] = by_template.try_emplace(key);
+    if (inserted) order.push_back(key);
+    it->second.push_back(m.layer);
+  }
+  std::vector<std::string> alternatives;
+  for (const auto& key : order) {
+    std::vector<std::string> layers;
+    for (int l : by_template[key]) layers.push_back(std::to_string(l));
+    alternatives.push_back(regex_escape(key.first) + "(?:" + join(layers, "|") + ")" + regex_escape(key.second));
+  }
+  alternatives.insert(alternatives.end(), literals.begin(), literals.end());
+  return "^(?:" + join(alternatives, "|") + ")$";
+}
+
+struct Selection {
+  std::string origin;   // "-ot #2"
+  std::string flag;     // the flag as typed, for messages: "-ot 'exps=CPU'"
+  std::vector<int> experts, others;
+  Device device;
+};
+
+void write_rules(const ModuleTree& tree, const Selection& s, std::string& yaml, std::vector<std::string>& origins) {
+  const std::string device = yaml_quote(s.device.str());
+  if (!s.experts.empty()) {
+    const char* op = s.device.is_cpu() ? "\"KExpertsCPU\"" : "\"KExpertsTorch\"";
+    yaml += "- match:\n    name: " + yaml_quote(name_regex(tree, s.experts)) +
+            "\n  replace:\n    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
+            "      generate_device: " + device + "\n      generate_op: " + op + "\n      prefill_device: " + device +
+            "\n      prefill_op: " + op + "\n  recursive: False\n";
+    origins.push_back(s.origin);
+  }
+  if (!s.others.empty()) {
+    yaml += "- match:\n    name: " + yaml_quote(name_regex(tree, s.others)) +
+            "\n  replace:\n    class: \"default\"\n    kwargs:\n      generate_device: " + device +
+            "\n      prefill_device: " + device + "\n";
+    origins.push_back(s.origin);
+  }
+}
+
+}  // namespace
+
+std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleTree& tree, Diagnostics& diagnostics) {
+  if (flags.empty()) return {};
+  const std::vector<Candidate> candidates = candidates_of(tree);
+  std::vector<Selection> selections;
+  int pair_number = 0;
+  for (const std::string& value : flags.override_tensor) {
+    // Comma-separated pairs, as llama.cpp splits them; the device after the last '='.
+    std::vector<std::string> pairs;
+    for (std::size_t start = 0;;) {
+      const std::size_t comma = value.find(',', start);
+      pairs.push_back(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    for (const std::string& pair : pairs) {
+      ++pair_number;
+      const std::string flag = "-ot " + quoted_excerpt(pair);
+      const std::size_t eq = pair.rfind('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+        throw InputError(flag + ": expected REGEX=DEVICE (e.g. -ot \"blk\\.(1[0-9])\\.ffn_.*_exps=CPU\")");
+      const std::string pattern = pair.substr(0, eq), device_text = pair.substr(eq + 1);
+      const std::optional<Device> device = parse_quick_device(device_text);
+      if (!device)
+        throw InputError(flag + ": " + quoted_excerpt(device_text) +
+                         " is not a device (CPU, CUDA0, CUDA1, ... as llama.cpp writes them, or cpu, cuda:N)");
+      Regex regex;
+      Regex::CompileError error;
+      if (!Regex::compile(pattern, regex, error))
+        throw InputError(flag + ": the regex does not compile at offset " + std::to_string(error.offset) + ": " + error.message);
+      Selection s{"-ot #" + std::to_string(pair_number), flag, {}, {}, *device};
+      for (const Candidate& c : candidates) {
+        const bool hit = std::any_of(c.names.begin(), c.names.end(),
+                                     [&](const std::string& name) { return regex.search(name) == Regex::Outcome::match; });
+        if (hit) (c.experts ? s.experts : s.others).push_back(c.module);
+      }
+      selections.push_back(std::move(s));
+    }
+  }
+  std::vector<int> moe_layers;  // the routed-experts containers, in layer order
+  for (const Candidate& c : candidates)
+    if (c.experts) moe_layers.push_back(c.module);
+  if (flags.cpu_moe) selections.push_back({"--cpu-moe", "--cpu-moe", moe_layers, {}, Device::cpu()});
+  if (flags.n_cpu_moe) {
+    const int n = *flags.n_cpu_moe;
+    const std::string flag = "--n-cpu-moe " + std::to_string(n);
+    if (n < 0 || n > static_cast<int>(moe_layers.size()))
+      throw InputError(flag + ": this model has " + std::to_string(moe_layers.size()) + " MoE layers; give 0 to " +
+                       std::to_string(moe_layers.size()));
+    selections.push_back({flag, flag, std::vector<int>(moe_layers.begin(), moe_layers.begin() + n), {}, Device::cpu()});
+  }
+  std::string yaml;
+  std::vector<std::string> origins;
+  for (const Selection& s : selections) {
+    if (s.experts.empty() && s.others.empty()) {
+      diagnostics.warning("quick-rule-matches-nothing",
+                          s.flag + " (" + s.origin + ") selects no weight of this model: no GGUF tensor name (blk.N.ffn_up_exps.weight) " +
+                              "and no module name matches; it adds no rule",
+                          SourceLocation{"command line", 0, 0});
+      continue;
+    }
+    write_rules(tree, s, yaml, origins);
+  }
+  if (yaml.empty()) return {};
+  Diagnostics parse_diagnostics;
+  RuleSet set = parse_rules(yaml, "command line", parse_diagnostics);
+  if (parse_diagnostics.has_errors() || set.rules.size() != origins.size())
+    throw std::logic_error("quick rules: the generated rules do not parse:\n" + yaml);
+  const SourceLocation command_line{"command line", 0, 0};
+  for (std::size_t i = 0; i < set.rules.size(); ++i) {
+    Rule& rule = set.rules[i];
+    rule.origin = origins[i];
+    rule.location = rule.name_location = rule.class_location = rule.replace_location = command_line;
+    for (auto& entry : rule.kwarg_locations) entry.second = command_line;
+  }
+  return std::move(set.rules);
+}
+
+RuleSet with_quick_rules(std::vector<Rule> quick, RuleSet profile) {
+  if (quick.empty()) return profile;
+  for (const Rule& rule : profile.rules)
+    if (rule.index < static_cast<int>(quick.size()))
+      throw std::logic_error("with_quick_rules: the profile was not parsed with first_index = the quick rules' count");
+  quick.insert(quick.end(), std::make_move_iterator(profile.rules.begin()), std::make_move_iterator(profile.rules.end()));
+  profile.rules = std::move(quick);
+  return profile;
+}
+
+void warn_quick_rule_overrides(const PlacementPlan& plan, Diagnostics& diagnostics) {
+  const RuleSet& rules = *plan.rules;
+  struct Override {
+    int modules = 0;
+    std::string first_module, quick_devices, profile_devices;
+  };
+  std::map<std::pair<int, int>, Override> overrides;  // (quick rule, profile rule)
+  for (const ModulePlacement& p : plan.visited) {
+    if (p.rule < 0 || rules.rules[static_cast<std::size_t>(p.rule)].origin.empty()) continue;
+    const Module& module = plan.tree->at(p.module);
+    for (const Rule& rule : rules.rules) {
+      if (!rule.origin.empty() || match_rule(rule, module) != RuleMatch::match) continue;
+      const Device fallback = plan.options.default_device;
+      const Device generate = rule.generate_device.value_or(rule.op().default_generate_device.value_or(fallback));
+      const Device prefill = rule.prefill_device.value_or(fallback);
+      if (generate != p.generate_device || prefill != p.prefill_device) {
+        Override& o = overrides[{p.rule, rule.index}];
+        if (o.modules++ == 0) {
+          o.first_module = std::string(module.name);
+          o.quick_devices = p.generate_device.str() + " in decode, " + p.prefill_device.str() + " in prefill";
+          o.profile_devices = generate.str() + " in decode, " + prefill.str() + " in prefill";
+        }
+      }
+      break;  // the first profile rule that matches is the one that would have placed it
+    }
+  }
+  for (const auto& [key, o] : overrides) {
+    const Rule& quick = rules.rules[static_cast<std::size_t>(key.first)];
+    const Rule& profile = rules.rules[static_cast<std::size_t>(key.second)];
+    diagnostics.warning("quick-rule-overrides-profile",
+                        quick.label() + " puts " + o.first_module +
+                            (o.modules > 1 ? " and " + std::to_string(o.modules - 1) + " more modules" : "") + " on " +
+                            o.quick_devices + "; " + profile.label() + " also matches " +
+                            (o.modules > 1 ? "them" : "it") + " and says " + o.profile_devices +
+                            ". The command line's rules are tried first, so they win",
+                        profile.location, profile.index);
+  }
+}
+
+}  // namespace switchyard

@@ -1,0 +1,53 @@
+#pragma once
+// Placement the way llama.cpp users type it: -ot / --override-tensor REGEX=DEVICE, --cpu-moe and
+// --n-cpu-moe N, compiled into rules of the same RuleSet a YAML profile gives, placed before the
+// profile's rules. A walk tries rules in order and the first that matches a module places it
+// (placement_plan.h), so a quick rule wins over the profile wherever both match; check warns
+// where a profile rule that also matches would have put the module on another device
+// (quick-rule-overrides-profile).
+//
+// What each flag selects, before any rule is written:
+// - -ot REGEX=DEVICE: the modules that hold a weight whose llama.cpp GGUF tensor name
+//   (blk.3.ffn_up_exps.weight) or whose module name (model.layers.3.mlp.experts.0.up_proj) the
+//   regex finds (a search, as llama.cpp's std::regex_search), and the routed-experts containers
+//   any of whose experts' weights it finds: llama.cpp keeps each layer's experts in three fused
+//   tensors, so its patterns move whole containers. Several pairs may share one flag, separated
+//   by commas; the flag may be given many times. DEVICE: CPU, CUDA0, CUDA1 ... as llama.cpp spells
+//   them, or cpu, cuda, cuda:N.
+// - --cpu-moe: every MoE layer's routed experts on the CPU, in decode and prefill.
+// - --n-cpu-moe N: those of the first N MoE layers.
+// Routed experts get the Experts operator with the CPU's (KExpertsCPU) or the GPU's
+// (KExpertsTorch) op in both phases, handing their output to their layer's device; every other
+// selected module gets the default operator on DEVICE. Each -ot pair becomes one or two rules
+// (experts; other modules), each of the other flags one.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.h"
+#include "core/module_tree.h"
+#include "placement/rule_set.h"
+
+namespace switchyard {
+
+struct QuickRuleFlags {
+  std::vector<std::string> override_tensor;  // each -ot value as typed: REGEX=DEVICE[,REGEX=DEVICE...]
+  bool cpu_moe = false;
+  std::optional<int> n_cpu_moe;
+  bool empty() const { return override_tensor.empty() && !cpu_moe && !n_cpu_moe; }
+};
+
+// The quick rules for `tree`, numbered from 0 in the order above (-ot pairs as typed, then
+// --cpu-moe, then --n-cpu-moe), each with its origin ("-ot #2", "--cpu-moe") and located at
+// "command line". A flag that selects nothing is a warning (quick-rule-matches-nothing) and
+// gives no rule. Throws InputError (exit 2) naming the flag for a value that is not REGEX=DEVICE,
+// a regex that does not compile, a device that is not one, or an N past the MoE layers.
+std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleTree& tree, Diagnostics& diagnostics);
+
+// Prepends `quick` (from compile_quick_rules) to `profile` (parsed with first_index =
+// quick.size()), and warns where a quick rule placed a module on another device than the
+// first profile rule that also matches it would have.
+RuleSet with_quick_rules(std::vector<Rule> quick, RuleSet profile);
+void warn_quick_rule_overrides(const class PlacementPlan& plan, Diagnostics& diagnostics);
+
+}  // namespace switchyard

@@ -1,0 +1,223 @@
+// llama.cpp's placement flags (placement/quick_rules.h): -ot, --cpu-moe and --n-cpu-moe compiled
+// into rules before the profile's, on every family, against the YAML rules that say the same.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "placement/check.h"
+#include "placement/report.h"
+#include "tests/test_support.h"
+
+namespace sy = switchyard;
+
+namespace {
+
+sy::CheckResult check_with(const std::string& arch, const sy::QuickRuleFlags& quick, const std::string& profile = "") {
+  sy::CheckOptions options;
+  options.model.arch = arch;
+  options.quick_rules = quick;
+  if (!profile.empty()) {
+    options.profile = "profile.yaml";
+    options.profile_text = profile;
+  }
+  return sy::run_check(options);
+}
+
+// The YAML rule that puts `layers` routed experts (a regex alternative, "\\d+" for all) on the CPU.
+std::string experts_on_cpu(const std::string& experts_path, const std::string& layers) {
+  return "- match:\n    name: \"^model\\\\.layers\\\\.(?:" + layers + ")\\\\." + experts_path +
+         "$\"\n  replace:\n    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
+         "      generate_device: \"cpu\"\n      generate_op: \"KExpertsCPU\"\n      prefill_device: \"cpu\"\n"
+         "      prefill_op: \"KExpertsCPU\"\n  recursive: False\n";
+}
+
+// Every visited module placed alike: operator, devices, ops.
+void expect_same_plan(const sy::CheckResult& a, const sy::CheckResult& b) {
+  REQUIRE(a.plan.visited.size() == b.plan.visited.size());
+  for (std::size_t i = 0; i < a.plan.visited.size(); ++i) {
+    const sy::ModulePlacement &x = a.plan.visited[i], &y = b.plan.visited[i];
+    INFO("module " << std::string(a.tree->at(x.module).name));
+    REQUIRE(x.module == y.module);
+    CHECK(x.op == y.op);
+    CHECK(x.generate_device == y.generate_device);
+    CHECK(x.prefill_device == y.prefill_device);
+    CHECK(x.out_device == y.out_device);
+    CHECK(x.generate_op == y.generate_op);
+    CHECK(x.prefill_op == y.prefill_op);
+  }
+}
+
+struct Family {
+  const char* arch;
+  const char* experts_path;  // below model.layers.N
+};
+constexpr Family kFamilies[] = {{"tiny-deepseek-v2", "mlp\\\\.experts"}, {"tiny-deepseek-v3", "mlp\\\\.experts"},
+                                {"tiny-qwen3-moe", "mlp\\\\.experts"}, {"tiny-glm4-moe", "mlp\\\\.experts"},
+                                {"tiny-mixtral", "block_sparse_moe\\\\.experts"}};
+
+std::vector<int> moe_layers(const sy::ModuleTree& tree) {
+  std::vector<int> layers;
+  for (int i = 0; i < static_cast<int>(tree.size()); ++i)
+    if (tree.is_routed_experts(i)) layers.push_back(tree.at(i).layer);
+  return layers;
+}
+
+}  // namespace
+
+TEST_CASE("quick rules: --cpu-moe, --n-cpu-moe and -ot on GGUF and module names equal the YAML rules, every family") {
+  for (const Family& f : kFamilies) {
+    INFO("arch " << f.arch);
+    const sy::CheckResult base = check_with(f.arch, {});
+    REQUIRE(!base.diagnostics.has_errors());
+    const std::vector<int> layers = moe_layers(*base.tree);
+    REQUIRE(layers.size() >= 2);
+    std::string all, first_two = std::to_string(layers[0]) + "|" + std::to_string(layers[1]);
+    for (int l : layers) all += (all.empty() ? "" : "|") + std::to_string(l);
+
+    sy::QuickRuleFlags cpu_moe;
+    cpu_moe.cpu_moe = true;
+    const sy::CheckResult quick = check_with(f.arch, cpu_moe);
+    CHECK(!quick.diagnostics.has_errors());
+    REQUIRE(quick.rules->rules.size() == 1);
+    CHECK(quick.rules->rules[0].origin == "--cpu-moe");
+    CHECK(quick.rules->rules[0].label() == "rule #1 (command line: --cpu-moe)");
+    // The YAML rule in a profile (the same devices and defaults: one GPU, cuda:0).
+    sy::CheckOptions yaml_options;
+    yaml_options.model.arch = f.arch;
+    yaml_options.gpus = 1;
+    yaml_options.profile = "profile.yaml";
+    yaml_options.profile_text = experts_on_cpu(f.experts_path, all);
+    const sy::CheckResult yaml = sy::run_check(yaml_options);
+    CHECK(!yaml.diagnostics.has_errors());
+    expect_same_plan(quick, yaml);
+    for (const sy::ModulePlacement& p : quick.plan.visited)
+      if (quick.tree->is_routed_experts(p.module)) {
+        CHECK(p.generate_device == sy::Device::cpu());
+        CHECK(p.prefill_device == sy::Device::cpu());
+        CHECK(p.out_device == sy::Device::cuda(0));  // the layer's device
+      }
+
+    // The first two MoE layers: --n-cpu-moe 2, llama.cpp's GGUF names, and our module names.
+    yaml_options.profile_text = experts_on_cpu(f.experts_path, first_two);
+    const sy::CheckResult yaml_two = sy::run_check(yaml_options);
+    sy::QuickRuleFlags n_cpu_moe;
+    n_cpu_moe.n_cpu_moe = 2;
+    expect_same_plan(check_with(f.arch, n_cpu_moe), yaml_two);
+    sy::QuickRuleFlags gguf_names;
+    gguf_names.override_tensor = {"blk\\.(" + first_two + ")\\.ffn_(up|gate|down)_exps=CPU"};
+    const sy::CheckResult by_gguf = check_with(f.arch, gguf_names);
+    CHECK(by_gguf.rules->rules.size() == 1);
+    expect_same_plan(by_gguf, yaml_two);
+    sy::QuickRuleFlags module_names;
+    module_names.override_tensor = {"layers\\.(" + first_two + ")\\..*experts\\.0\\.=cpu"};
+    expect_same_plan(check_with(f.arch, module_names), yaml_two);
+  }
+}
+
+TEST_CASE("quick rules: -ot moves other weights by their GGUF names, pairs and flags in order, first match wins") {
+  sy::QuickRuleFlags flags;
+  // The embedding to the CPU and every expert to cuda:0, then --cpu-moe, which the earlier pair
+  // overrides everywhere: check calls it dead.
+  flags.override_tensor = {"token_embd=CPU,exps=CUDA0"};
+  flags.cpu_moe = true;
+  const sy::CheckResult r = check_with("tiny-deepseek-v3", flags);
+  CHECK(!r.diagnostics.has_errors());
+  REQUIRE(r.rules->rules.size() == 3);
+  CHECK(r.rules->rules[0].origin == "-ot #1");
+  CHECK(r.rules->rules[1].origin == "-ot #2");
+  CHECK(r.rules->rules[2].origin == "--cpu-moe");
+  CHECK(sy::testing::placement(r, "model.embed_tokens").generate_device == sy::Device::cpu());
+  CHECK(sy::testing::placement(r, "model.layers.2.self_attn.o_proj").generate_device == sy::Device::cuda(0));
+  for (const sy::ModulePlacement& p : r.plan.visited)
+    if (r.tree->is_routed_experts(p.module)) {
+      CHECK(p.rule == 1);
+      CHECK(p.generate_device == sy::Device::cuda(0));
+      CHECK(p.generate_op == "KExpertsTorch");
+    }
+  CHECK(r.plan.rule_wins[2] == 0);
+  const sy::Diagnostic dead = sy::testing::only(r, "dead-rule");
+  CHECK(dead.message.find("rule #3 (command line: --cpu-moe) never applies") != std::string::npos);
+
+  // A weight the engine cannot run away from its layer is the validator's error, as for a profile.
+  sy::QuickRuleFlags o_proj;
+  o_proj.override_tensor = {"blk\\.1\\.attn_output=CPU"};
+  const sy::CheckResult bad = check_with("tiny-deepseek-v3", o_proj);
+  const auto mismatches = sy::testing::with_code(bad, "layer-device-mismatch");
+  REQUIRE(!mismatches.empty());
+  CHECK(mismatches.front().location.file == "command line");
+  CHECK(mismatches.front().message.find("rule #1 (command line: -ot #1)") != std::string::npos);
+  CHECK(mismatches.front().message.find("model.layers.1.self_attn.o_proj") != std::string::npos);
+}
+
+TEST_CASE("quick rules: before a profile they win, and check says which profile rule they override, and where") {
+  std::ifstream file(sy::testing::source_path("optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml"));
+  const std::string profile((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  REQUIRE(!profile.empty());
+  sy::QuickRuleFlags flags;
+  flags.n_cpu_moe = 3;
+  const sy::CheckResult r = check_with("deepseek-v2-lite", flags, profile);
+  CHECK(!r.diagnostics.has_errors());
+  CHECK(r.rules->rules.front().origin == "--n-cpu-moe 3");
+  CHECK(r.rules->rules[1].number() == 2);  // the profile's first rule follows the quick one
+  int warnings = 0;
+  for (const sy::Diagnostic& d : r.diagnostics.items())
+    if (d.code == "quick-rule-overrides-profile") {
+      ++warnings;
+      CHECK(d.location.file == "profile.yaml");
+      CHECK(d.location.line > 0);
+      CHECK(d.message.find("rule #1 (command line: --n-cpu-moe 3)") != std::string::npos);
+      CHECK(d.message.find("model.layers.1.mlp.experts and 2 more modules") != std::string::npos);
+    }
+  CHECK(warnings == 1);
+  CHECK(sy::testing::placement(r, "model.layers.3.mlp.experts").generate_device == sy::Device::cpu());
+  CHECK(sy::testing::placement(r, "model.layers.4.mlp.experts").generate_device == sy::Device::cuda(0));
+  const std::string table = sy::format_check_table(r, {});
+  CHECK(table.find("after 1 quick rule from the command line (--n-cpu-moe 3)") != std::string::npos);
+  CHECK(table.find("#1 --n-cpu-moe 3") != std::string::npos);
+}
+
+TEST_CASE("quick rules: bad values name the flag; a pattern that selects nothing is a warning") {
+  auto error_of = [](const sy::QuickRuleFlags& flags) -> std::string {
+    try {
+      check_with("tiny-deepseek-v3", flags);
+    } catch (const sy::InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  sy::QuickRuleFlags f;
+  f.override_tensor = {"exps"};
+  CHECK(error_of(f).find("-ot 'exps': expected REGEX=DEVICE") != std::string::npos);
+  f.override_tensor = {"exps=GPU"};
+  CHECK(error_of(f).find("'GPU' is not a device") != std::string::npos);
+  f.override_tensor = {"blk\\.(1=CPU"};
+  CHECK(error_of(f).find("the regex does not compile") != std::string::npos);
+  f.override_tensor.clear();
+  f.n_cpu_moe = 4;  // tiny-deepseek-v3: layers 1-3 are MoE
+  CHECK(error_of(f).find("--n-cpu-moe 4: this model has 3 MoE layers") != std::string::npos);
+
+  sy::QuickRuleFlags nothing;
+  nothing.override_tensor = {"no_such_tensor=CPU"};
+  const sy::CheckResult r = check_with("tiny-deepseek-v3", nothing);
+  CHECK(r.rules->rules.empty());
+  bool warned = false;
+  for (const sy::Diagnostic& d : r.diagnostics.items()) warned = warned || d.code == "quick-rule-matches-nothing";
+  CHECK(warned);
+}
+
+TEST_CASE("quick rules: the command line takes llama.cpp's spelling, -ot included, with or without a profile") {
+  const auto r = sy::testing::run_switchyard("check --arch tiny-deepseek-v3 -ot 'blk\\.(2|3)\\.ffn_.*_exps=CPU' --cpu-moe");
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("profile: none; 2 quick rules from the command line (-ot #1, --cpu-moe), 1 GPU") != std::string::npos);
+  CHECK(r.output.find("#1 -ot #1") != std::string::npos);
+  const auto bad = sy::testing::run_switchyard_with_env("", "check --arch tiny-deepseek-v3 -ot 'exps=GPU7'", true);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("-ot 'exps=GPU7'") != std::string::npos);
+  const auto none = sy::testing::run_switchyard_with_env("", "check --arch tiny-deepseek-v3", true);
+  CHECK(none.exit_code == 2);
+  CHECK(none.output.find("give a profile (--optimize_config_path FILE) or llama.cpp's placement flags") != std::string::npos);
+}
