@@ -122,7 +122,7 @@ struct RunCommand {
                   static_cast<unsigned long long>(kEmbeddedSeed));
     }
     options.budget.prefill_chunk = prefill_chunk;
-    if (chosen.profile.empty() && options.quick_rules.empty()) {
+    if (chosen.profile.empty() && options.quick_rules.empty() && !options.fit.enabled) {
       options.profile = "<built-in CPU profile>";
       options.profile_text = kCpuProfile;
     }
@@ -163,6 +163,7 @@ struct RunCommand {
     // quantised weights for operators that multiply floats) and the caches, as ollama's "load duration".
     std::printf("load duration:        %.4fs\n",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+    if (check.fit) std::printf("%s\n", describe_fit(*check.fit).c_str());
     std::printf("placement: %s\n", lm.placement_summary().c_str());
     if (const auto graph = lm.graph_device())
       std::printf("decode: one CUDA graph per step on %s\n", graph->str().c_str());

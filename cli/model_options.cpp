@@ -128,6 +128,10 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
       ->take_all()
       ->expected(1);
   command.add_flag("--cpu-moe,--cpu_moe", cpu_moe, "every MoE layer's routed experts on the CPU (llama.cpp's --cpu-moe)");
+  command.add_flag("--fit", fit,
+                   "with --gpu_memory: the routed experts of as many MoE layers on the GPUs as fit, the first "
+                   "layers' on the CPU (llama.cpp's --fit); prints what it chose");
+  command.add_option("--fit_margin,--fit-margin", fit_margin, "what --fit leaves free on every GPU")->capture_default_str();
   command.add_option("--n-cpu-moe,--n_cpu_moe", n_cpu_moe,
                      "the routed experts of the first N MoE layers on the CPU (llama.cpp's --n-cpu-moe)")
       ->transform(whole_number<int>());
@@ -187,7 +191,10 @@ CheckOptions ModelOptions::to_check_options() const {
   options.model.weight_dtype = weight_dtype;
   options.profile = profile;
   options.quick_rules = QuickRuleFlags{override_tensor, cpu_moe, n_cpu_moe};
-  if (profile_required && profile.empty() && options.quick_rules.empty())
+  options.fit.enabled = fit;
+  if (const auto margin = parse_byte_size(fit_margin)) options.fit.margin_bytes = *margin;
+  else throw InputError("--fit_margin: " + quoted_argument(fit_margin) + " is not a size (write e.g. 1GiB or 512MiB)");
+  if (profile_required && profile.empty() && options.quick_rules.empty() && !fit)
     throw InputError("give a profile (--optimize_config_path FILE) or llama.cpp's placement flags (-ot REGEX=DEVICE, "
                      "--cpu-moe, --n-cpu-moe N)");
   if (gpus && (*gpus < 0 || *gpus > 1024))

@@ -34,6 +34,8 @@ struct ModelOptions {
   std::vector<std::string> override_tensor;
   bool cpu_moe = false;
   std::optional<int> n_cpu_moe;
+  bool fit = false;               // --fit (placement/fit.h)
+  std::string fit_margin = "1GiB";
   bool profile_required = true;  // else a command without a profile or quick rules uses its own default
 
   // With profile_required, the command needs --optimize_config_path or a quick rule.

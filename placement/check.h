@@ -9,6 +9,7 @@
 
 #include "core/diagnostics.h"
 #include "core/model_description.h"
+#include "placement/fit.h"
 #include "placement/memory_estimate.h"
 #include "placement/placement_plan.h"
 #include "placement/quick_rules.h"
@@ -21,6 +22,7 @@ struct CheckOptions {
   std::filesystem::path profile;             // empty: no profile file (the quick rules alone)
   std::optional<std::string> profile_text;  // parse this instead of reading `profile` (tests)
   QuickRuleFlags quick_rules;               // -ot, --cpu-moe, --n-cpu-moe: tried before the profile's rules
+  FitOptions fit;                           // --fit: placement/fit.h
   std::optional<int> gpus;                  // default: what --gpu_memory lists, else what the profile names
   std::optional<Device> default_device;     // default: cuda:0, or cpu with no GPUs
   MemoryBudget budget;
@@ -33,10 +35,16 @@ struct CheckResult {
   std::vector<DeviceMemory> memory;
   Diagnostics diagnostics;
   std::string weight_dtype;
+  std::optional<FitOutcome> fit;  // with --fit: what it chose
 };
 
 // Throws InputError when the model or the profile cannot be read at all; everything else is a
 // diagnostic in the result.
 CheckResult run_check(const CheckOptions& options);
+
+// run_check's steps after describing the model, on `tree` (which result.tree holds, or which
+// outlives result): quick rules and profile, the walk, the memory estimate and, with `validate`,
+// the findings. For --fit's trials (placement/fit.h), which share one tree.
+void place_described(CheckResult& result, const ModuleTree& tree, const CheckOptions& options, bool validate);
 
 }  // namespace switchyard

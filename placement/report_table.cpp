@@ -133,7 +133,9 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
     out << (result.rules->file.empty() ? "; " : " after ") << quick.size() << " quick rule" << (quick.size() == 1 ? "" : "s")
         << " from the command line (" << join(quick, ", ") << ")";
   out << ", " << result.plan.options.gpus << " GPU" << (result.plan.options.gpus == 1 ? "" : "s") << ", default device "
-      << result.plan.options.default_device.str() << "\n\n";
+      << result.plan.options.default_device.str() << "\n";
+  if (result.fit) out << describe_fit(*result.fit) << "\n";
+  out << "\n";
 
   std::vector<std::vector<std::string>> rows = {{"MODULES", "OP", "IMPLEMENTATION", "DECODE", "PREFILL", "RULE", "WEIGHTS"}};
   for (const Row& row : group_rows(result)) {

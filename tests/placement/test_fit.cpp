@@ -1,0 +1,94 @@
+// --fit (placement/fit.h): the smallest number of MoE layers whose routed experts go to the CPU
+// so that every GPU fits its budget less the margin; one layer fewer would not fit.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "placement/check.h"
+#include "placement/report.h"
+#include "tests/test_support.h"
+
+namespace sy = switchyard;
+
+namespace {
+
+sy::CheckOptions fit_options(const std::string& arch, const std::string& weight_dtype, std::uint64_t gpu_bytes) {
+  sy::CheckOptions o;
+  o.model.arch = arch;
+  o.model.weight_dtype = weight_dtype;
+  o.budget.gpu_bytes = {gpu_bytes};
+  o.fit.enabled = true;
+  return o;
+}
+
+// cuda:0's estimate with the experts of the first n MoE layers on the CPU.
+std::uint64_t gpu_total(sy::CheckOptions o, int n) {
+  o.fit.enabled = false;
+  if (n > 0) o.quick_rules.n_cpu_moe = n;
+  const sy::CheckResult r = sy::run_check(o);
+  for (const sy::DeviceMemory& d : r.memory)
+    if (d.device == sy::Device::cuda(0)) return d.total_bytes();
+  FAIL("no cuda:0 in the estimate");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("fit: the experts of the fewest first MoE layers go to the CPU, and one layer fewer would not fit") {
+  struct Case {
+    const char* arch;
+    const char* dtype;
+  };
+  for (const Case c : {Case{"deepseek-v3", "q4_k_m"}, Case{"tiny-qwen3-moe", "bf16"}, Case{"tiny-mixtral", "bf16"}}) {
+    INFO(c.arch << " " << c.dtype);
+    sy::CheckOptions o = fit_options(c.arch, c.dtype, 0);
+    o.fit.margin_bytes = 1 << 20;
+    // A budget between all experts on the CPU and none there, so that the fit has to choose.
+    const std::uint64_t none = gpu_total(o, 0);
+    sy::CheckResult probe = sy::run_check([&] { auto p = o; p.fit.enabled = false; return p; }());
+    int moe_layers = 0;
+    for (int i = 0; i < static_cast<int>(probe.tree->size()); ++i) moe_layers += probe.tree->is_routed_experts(i);
+    const std::uint64_t all = gpu_total(o, moe_layers);
+    REQUIRE(none > all);
+    o.budget.gpu_bytes = {all + o.fit.margin_bytes + (none - all) / 3};
+    const sy::CheckResult r = sy::run_check(o);
+    REQUIRE(r.fit.has_value());
+    CHECK_FALSE(r.diagnostics.has_errors());
+    const int n = r.fit->cpu_layers;
+    CHECK(r.fit->moe_layers == moe_layers);
+    CHECK(n > 0);
+    CHECK(n < moe_layers);
+    for (const sy::DeviceMemory& d : r.memory)
+      if (d.device.is_cuda()) CHECK(d.total_bytes() + o.fit.margin_bytes <= o.budget.gpu_bytes[0]);
+    CHECK(gpu_total(o, n) == gpu_total(o, n));  // deterministic
+    CHECK(gpu_total(o, n - 1) + o.fit.margin_bytes > o.budget.gpu_bytes[0]);  // maximal: one more layer on the GPU overflows
+    CHECK(r.fit->override_tensor.rfind("blk\\.(", 0) == 0);
+    CHECK(r.rules->rules.front().origin == "--n-cpu-moe " + std::to_string(n));
+    const std::string table = sy::format_check_table(r, o.budget);
+    CHECK(table.find("fit: the routed experts of the first " + std::to_string(n) + " of " + std::to_string(moe_layers)) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("fit: a budget nothing fits says how much is missing; --fit needs --gpu_memory and chooses N itself") {
+  sy::CheckOptions o = fit_options("tiny-deepseek-v3", "bf16", 1024);
+  const sy::CheckResult r = sy::run_check(o);
+  const sy::Diagnostic d = sy::testing::only(r, "fit-impossible");
+  CHECK(d.message.find("even with the routed experts of all 3 MoE layers on the CPU, cuda:0 needs") != std::string::npos);
+  CHECK(d.message.find("missing") != std::string::npos);
+
+  o.budget.gpu_bytes.clear();
+  CHECK_THROWS_WITH_AS(sy::run_check(o), doctest::Contains("--fit needs the GPUs' budgets"), sy::InputError);
+  o.budget.gpu_bytes = {std::uint64_t{1} << 40};
+  o.quick_rules.cpu_moe = true;
+  CHECK_THROWS_WITH_AS(sy::run_check(o), doctest::Contains("leave out --cpu-moe and --n-cpu-moe"), sy::InputError);
+}
+
+TEST_CASE("fit: check --fit on DeepSeek-V3 prints the plan and the equivalent llama.cpp -ot") {
+  const auto r = sy::testing::run_switchyard("check --arch deepseek-v3 --weight_dtype q4_k_m --fit --gpu_memory 80GiB");
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("fit: the routed experts of the first ") != std::string::npos);
+  CHECK(r.output.find("llama.cpp: -ot \"blk\\.(3|4|") != std::string::npos);
+  CHECK(r.output.find("1.0 GiB left free on every GPU") != std::string::npos);
+}
