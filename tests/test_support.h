@@ -15,6 +15,21 @@
 
 namespace switchyard::testing {
 
+// How much slower this build runs than a plain optimised one. The hang guards' time bounds (a
+// parse that must stay linear must not take seconds) scale by it, so that ASan's slowdown on a
+// loaded 2-core CI machine does not fail them while a quadratic parse still would.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double kBuildSlowdown = 3.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr double kBuildSlowdown = 3.0;
+#else
+inline constexpr double kBuildSlowdown = 1.0;
+#endif
+#else
+inline constexpr double kBuildSlowdown = 1.0;
+#endif
+
 // Whether this build runs under AddressSanitizer (scripts/ci-sanitizers.sh): its runtime reserves
 // terabytes of address space and writes its own files, so a child under `ulimit -v` or a small
 // RLIMIT_FSIZE fails for the sanitizer's sake, not ours. Tests leave such limits out there.
