@@ -16,18 +16,11 @@
 namespace switchyard {
 namespace {
 
-// CPU, CUDA0 (llama.cpp), cpu, cuda, cuda:N (ours); any case.
-std::optional<Device> parse_quick_device(std::string_view text) {
-  std::string lower(text);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "cpu") return Device::cpu();
-  if (lower.rfind("cuda", 0) != 0) return std::nullopt;
-  std::string_view rest = std::string_view(lower).substr(4);
-  if (rest.empty()) return Device::cuda(0);
-  if (rest.front() == ':') rest.remove_prefix(1);
-  if (rest.empty() || rest.size() > 4 || !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  return Device::cuda(std::stoi(std::string(rest)));
+// CPU, CUDA0 (llama.cpp's spelling, any case), or what parse_device takes (cpu, cuda, cuda:N).
+std::optional<Device> parse_quick_device(const std::string& text) {
+  if (text.size() > 4 && std::isdigit(static_cast<unsigned char>(text[4])))
+    return parse_device(text.substr(0, 4) + ":" + text.substr(4));
+  return parse_device(text);
 }
 
 // A module a flag may select, with every name a pattern is tried against: the module's own, and

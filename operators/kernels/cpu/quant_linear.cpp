@@ -15,45 +15,46 @@ namespace {
 constexpr std::int64_t kPanelRows = 64;
 }  // namespace
 
-void quant_prefill_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
-                         F32BlockFn f32_block) {
-  // Per thread, grown to the largest problem seen: no allocation per block once warm.
+namespace {
+// Both panel paths: rows of the block `panel_rows` at a time dequantised into a thread-local f32
+// panel (and, with `round`, rounded into a bf16 one that `block_fn` reads with x's tiles),
+// multiplied by `block_fn` into a thread-local [tokens, rows] y, copied into y. Per thread, grown
+// to the largest problem seen: no allocation per block once warm.
+void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize, RoundRowsFn round,
+                 F32BlockFn block_fn, std::int64_t panel_rows) {
   thread_local std::vector<float> panel, y_panel;
-  panel.resize(static_cast<std::size_t>(kPanelRows * p.in));
-  y_panel.resize(static_cast<std::size_t>(kPanelRows * p.tokens));
+  thread_local std::vector<std::uint16_t> bf16_panel;
+  panel.resize(static_cast<std::size_t>(panel_rows * p.in));
+  if (round) bf16_panel.resize(panel.size());
+  y_panel.resize(static_cast<std::size_t>(panel_rows * p.tokens));
   const std::int64_t row_bytes = static_cast<std::int64_t>(storage_bytes(p.quant_dtype, static_cast<std::uint64_t>(p.in)));
-  for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += kPanelRows) {
-    const std::int64_t rows = std::min(kPanelRows, block.row_end - r0);
+  for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += panel_rows) {
+    const std::int64_t rows = std::min(panel_rows, block.row_end - r0);
     dequantize(p.quant_dtype, static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes, p.in, rows, panel.data());
-    // The panel as an f32 problem of `rows` outputs, y [tokens, rows].
-    const LinearProblem panel_problem{p.x, p.tokens, p.in, panel.data(), LinearWeight::f32, rows, y_panel.data()};
-    f32_block(panel_problem, LinearBlock{0, rows, block.token_begin, block.token_end});
+    // The panel as a problem of `rows` outputs, y [tokens, rows].
+    LinearProblem panel_problem{p.x, p.tokens, p.in, panel.data(), LinearWeight::f32, rows, y_panel.data()};
+    if (round) {
+      round(panel.data(), rows * p.in, bf16_panel.data());
+      panel_problem.weight = bf16_panel.data();
+      panel_problem.weight_type = LinearWeight::bf16;
+      panel_problem.x_tiles = p.x_tiles;
+    }
+    block_fn(panel_problem, LinearBlock{0, rows, round ? 0 : block.token_begin, round ? p.tokens : block.token_end});
     for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
       std::copy_n(y_panel.data() + t * rows, rows, p.y + t * p.out + r0);
   }
+}
+}  // namespace
+
+void quant_prefill_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
+                         F32BlockFn f32_block) {
+  panel_block(p, block, dequantize, nullptr, f32_block, kPanelRows);
 }
 
 void quant_tiles_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
                        RoundRowsFn round, F32BlockFn tiles_block) {
   // 32 rows: the AMX block's two weight tiles a pass, so x's tiles are read once per panel.
-  constexpr std::int64_t kTileRows = 32;
-  thread_local std::vector<float> panel;
-  thread_local std::vector<std::uint16_t> bf16_panel;
-  thread_local std::vector<float> y_panel;
-  panel.resize(static_cast<std::size_t>(kTileRows * p.in));
-  bf16_panel.resize(panel.size());
-  y_panel.resize(static_cast<std::size_t>(kTileRows * p.tokens));
-  const std::int64_t row_bytes = static_cast<std::int64_t>(storage_bytes(p.quant_dtype, static_cast<std::uint64_t>(p.in)));
-  for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += kTileRows) {
-    const std::int64_t rows = std::min(kTileRows, block.row_end - r0);
-    dequantize(p.quant_dtype, static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes, p.in, rows, panel.data());
-    round(panel.data(), rows * p.in, bf16_panel.data());
-    LinearProblem panel_problem{p.x, p.tokens, p.in, bf16_panel.data(), LinearWeight::bf16, rows, y_panel.data()};
-    panel_problem.x_tiles = p.x_tiles;
-    tiles_block(panel_problem, LinearBlock{0, rows, 0, p.tokens});
-    for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
-      std::copy_n(y_panel.data() + t * rows, rows, p.y + t * p.out + r0);
-  }
+  panel_block(p, block, dequantize, round, tiles_block, 32);
 }
 
 void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block) {
