@@ -15,9 +15,19 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "operators/kernels/cpu/isa.h"
+#include "placement/gpu_layers.h"
+#ifndef SWITCHYARD_HAVE_CUDA
+#define SWITCHYARD_HAVE_CUDA 0
+#endif
+#if SWITCHYARD_HAVE_CUDA
+#include "operators/kernels/cuda/device_context.h"
+#endif
 #include "placement/memory_estimate.h"
 
 namespace switchyard::cli {
+namespace {
+constexpr bool kWithCudaBackend = SWITCHYARD_HAVE_CUDA;
+}  // namespace
 
 std::string quoted_argument(const std::string& text) {
   constexpr std::size_t kShown = 40;
@@ -98,12 +108,22 @@ void apply_cpu_threads(int threads) {
 }
 
 std::vector<std::string> rewrite_llama_cpp_flags(int argc, const char* const* argv) {
+  struct Spelling {
+    std::string_view llama_cpp, ours;
+  };
+  static constexpr Spelling kSpellings[] = {
+      {"-ot", "--override-tensor"}, {"-ngl", "--n-gpu-layers"}, {"-ts", "--tensor-split"}, {"-mg", "--main-gpu"}};
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (i > 0 && a == "-ot") out.emplace_back("--override-tensor");
-    else if (i > 0 && a.substr(0, 4) == "-ot=") out.push_back("--override-tensor=" + std::string(a.substr(4)));
-    else out.emplace_back(a);
+    std::string rewritten(a);
+    for (const Spelling& s : kSpellings) {
+      if (i == 0) break;
+      if (a == s.llama_cpp) rewritten = s.ours;
+      else if (a.size() > s.llama_cpp.size() && a.substr(0, s.llama_cpp.size()) == s.llama_cpp && a[s.llama_cpp.size()] == '=')
+        rewritten = std::string(s.ours) + std::string(a.substr(s.llama_cpp.size()));
+    }
+    out.push_back(std::move(rewritten));
   }
   return out;
 }
@@ -127,6 +147,16 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
                      "cuda:N); may be repeated, and wins over the profile")
       ->take_all()
       ->expected(1);
+  command.add_option("--n-gpu-layers,--n_gpu_layers,--gpu-layers", n_gpu_layers,
+                     "-ngl N as llama.cpp has it: the last N decoder layers on the GPUs, the others whole on the CPU "
+                     "(without a profile)")
+      ->transform(whole_number<int>());
+  command.add_option("--tensor-split,--tensor_split", tensor_split,
+                     "-ts 3,1 as llama.cpp has it: each GPU's share of the GPU layers (without a profile; default: "
+                     "by --gpu_memory)");
+  command.add_option("--main-gpu,--main_gpu", main_gpu,
+                     "-mg I: the GPU that holds the layers when they are not divided (without a profile)")
+      ->transform(whole_number<int>());
   command.add_flag("--cpu-moe,--cpu_moe", cpu_moe, "every MoE layer's routed experts on the CPU (llama.cpp's --cpu-moe)");
   command.add_flag("--fit", fit,
                    "with --gpu_memory: the routed experts of as many MoE layers on the GPUs as fit, the first "
@@ -190,13 +220,16 @@ CheckOptions ModelOptions::to_check_options() const {
   options.model.gguf_path = gguf_path;
   options.model.weight_dtype = weight_dtype;
   options.profile = profile;
-  options.quick_rules = QuickRuleFlags{override_tensor, cpu_moe, n_cpu_moe};
+  options.quick_rules = QuickRuleFlags{override_tensor, cpu_moe, n_cpu_moe, {}, {}};
+  options.quick_rules.layers.n_gpu_layers = n_gpu_layers;
+  if (tensor_split) options.quick_rules.layers.tensor_split = parse_tensor_split(*tensor_split);
+  options.quick_rules.layers.main_gpu = main_gpu;
   options.fit.enabled = fit;
   if (const auto margin = parse_byte_size(fit_margin)) options.fit.margin_bytes = *margin;
   else throw InputError("--fit_margin: " + quoted_argument(fit_margin) + " is not a size (write e.g. 1GiB or 512MiB)");
   if (profile_required && profile.empty() && options.quick_rules.empty() && !fit)
     throw InputError("give a profile (--optimize_config_path FILE) or llama.cpp's placement flags (-ot REGEX=DEVICE, "
-                     "--cpu-moe, --n-cpu-moe N)");
+                     "--cpu-moe, --n-cpu-moe N, -ngl N, -ts SHARES, --main-gpu I)");
   if (gpus && (*gpus < 0 || *gpus > 1024))
     throw InputError("--gpus " + std::to_string(*gpus) + " is outside 0 to 1024");
   options.gpus = gpus;
@@ -211,6 +244,18 @@ CheckOptions ModelOptions::to_check_options() const {
     if (gpus && options.budget.gpu_bytes.size() > 1 && static_cast<int>(options.budget.gpu_bytes.size()) != *gpus)
       throw InputError("--gpu_memory lists " + std::to_string(options.budget.gpu_bytes.size()) + " sizes but --gpus is " +
                        std::to_string(*gpus));
+  }
+  // --fit without --gpu_memory: what the GPUs present have free now.
+  if (fit && options.budget.gpu_bytes.empty()) {
+#if SWITCHYARD_HAVE_CUDA
+    for (std::size_t bytes : cuda::free_memory_bytes()) options.budget.gpu_bytes.push_back(bytes);
+    if (gpus && static_cast<int>(options.budget.gpu_bytes.size()) > *gpus) options.budget.gpu_bytes.resize(static_cast<std::size_t>(*gpus));
+    if (options.budget.gpu_bytes.size() == 1 && !gpus) options.gpus = 1;
+#endif
+    if (options.budget.gpu_bytes.empty())
+      throw InputError("--fit needs the GPUs' budgets: this machine has no GPU to ask"
+                       + std::string(kWithCudaBackend ? "" : " (a build without the CUDA backend)") +
+                       "; give --gpu_memory 24GiB (one for all GPUs, or one per GPU)");
   }
   if (!cpu_memory.empty()) {
     options.budget.cpu_bytes = parse_byte_size(cpu_memory);

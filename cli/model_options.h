@@ -29,11 +29,15 @@ struct ModelOptions {
   std::int64_t max_context = 4096;
   std::optional<std::string> kv_cache_dtype;  // f32 | bf16; absent: the checkpoint's activation dtype
   std::string default_device;
-  // llama.cpp's placement flags (placement/quick_rules.h): -ot / --override-tensor (main rewrites
-  // llama.cpp's two-letter -ot, which CLI11 cannot name), --cpu-moe, --n-cpu-moe.
+  // llama.cpp's placement flags (placement/quick_rules.h): -ot / --override-tensor, --cpu-moe,
+  // --n-cpu-moe, -ngl, -ts, -mg (main rewrites llama.cpp's multi-letter short flags, which CLI11
+  // cannot name).
   std::vector<std::string> override_tensor;
   bool cpu_moe = false;
   std::optional<int> n_cpu_moe;
+  std::optional<int> n_gpu_layers;          // -ngl (placement/gpu_layers.h)
+  std::optional<std::string> tensor_split;  // -ts, as typed
+  std::optional<int> main_gpu;              // -mg
   bool fit = false;               // --fit (placement/fit.h)
   std::string fit_margin = "1GiB";
   bool profile_required = true;  // else a command without a profile or quick rules uses its own default
@@ -46,8 +50,9 @@ struct ModelOptions {
   CheckOptions to_check_options() const;
 };
 
-// llama.cpp's two-letter short flags as the long ones CLI11 knows: "-ot" -> "--override-tensor"
-// (also "-ot=VALUE"). Returns the rewritten arguments; argv[0] and everything else unchanged.
+// llama.cpp's multi-letter short flags as the long ones CLI11 knows: -ot, -ngl, -ts and -mg ->
+// --override-tensor, --n-gpu-layers, --tensor-split, --main-gpu (also "-ot=VALUE"). Returns the
+// rewritten arguments; argv[0] and everything else unchanged.
 std::vector<std::string> rewrite_llama_cpp_flags(int argc, const char* const* argv);
 
 // A user's argument as an error message quotes it: 'whole' when short, its first 40 characters

@@ -2,30 +2,62 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "placement/validate.h"
 
 namespace switchyard {
 
+namespace {
+
+// What the layer flags divide (quick_rules.h): without a profile, the GPUs --gpus or --gpu_memory
+// give (else those -ts or --main-gpu name); the layers are divided when a layer flag asks, or
+// when there is no profile and more than one GPU.
+LayerTarget layer_target(const CheckOptions& options, bool no_profile) {
+  const GpuLayerFlags& flags = options.quick_rules.layers;
+  if (!no_profile && !flags.empty())
+    throw InputError(flags.text() + ": the profile places the layers itself (its rules and transfer_map); leave out "
+                     "-ngl, -ts and --main-gpu, or the profile (`switchyard split --gpus N` divides a profile's "
+                     "layers over GPUs)");
+  LayerTarget target;
+  const std::size_t listed = options.budget.gpu_bytes.size();
+  target.gpus = options.gpus.value_or(listed > 1 ? static_cast<int>(listed) : gpus_named_by(flags));
+  target.budgets_bytes = options.budget.gpu_bytes;
+  target.divide = no_profile && (!flags.empty() || target.gpus > 1);
+  target.origin = flags.empty() ? "--gpus " + std::to_string(target.gpus) : flags.text();
+  return target;
+}
+
+}  // namespace
+
 void place_described(CheckResult& result, const ModuleTree& tree, const CheckOptions& options, bool validate) {
+  const bool no_profile = options.profile.empty() && !options.profile_text;
+  LayerTarget target = layer_target(options, no_profile);
+  // --main-gpu I: the default device is cuda:I.
+  const std::optional<int> main_gpu = options.quick_rules.layers.main_gpu;
+  if (main_gpu && options.default_device && *options.default_device != Device::cuda(*main_gpu))
+    throw InputError("--main-gpu " + std::to_string(*main_gpu) + " and --default_device " + options.default_device->str() +
+                     " disagree: give one of them");
+  target.default_device = options.default_device.value_or(
+      main_gpu ? Device::cuda(*main_gpu) : (options.gpus.value_or(1) > 0 ? Device::cuda(0) : Device::cpu()));
   // The command line's quick rules come first (they win where they match), numbered from 1; the
   // profile's rules follow them.
-  std::vector<Rule> quick = compile_quick_rules(options.quick_rules, tree, result.diagnostics);
-  const int first = static_cast<int>(quick.size());
+  QuickRules quick = compile_quick_rules(options.quick_rules, target, tree, result.diagnostics);
+  const int first = static_cast<int>(quick.rules.size());
   RuleSet profile;
   if (options.profile_text) profile = parse_rules(*options.profile_text, options.profile.string(), result.diagnostics, first);
   else if (!options.profile.empty()) profile = load_rules(options.profile, result.diagnostics, first);
-  result.rules = std::make_unique<RuleSet>(with_quick_rules(std::move(quick), std::move(profile)));
+  result.rules = std::make_unique<RuleSet>(with_quick_rules(std::move(quick.rules), std::move(profile)));
+  result.quick_rules_yaml = std::move(quick.yaml);
 
   PlacementOptions placement;
   const std::size_t listed = options.budget.gpu_bytes.size();
   // Without a profile file the quick rules place only what they name and the rest stays on the
   // GPU, as llama.cpp's -ngl 99 keeps it: one GPU unless --gpus or --gpu_memory say otherwise.
   const int named = result.rules->gpus_named();
-  const bool no_profile = options.profile.empty() && !options.profile_text;
-  const int gpus_by_default = no_profile ? std::max(named, 1) : named;
+  const int gpus_by_default = no_profile ? std::max(named, target.gpus) : named;
   placement.gpus = options.gpus.value_or(listed > 1 ? static_cast<int>(listed) : gpus_by_default);
   placement.default_device =
-      options.default_device.value_or(placement.gpus > 0 ? Device::cuda(0) : Device::cpu());
+      options.default_device.value_or(main_gpu ? Device::cuda(*main_gpu) : placement.gpus > 0 ? Device::cuda(0) : Device::cpu());
   result.plan = plan_placement(tree, *result.rules, placement, result.diagnostics);
   result.memory = estimate_memory(result.plan, options.budget);
   // A profile for another model family or another machine has had its one error; findings

@@ -36,6 +36,7 @@ struct CheckResult {
   Diagnostics diagnostics;
   std::string weight_dtype;
   std::optional<FitOutcome> fit;  // with --fit: what it chose
+  std::string quick_rules_yaml;   // the command line's rules as a profile's text ("" without any)
 };
 
 // Throws InputError when the model or the profile cannot be read at all; everything else is a

@@ -1,20 +1,29 @@
 #include "placement/fit.h"
 
+#include <algorithm>
+#include <map>
+#include <vector>
+
 #include "core/error.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "placement/check.h"
 
 namespace switchyard {
 namespace {
 
-// The most any GPU is over its budget less the margin; 0 when every one fits.
-std::uint64_t missing_bytes(const CheckResult& r, std::uint64_t margin, std::string* worst = nullptr) {
-  std::uint64_t missing = 0;
+// How much each GPU is over its budget less the margin (0: it fits), with a sentence for the
+// worst one.
+std::map<Device, std::uint64_t> missing_bytes(const CheckResult& r, std::uint64_t margin, std::string* worst = nullptr) {
+  std::map<Device, std::uint64_t> missing;
+  std::uint64_t most = 0;
   for (const DeviceMemory& d : r.memory) {
     if (!d.device.is_cuda() || !d.budget_bytes) continue;
     const std::uint64_t need = d.total_bytes() + margin;
-    if (need > *d.budget_bytes && need - *d.budget_bytes > missing) {
-      missing = need - *d.budget_bytes;
+    const std::uint64_t short_by = need > *d.budget_bytes ? need - *d.budget_bytes : 0;
+    missing[d.device] = short_by;
+    if (short_by > most) {
+      most = short_by;
       if (worst)
         *worst = d.device.str() + " needs " + format_bytes(d.total_bytes()) + " with " + format_bytes(margin) +
                  " left free, but its budget is " + format_bytes(*d.budget_bytes);
@@ -23,13 +32,41 @@ std::uint64_t missing_bytes(const CheckResult& r, std::uint64_t margin, std::str
   return missing;
 }
 
-// llama.cpp's -ot value for the routed experts of the first n MoE layers on the CPU.
-std::string override_tensor_of(const ModuleTree& tree, int n) {
-  std::string layers;
-  int taken = 0;
-  for (int i = 0; i < static_cast<int>(tree.size()) && taken < n; ++i)
-    if (tree.is_routed_experts(i)) layers += (taken++ ? "|" : "") + std::to_string(tree.at(i).layer);
-  return taken == 0 ? "" : "blk\\.(" + layers + ")\\.ffn_(up|down|gate)_exps=CPU";
+std::uint64_t most_missing(const std::map<Device, std::uint64_t>& missing) {
+  std::uint64_t most = 0;
+  for (const auto& entry : missing) most = std::max(most, entry.second);
+  return most;
+}
+
+// llama.cpp's -ot value for these layers' routed experts on the CPU.
+std::string override_tensor_of(const std::vector<int>& layers) {
+  std::vector<std::string> numbers;
+  for (int l : layers) numbers.push_back(std::to_string(l));
+  return numbers.empty() ? "" : "blk\\.(" + join(numbers, "|") + ")\\.ffn_(up|down|gate)_exps=CPU";
+}
+
+// "3-12, 33-42"
+std::string layer_ranges(const std::vector<int>& layers) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < layers.size();) {
+    std::size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    parts.push_back(i == j ? std::to_string(layers[i]) : std::to_string(layers[i]) + "-" + std::to_string(layers[j]));
+    i = j + 1;
+  }
+  return join(parts, ", ");
+}
+
+// The MoE layers whose routed experts each GPU holds in `r` (in decode, else in prefill), ascending.
+std::map<Device, std::vector<int>> experts_by_gpu(const PlacementPlan& plan) {
+  std::map<Device, std::vector<int>> out;
+  for (const ModulePlacement& p : plan.visited) {
+    if (!plan.tree->is_routed_experts(p.module)) continue;
+    const Device on = p.generate_device.is_cuda() ? p.generate_device : p.prefill_device;
+    if (on.is_cuda()) out[on].push_back(plan.tree->at(p.module).layer);
+  }
+  for (auto& entry : out) std::sort(entry.second.begin(), entry.second.end());
+  return out;
 }
 
 }  // namespace
@@ -37,10 +74,13 @@ std::string override_tensor_of(const ModuleTree& tree, int n) {
 std::string describe_fit(const FitOutcome& fit) {
   std::string text = "fit: the routed experts of ";
   if (fit.cpu_layers == 0) text += "every MoE layer on the GPUs (none on the CPU)";
-  else
+  else if (fit.first_layers)
     text += "the first " + std::to_string(fit.cpu_layers) + " of " + std::to_string(fit.moe_layers) +
             " MoE layers on the CPU (--n-cpu-moe " + std::to_string(fit.cpu_layers) + "; llama.cpp: -ot \"" +
             fit.override_tensor + "\")";
+  else
+    text += std::to_string(fit.cpu_layers) + " of " + std::to_string(fit.moe_layers) + " MoE layers (layers " +
+            layer_ranges(fit.layers) + ") on the CPU (llama.cpp: -ot \"" + fit.override_tensor + "\")";
   return text + ", " + format_bytes(fit.margin_bytes) + " left free on every GPU";
 }
 
@@ -52,49 +92,80 @@ CheckResult run_fit_check(const CheckOptions& options) {
   CheckOptions o = options;
   o.fit.enabled = false;
   // The model is described once; each trial plans it and estimates the memory, and only the
-  // chosen N's check validates and owns the tree.
+  // chosen layers' check validates and owns the tree.
   Diagnostics described;
   auto tree = std::make_unique<ModuleTree>(describe_model(options.model, described));
-  auto with_n = [&](int n) { o.quick_rules.n_cpu_moe = n > 0 ? std::optional<int>(n) : std::nullopt; };
-  auto trial = [&](int n) {
-    with_n(n);
+  const std::uint64_t margin = options.fit.margin_bytes;
+  auto trial = [&](const std::vector<int>& cpu_layers) {
+    o.quick_rules.fit_cpu_layers = cpu_layers;
     CheckResult r;
     place_described(r, *tree, o, /*validate=*/false);
-    return missing_bytes(r, options.fit.margin_bytes);
+    return r;
   };
   int moe_layers = 0;
   for (int i = 0; i < static_cast<int>(tree->size()); ++i) moe_layers += tree->is_routed_experts(i);
-  auto final_check = [&](int n) {
-    with_n(n);
+  auto finish = [&](std::vector<int> cpu_layers) {
+    std::sort(cpu_layers.begin(), cpu_layers.end());
+    o.quick_rules.fit_cpu_layers = cpu_layers;
     CheckResult r;
     r.weight_dtype = options.model.weight_dtype;
     r.diagnostics = described;
     r.tree = std::move(tree);
     place_described(r, *r.tree, o, /*validate=*/true);
+    std::vector<int> first;
+    for (int i = 0; i < static_cast<int>(r.tree->size()) && first.size() < cpu_layers.size(); ++i)
+      if (r.tree->is_routed_experts(i)) first.push_back(r.tree->at(i).layer);
+    r.fit = FitOutcome{moe_layers, static_cast<int>(cpu_layers.size()), cpu_layers, first == cpu_layers, margin,
+                       override_tensor_of(cpu_layers)};
     return r;
   };
-  // More layers' experts on the CPU never need more GPU memory: bisect for the smallest N that fits.
-  if (trial(moe_layers) > 0) {
-    CheckResult best = final_check(moe_layers);
+
+  // Each GPU's MoE layers, as the plan with every expert where the rules put it has them.
+  const std::map<Device, std::vector<int>> held = experts_by_gpu(trial({}).plan);
+  std::vector<int> all;
+  for (const auto& entry : held) all.insert(all.end(), entry.second.begin(), entry.second.end());
+  const std::map<Device, std::uint64_t> at_most = missing_bytes(trial(all), margin);
+  if (most_missing(at_most) > 0) {
+    CheckResult best = finish(all);
     std::string worst;
-    const std::uint64_t short_by = missing_bytes(best, options.fit.margin_bytes, &worst);
+    const std::uint64_t short_by = most_missing(missing_bytes(best, margin, &worst));
     best.diagnostics.error("fit-impossible",
                            "--fit: even with the routed experts of all " + std::to_string(moe_layers) +
                                " MoE layers on the CPU, " + worst + ": " + format_bytes(short_by) +
                                " missing. Give the GPU more (--gpu_memory), shorten --max_context, lower the margin "
                                "(--fit_margin), store smaller weights or spread the layers over more GPUs",
                            SourceLocation{"command line", 0, 0});
-    best.fit = FitOutcome{moe_layers, moe_layers, options.fit.margin_bytes, override_tensor_of(*best.tree, moe_layers)};
     return best;
   }
-  int low = -1, high = moe_layers;  // low does not fit (or is below 0), high fits
-  while (high - low > 1) {
-    const int mid = (low + high) / 2;
-    (trial(mid) == 0 ? high : low) = mid;
+  // More of a GPU's layers' experts on the CPU never need more of its memory, and a GPU's memory
+  // does not depend on the other GPUs' experts: bisect every GPU's count at once.
+  struct Search {
+    const std::vector<int>* layers;
+    int low, high;  // the first `low` do not fit (-1: below 0), the first `high` do
+  };
+  std::map<Device, Search> search;
+  for (const auto& entry : held) search[entry.first] = Search{&entry.second, -1, static_cast<int>(entry.second.size())};
+  auto chosen = [&](bool mids) {
+    std::vector<int> layers;
+    for (const auto& [device, s] : search) {
+      const int n = mids && s.high - s.low > 1 ? (s.low + s.high) / 2 : s.high;
+      layers.insert(layers.end(), s.layers->begin(), s.layers->begin() + n);
+    }
+    return layers;
+  };
+  for (;;) {
+    bool open = false;
+    for (const auto& entry : search) open |= entry.second.high - entry.second.low > 1;
+    if (!open) break;
+    const std::map<Device, std::uint64_t> missing = missing_bytes(trial(chosen(true)), margin);
+    for (auto& [device, s] : search) {
+      if (s.high - s.low <= 1) continue;
+      const int mid = (s.low + s.high) / 2;
+      const auto it = missing.find(device);
+      (it == missing.end() || it->second == 0 ? s.high : s.low) = mid;
+    }
   }
-  CheckResult best = final_check(high);
-  best.fit = FitOutcome{moe_layers, high, options.fit.margin_bytes, override_tensor_of(*best.tree, high)};
-  return best;
+  return finish(chosen(false));
 }
 
 }  // namespace switchyard

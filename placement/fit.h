@@ -1,12 +1,15 @@
 #pragma once
-// --fit (check and run), as llama.cpp's --fit and llama-fit-params do it: given the GPUs' budgets
-// (--gpu_memory), keep attention, shared experts, dense layers and the head where the profile (or,
-// without one, the default device) puts them, and the routed experts of as many MoE layers on the
-// GPUs as still fit with `margin_bytes` to spare on each; the others' go to the CPU. The experts
-// that move are those of the first N MoE layers, as --n-cpu-moe N moves them, and N is the
-// smallest that fits: one layer fewer would not (a test proves it maximal).
+// --fit (check, run, split), as llama.cpp's --fit and llama-fit-params do it: given the GPUs'
+// budgets (--gpu_memory, or what the GPUs present have free), keep attention, shared experts,
+// dense layers and the head where the profile (or, without one, the layer flags and the default
+// device) puts them, and the routed experts of as many MoE layers on the GPUs as still fit with
+// `margin_bytes` to spare on each; the others' go to the CPU. Each GPU is filled by its own
+// budget: of the MoE layers whose experts it holds, those of its first n_g move to the CPU (as
+// --n-cpu-moe moves the first layers'), n_g the smallest that fits it; one layer fewer would not
+// (a test proves it maximal). With one GPU that is --n-cpu-moe N.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace switchyard {
 
@@ -16,14 +19,17 @@ struct FitOptions {
 };
 
 struct FitOutcome {
-  int moe_layers = 0;  // of the model
-  int cpu_layers = 0;  // N: the first N MoE layers' routed experts on the CPU
+  int moe_layers = 0;            // of the model
+  int cpu_layers = 0;            // MoE layers whose routed experts go to the CPU
+  std::vector<int> layers;       // their decoder layer numbers, ascending
+  bool first_layers = false;     // they are the first cpu_layers MoE layers (--n-cpu-moe cpu_layers)
   std::uint64_t margin_bytes = 0;
-  std::string override_tensor;  // the same as llama.cpp's -ot value ("" when N is 0)
+  std::string override_tensor;  // the same as llama.cpp's -ot value ("" when none moves)
 };
 
 // "fit: the routed experts of the first 20 of 58 MoE layers on the CPU (--n-cpu-moe 20; llama.cpp:
-// -ot "blk\.(3|...)\.ffn_(up|down|gate)_exps=CPU"), 1.0 GiB left free on every GPU"
+// -ot "blk\.(3|...)\.ffn_(up|down|gate)_exps=CPU"), 1.0 GiB left free on every GPU"; with
+// several GPUs "... of 20 of 58 MoE layers (layers 3-12, 33-42) on the CPU ...".
 std::string describe_fit(const FitOutcome& fit);
 
 struct CheckOptions;

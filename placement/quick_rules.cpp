@@ -108,24 +108,77 @@ void write_rules(const ModuleTree& tree, const Selection& s, std::string& yaml, 
   const std::string device = yaml_quote(s.device.str());
   if (!s.experts.empty()) {
     const char* op = s.device.is_cpu() ? "\"KExpertsCPU\"" : "\"KExpertsTorch\"";
-    yaml += "- match:\n    name: " + yaml_quote(name_regex(tree, s.experts)) +
+    yaml += "# command line: " + s.origin + "\n- match:\n    name: " + yaml_quote(name_regex(tree, s.experts)) +
             "\n  replace:\n    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
             "      generate_device: " + device + "\n      generate_op: " + op + "\n      prefill_device: " + device +
-            "\n      prefill_op: " + op + "\n  recursive: False\n";
+            "\n      prefill_op: " + op + "\n  recursive: False\n\n";
     origins.push_back(s.origin);
   }
   if (!s.others.empty()) {
-    yaml += "- match:\n    name: " + yaml_quote(name_regex(tree, s.others)) +
+    yaml += "# command line: " + s.origin + "\n- match:\n    name: " + yaml_quote(name_regex(tree, s.others)) +
             "\n  replace:\n    class: \"default\"\n    kwargs:\n      generate_device: " + device +
-            "\n      prefill_device: " + device + "\n";
+            "\n      prefill_device: " + device + "\n\n";
     origins.push_back(s.origin);
   }
 }
 
+// The decoder stack's rule: the first layer's device, and the transfer_map entries where the
+// layers change device.
+void write_model_rule(const ModuleTree& tree, const std::vector<Device>& layer_devices, const std::string& origin,
+                      std::string& yaml, std::vector<std::string>& origins) {
+  int model = -1;
+  for (int i = 0; i < static_cast<int>(tree.size()) && model < 0; ++i)
+    if (tree.at(i).cls->role == ModuleRole::model) model = i;
+  if (model < 0 || layer_devices.empty()) return;
+  const std::string first = yaml_quote(layer_devices.front().str());
+  yaml += "# command line: " + origin + "\n- match:\n    name: " + yaml_quote("^" + regex_escape(std::string(tree.at(model).name)) + "$") +
+          "\n  replace:\n    class: \"Model\"\n    kwargs:\n      generate_device: " + first +
+          "\n      prefill_device: " + first + "\n";
+  std::string map;
+  for (std::size_t l = 1; l < layer_devices.size(); ++l)
+    if (layer_devices[l] != layer_devices[l - 1])
+      map += "        " + std::to_string(l) + ": " + yaml_quote(layer_devices[l].str()) + "\n";
+  if (!map.empty()) yaml += "      transfer_map:\n" + map;
+  yaml += "\n";
+  origins.push_back(origin);
+}
+
+// The layer flags' selections: per run of layers on one device, its routed experts and every
+// other module of those layers; the embedding (and whatever else holds weights outside the
+// layers) with the first layer, the final norm and head with the last.
+std::vector<Selection> layer_selections(const ModuleTree& tree, const std::vector<Device>& layer_devices,
+                                        const std::string& origin) {
+  std::vector<Selection> out;
+  std::vector<int> run_of(layer_devices.size(), -1);
+  for (std::size_t l = 0; l < layer_devices.size(); ++l) {
+    if (l == 0 || layer_devices[l] != layer_devices[l - 1])
+      out.push_back({origin, origin, {}, {}, layer_devices[l]});
+    run_of[l] = static_cast<int>(out.size()) - 1;
+  }
+  Selection first{origin, origin, {}, {}, layer_devices.front()}, last{origin, origin, {}, {}, layer_devices.back()};
+  for (int i = 0; i < static_cast<int>(tree.size()); ++i) {
+    const Module& m = tree.at(i);
+    if (m.expert >= 0) continue;  // with its container
+    if (m.layer >= 0 && m.layer < static_cast<int>(layer_devices.size())) {
+      Selection& s = out[static_cast<std::size_t>(run_of[static_cast<std::size_t>(m.layer)])];
+      (tree.is_routed_experts(i) ? s.experts : s.others).push_back(i);
+    } else if (m.layer < 0 && !m.params.empty()) {
+      const std::string_view name = m.name;
+      (name == "lm_head" || name == "model.norm" ? last : first).others.push_back(i);
+    }
+  }
+  out.push_back(std::move(first));
+  out.push_back(std::move(last));
+  out.erase(std::remove_if(out.begin(), out.end(), [](const Selection& s) { return s.experts.empty() && s.others.empty(); }),
+            out.end());
+  return out;
+}
+
 }  // namespace
 
-std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleTree& tree, Diagnostics& diagnostics) {
-  if (flags.empty()) return {};
+QuickRules compile_quick_rules(const QuickRuleFlags& flags, const LayerTarget& target, const ModuleTree& tree,
+                               Diagnostics& diagnostics) {
+  if (flags.empty() && !target.divide) return {};
   const std::vector<Candidate> candidates = candidates_of(tree);
   std::vector<Selection> selections;
   int pair_number = 0;
@@ -174,6 +227,31 @@ std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleT
                        std::to_string(moe_layers.size()));
     selections.push_back({flag, flag, std::vector<int>(moe_layers.begin(), moe_layers.begin() + n), {}, Device::cpu()});
   }
+  if (!flags.fit_cpu_layers.empty()) {
+    Selection fit{"--fit", "--fit", {}, {}, Device::cpu()};
+    for (int container : moe_layers)
+      if (std::find(flags.fit_cpu_layers.begin(), flags.fit_cpu_layers.end(), tree.at(container).layer) !=
+          flags.fit_cpu_layers.end())
+        fit.experts.push_back(container);
+    selections.push_back(std::move(fit));
+  }
+  std::vector<Device> layer_devices;
+  if (target.divide && tree.num_layers() > 0) {
+    layer_devices = assign_layer_devices(tree.num_layers(), target.gpus, flags.layers, target.budgets_bytes);
+    // Every layer where the unplaced modules go anyway: nothing to say.
+    if (std::all_of(layer_devices.begin(), layer_devices.end(), [&](const Device& d) { return d == target.default_device; }))
+      layer_devices.clear();
+  }
+  if (!layer_devices.empty()) {
+    std::vector<Selection> by_layer = layer_selections(tree, layer_devices, target.origin);
+    // Routed experts an earlier flag placed are not the layer rules' to place (those would never win).
+    std::set<int> taken;
+    for (const Selection& s : selections) taken.insert(s.experts.begin(), s.experts.end());
+    for (Selection& s : by_layer)
+      s.experts.erase(std::remove_if(s.experts.begin(), s.experts.end(), [&](int m) { return taken.count(m) > 0; }),
+                      s.experts.end());
+    selections.insert(selections.end(), std::make_move_iterator(by_layer.begin()), std::make_move_iterator(by_layer.end()));
+  }
   std::string yaml;
   std::vector<std::string> origins;
   for (const Selection& s : selections) {
@@ -186,6 +264,7 @@ std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleT
     }
     write_rules(tree, s, yaml, origins);
   }
+  if (!layer_devices.empty()) write_model_rule(tree, layer_devices, target.origin, yaml, origins);
   if (yaml.empty()) return {};
   Diagnostics parse_diagnostics;
   RuleSet set = parse_rules(yaml, "command line", parse_diagnostics);
@@ -197,8 +276,9 @@ std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleT
     rule.origin = origins[i];
     rule.location = rule.name_location = rule.class_location = rule.replace_location = command_line;
     for (auto& entry : rule.kwarg_locations) entry.second = command_line;
+    for (TransferMapEntry& entry : rule.transfer_map) entry.location = command_line;
   }
-  return std::move(set.rules);
+  return QuickRules{std::move(set.rules), std::move(yaml)};
 }
 
 RuleSet with_quick_rules(std::vector<Rule> quick, RuleSet profile) {

@@ -16,16 +16,28 @@
 //   them, or cpu, cuda, cuda:N.
 // - --cpu-moe: every MoE layer's routed experts on the CPU, in decode and prefill.
 // - --n-cpu-moe N: those of the first N MoE layers.
+// - -ngl N, -ts SHARES, --main-gpu I (placement/gpu_layers.h): each decoder layer's device; every
+//   module of a layer goes there (its routed experts too, unless a flag above sends them to the
+//   CPU), the embedding with the first layer, the final norm and head with the last, and the
+//   decoder stack's transfer_map moves the hidden state where the layers change device. Without a
+//   profile and with several GPUs (--gpus, --gpu_memory) the layers are divided so even without
+//   these flags. With a profile they are refused: its own rules and transfer_map place the layers
+//   (`switchyard split` divides them over GPUs).
+// - --fit's choice (placement/fit.h): the routed experts of these layers on the CPU.
 // Routed experts get the Experts operator with the CPU's (KExpertsCPU) or the GPU's
 // (KExpertsTorch) op in both phases, handing their output to their layer's device; every other
 // selected module gets the default operator on DEVICE. Each -ot pair becomes one or two rules
-// (experts; other modules), each of the other flags one.
+// (experts; other modules), --cpu-moe, --n-cpu-moe and --fit one each, the layer flags two per
+// run of layers on one device, one for the decoder stack and one each for the modules outside
+// the layers.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/diagnostics.h"
 #include "core/module_tree.h"
+#include "placement/gpu_layers.h"
 #include "placement/rule_set.h"
 
 namespace switchyard {
@@ -34,15 +46,35 @@ struct QuickRuleFlags {
   std::vector<std::string> override_tensor;  // each -ot value as typed: REGEX=DEVICE[,REGEX=DEVICE...]
   bool cpu_moe = false;
   std::optional<int> n_cpu_moe;
-  bool empty() const { return override_tensor.empty() && !cpu_moe && !n_cpu_moe; }
+  GpuLayerFlags layers;               // -ngl, -ts, --main-gpu
+  std::vector<int> fit_cpu_layers;    // set by --fit, not typed: decoder layers whose routed experts go to the CPU
+  bool empty() const { return override_tensor.empty() && !cpu_moe && !n_cpu_moe && layers.empty() && fit_cpu_layers.empty(); }
+};
+
+// What the layer flags divide: `gpus` GPUs with these budgets (none, one for all, or one per
+// GPU), and whether to divide the layers at all (a layer flag was given, or there is no profile
+// and more than one GPU).
+struct LayerTarget {
+  bool divide = false;
+  int gpus = 1;
+  std::vector<std::uint64_t> budgets_bytes;
+  Device default_device;  // where modules no rule places go: layers all there need no rules
+  std::string origin;  // the rules' origin: the layer flags as typed, or "--gpus 2"
+};
+
+struct QuickRules {
+  std::vector<Rule> rules;
+  std::string yaml;  // the same rules as a profile's text, each after a comment naming its origin
 };
 
 // The quick rules for `tree`, numbered from 0 in the order above (-ot pairs as typed, then
-// --cpu-moe, then --n-cpu-moe), each with its origin ("-ot #2", "--cpu-moe") and located at
-// "command line". A flag that selects nothing is a warning (quick-rule-matches-nothing) and
-// gives no rule. Throws InputError (exit 2) naming the flag for a value that is not REGEX=DEVICE,
-// a regex that does not compile, a device that is not one, or an N past the MoE layers.
-std::vector<Rule> compile_quick_rules(const QuickRuleFlags& flags, const ModuleTree& tree, Diagnostics& diagnostics);
+// --cpu-moe, --n-cpu-moe, --fit, the layer flags), each with its origin ("-ot #2", "--cpu-moe",
+// "-ngl 40") and located at "command line". A flag that selects nothing is a warning
+// (quick-rule-matches-nothing) and gives no rule. Throws InputError (exit 2) naming the flag for
+// a value that is not REGEX=DEVICE, a regex that does not compile, a device that is not one, an N
+// past the MoE layers, or layer flags gpu_layers.h refuses.
+QuickRules compile_quick_rules(const QuickRuleFlags& flags, const LayerTarget& layers, const ModuleTree& tree,
+                               Diagnostics& diagnostics);
 
 // Prepends `quick` (from compile_quick_rules) to `profile` (parsed with first_index =
 // quick.size()), and warns where a quick rule placed a module on another device than the

@@ -123,15 +123,19 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
   out.precision(1);
   out << static_cast<double>(tree.total_parameter_count()) / 1e9 << "B parameters, weights "
       << result.weight_dtype << ")\n";
-  std::vector<std::string> quick;  // the command line's quick rules, tried first
-  for (const Rule& rule : result.rules->rules)
-    if (!rule.origin.empty()) quick.push_back(rule.origin);
+  std::vector<std::string> quick;    // the command line's quick rules, tried first
+  std::vector<std::string> origins;  // their flags, each once
+  for (const Rule& rule : result.rules->rules) {
+    if (rule.origin.empty()) continue;
+    quick.push_back(rule.origin);
+    if (std::find(origins.begin(), origins.end(), rule.origin) == origins.end()) origins.push_back(rule.origin);
+  }
   out << "profile: ";
   if (result.rules->file.empty()) out << "none";
   else out << result.rules->file.string() << " (" << result.rules->rules.size() - quick.size() << " rules)";
   if (!quick.empty())
     out << (result.rules->file.empty() ? "; " : " after ") << quick.size() << " quick rule" << (quick.size() == 1 ? "" : "s")
-        << " from the command line (" << join(quick, ", ") << ")";
+        << " from the command line (" << join(origins, ", ") << ")";
   out << ", " << result.plan.options.gpus << " GPU" << (result.plan.options.gpus == 1 ? "" : "s") << ", default device "
       << result.plan.options.default_device.str() << "\n";
   if (result.fit) out << describe_fit(*result.fit) << "\n";

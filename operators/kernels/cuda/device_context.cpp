@@ -22,6 +22,20 @@ int device_count() {
   return count;
 }
 
+std::vector<std::size_t> free_memory_bytes() {
+  std::vector<std::size_t> out;
+  for (int device = 0, count = device_count(); device < count; ++device) {
+    DeviceGuard guard(device, std::nothrow);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      free_bytes = 0;
+    }
+    out.push_back(free_bytes);
+  }
+  return out;
+}
+
 DeviceGuard::DeviceGuard(int device) {
   SWITCHYARD_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device) SWITCHYARD_CUDA_CHECK(cudaSetDevice(device));

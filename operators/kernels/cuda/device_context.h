@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <vector>
 
 #include "core/device.h"
 #include "operators/kernels/cuda/device_memory_pool.h"
@@ -20,6 +21,10 @@ namespace switchyard::cuda {
 
 // CUDA devices visible to this process; 0, not an error, when there is no GPU or no driver.
 int device_count();
+
+// Bytes free on each visible device (cudaMemGetInfo), device 0 first; empty without a GPU. A
+// device whose context cannot be made counts 0 bytes free.
+std::vector<std::size_t> free_memory_bytes();
 
 // Makes `device` current for a scope and restores the previous one.
 class DeviceGuard {
