@@ -8,9 +8,13 @@
 #   bench:   a 14-layer shape in Q4_K_M and Q8_0: decode and 512-token prefill with the experts on
 #            the CPU and the rest on the GPU, ours (`bench decode`, STREAM in the same run) and
 #            llama.cpp's (`llama-bench -ngl 99 -ot exps=CPU -fa 1`) on the same files, 16 threads.
+#   fit:     llama.cpp's placement flags run: the 14-layer Q4_K_M shape with --fit under a forced
+#            --gpu_memory budget (bench decode: speed beside the plan's ceilings; run: RSS and
+#            tokens), check --fit on the H200's free memory, -ngl with whole layers on the CPU,
+#            and llama.cpp on the -ot string the fit printed.
 #   kernels: the CPU machine's view of the quantised kernels: its topology, the kernels' tests, and
 #            `bench experts` per block type at 16, 8 and 1 threads (decode and 512-token prefill).
-#   usage: scripts/gpu-gguf.sh [formats|bench|kernels|all] ...   (several at once; logs in $OUT)
+#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|all] ...   (several at once; logs in $OUT)
 set -uo pipefail
 what=" ${*:-all} "
 want() { [[ $what == *" $1 "* || $what == *" all "* ]]; }
@@ -92,4 +96,27 @@ if want bench; then
     timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
     echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
   done
+fi
+if want fit; then
+  f=$(model 14 q4_k_m)
+  budget=8GiB
+  timeout 60 $bin check --gguf_path "$f" --fit > "$out/fit-check-free.log" 2>&1
+  echo "check --fit on free memory exit $?: $(grep -E '^fit:|^cuda:0' "$out/fit-check-free.log" | cut -c1-200 | tr '\n' ';')"
+  timeout 60 $bin check --gguf_path "$f" --fit --gpu_memory $budget > "$out/fit-check.log" 2>&1
+  echo "check --fit --gpu_memory $budget exit $?: $(grep -E '^cuda:0|^cpu ' "$out/fit-check.log" | tr -s ' ' | tr '\n' ';')"
+  ot=$(grep -oE 'llama.cpp: -ot "[^"]*"' "$out/fit-check.log" | sed 's/llama.cpp: -ot "//; s/"$//')
+  grep -oE '^fit: .{0,120}' "$out/fit-check.log"
+  for flags in "--fit --gpu_memory $budget" "-ngl 99 --cpu-moe" "-ngl 99" "-ngl 10 --cpu-moe"; do
+    tag=$(echo "$flags" | tr -c 'a-z0-9' '_')
+    timeout 300 $bin bench decode --gguf_path "$f" $flags --cpu_infer 16 --prompt_tokens 512 > "$out/fit-bench-$tag.log" 2>&1
+    echo "bench decode $flags exit $?"; grep -E '^fit:|^decode|^prefill|  CPU:|  GPU:|placement' "$out/fit-bench-$tag.log" | cut -c1-220 | head -8
+    timeout 120 $bin run --gguf_path "$f" $flags --cpu_infer 16 --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 > "$out/fit-run-$tag.log" 2>&1
+    echo "run $flags exit $?: $(grep -E 'generated ids|eval rate|load duration|peak RSS' "$out/fit-run-$tag.log" | tr -s ' ' | tr '\n' ';')"
+  done
+  if [[ -n $ot ]]; then
+    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot "$ot" -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/fit-lcpp.log" 2>&1
+    echo "llama.cpp with the fit's -ot exit $?"; grep -E 'pp512|tg128' "$out/fit-lcpp.log" | tr -s ' '
+  fi
+  timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/fit-lcpp-cpu-moe.log" 2>&1
+  echo "llama.cpp -ot exps=CPU exit $?"; grep -E 'pp512|tg128' "$out/fit-lcpp-cpu-moe.log" | tr -s ' '
 fi
