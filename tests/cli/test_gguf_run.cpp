@@ -79,3 +79,37 @@ TEST_CASE("gguf run: bad GGUF input is a clear error") {
   CHECK(run_switchyard("make-model --preset tiny-mixtral --format safetensors --dtype q4_k --out " + (dir.path / "n").string())
             .exit_code == 2);
 }
+
+TEST_CASE("gguf run: llama.cpp's placement flags place a GGUF as its safetensors twin; -ngl 0 runs it on the CPU") {
+  // The check's table from MODULES to the counts, without the model line that names the file
+  // and the time it took.
+  auto table = [](const std::string& output) {
+    const std::size_t at = output.find("MODULES"), end = output.find("\nchecked ");
+    return at == std::string::npos || end < at ? std::string() : output.substr(at, end - at);
+  };
+  for (const char* preset : {"tiny-deepseek-v3", "tiny-deepseek-v2", "tiny-qwen3-moe", "tiny-mixtral", "tiny-glm4-moe"}) {
+    INFO(preset);
+    TempDirectory dir;
+    const std::string st = (dir.path / "st").string(), gguf = (dir.path / "gguf").string();
+    REQUIRE(run_switchyard("make-model --preset " + std::string(preset) + " --seed 3 --dtype f32 --out " + st).exit_code == 0);
+    REQUIRE(run_switchyard("make-model --preset " + std::string(preset) + " --seed 3 --format gguf --dtype f32 --out " + gguf)
+                .exit_code == 0);
+    for (const char* flags : {"--cpu-moe", "--n-cpu-moe 1", "-ot 'blk\\.1\\.ffn_.*_exps=CPU,token_embd=CPU'", "-ngl 1 --cpu-moe",
+                              "-ngl 2 -ts 1,1", "-ngl 0"}) {
+      INFO(flags);
+      const auto from_gguf = run_switchyard("check --gguf_path " + gguf + " " + flags);
+      const auto from_st = run_switchyard("check --model_path " + st + " " + flags);
+      CHECK(from_gguf.exit_code == 0);
+      CHECK(from_gguf.output.find("0 error(s), 0 warning(s)") != std::string::npos);
+      CHECK(!table(from_gguf.output).empty());
+      CHECK(table(from_gguf.output) == table(from_st.output));
+    }
+    // Every layer on the CPU: the GGUF generates what its safetensors twin does.
+    const std::string prompt = " --prompt_ids 3,1,4,1,5,9 --max_new_tokens 6";
+    const auto cpu_gguf = run_switchyard("run --gguf_path " + gguf + " -ngl 0" + prompt);
+    const auto cpu_st = run_switchyard("run --model_path " + st + " -ngl 0" + prompt);
+    REQUIRE(cpu_gguf.exit_code == 0);
+    CHECK(!generated_ids(cpu_gguf.output).empty());
+    CHECK(generated_ids(cpu_gguf.output) == generated_ids(cpu_st.output));
+  }
+}
