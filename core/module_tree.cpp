@@ -41,6 +41,13 @@ bool ModuleTree::is_routed_experts(int index) const {
   return module.parent >= 0 && module.local_name() == "experts" && at(module.parent).cls->role == ModuleRole::moe;
 }
 
+std::vector<int> ModuleTree::routed_experts() const {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(modules_.size()); ++i)
+    if (is_routed_experts(i)) out.push_back(i);
+  return out;
+}
+
 int ModuleTree::find(std::string_view name) const {
   if (modules_.empty()) return -1;
   int current = 0;

@@ -63,6 +63,8 @@ class ModuleTree {
   // Whether module `index` is a MoE block's routed experts: the `experts` container under a
   // ModuleRole::moe module, one child per expert.
   bool is_routed_experts(int index) const;
+  // The routed-experts containers, in module order (so in layer order): one per MoE layer.
+  std::vector<int> routed_experts() const;
 
   // Index of the module with this full name, or -1. Walks down from the root component by
   // component, so no name index has to be built for a 60k-module tree.

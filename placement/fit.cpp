@@ -72,16 +72,19 @@ std::map<Device, std::vector<int>> experts_by_gpu(const PlacementPlan& plan) {
 }  // namespace
 
 std::string describe_fit(const FitOutcome& fit) {
-  std::string text = "fit: the routed experts of ";
-  if (fit.cpu_layers == 0) text += "every MoE layer on the GPUs (none on the CPU)";
-  else if (fit.first_layers)
-    text += "the first " + std::to_string(fit.cpu_layers) + " of " + std::to_string(fit.moe_layers) +
-            " MoE layers on the CPU (--n-cpu-moe " + std::to_string(fit.cpu_layers) + "; llama.cpp: -ot \"" +
-            fit.override_tensor + "\")";
-  else
-    text += std::to_string(fit.cpu_layers) + " of " + std::to_string(fit.moe_layers) + " MoE layers (layers " +
-            layer_ranges(fit.layers) + ") on the CPU (llama.cpp: -ot \"" + fit.override_tensor + "\")";
-  return text + ", " + format_bytes(fit.margin_bytes) + " left free on every GPU";
+  const std::string margin = ", " + format_bytes(fit.margin_bytes) + " left free on every GPU";
+  const int kept_on_cpu = fit.moe_layers - fit.cpu_layers - fit.gpu_layers;  // by the rules, before the fit
+  if (fit.cpu_layers == 0 && kept_on_cpu > 0)
+    return "fit: no routed experts moved (the rules put those of " + std::to_string(kept_on_cpu) + " of " +
+           std::to_string(fit.moe_layers) + " MoE layers on the CPU already, " + std::to_string(fit.gpu_layers) +
+           " on the GPUs)" + margin;
+  if (fit.cpu_layers == 0) return "fit: the routed experts of every MoE layer on the GPUs (none on the CPU)" + margin;
+  const std::string ot = "llama.cpp: -ot \"" + fit.override_tensor + "\"";
+  if (fit.first_layers)
+    return "fit: the routed experts of the first " + std::to_string(fit.cpu_layers) + " of " + std::to_string(fit.moe_layers) +
+           " MoE layers on the CPU (--n-cpu-moe " + std::to_string(fit.cpu_layers) + "; " + ot + ")" + margin;
+  return "fit: the routed experts of " + std::to_string(fit.cpu_layers) + " of " + std::to_string(fit.moe_layers) +
+         " MoE layers (layers " + layer_ranges(fit.layers) + ") on the CPU (" + ot + ")" + margin;
 }
 
 CheckResult run_fit_check(const CheckOptions& options) {
@@ -102,8 +105,8 @@ CheckResult run_fit_check(const CheckOptions& options) {
     place_described(r, *tree, o, /*validate=*/false);
     return r;
   };
-  int moe_layers = 0;
-  for (int i = 0; i < static_cast<int>(tree->size()); ++i) moe_layers += tree->is_routed_experts(i);
+  const std::vector<int> containers = tree->routed_experts();
+  const int moe_layers = static_cast<int>(containers.size());
   auto finish = [&](std::vector<int> cpu_layers) {
     std::sort(cpu_layers.begin(), cpu_layers.end());
     o.quick_rules.fit_cpu_layers = cpu_layers;
@@ -112,10 +115,11 @@ CheckResult run_fit_check(const CheckOptions& options) {
     r.diagnostics = described;
     r.tree = std::move(tree);
     place_described(r, *r.tree, o, /*validate=*/true);
-    std::vector<int> first;
-    for (int i = 0; i < static_cast<int>(r.tree->size()) && first.size() < cpu_layers.size(); ++i)
-      if (r.tree->is_routed_experts(i)) first.push_back(r.tree->at(i).layer);
-    r.fit = FitOutcome{moe_layers, static_cast<int>(cpu_layers.size()), cpu_layers, first == cpu_layers, margin,
+    std::vector<int> first;  // the layers of the first cpu_layers MoE layers
+    for (std::size_t i = 0; i < cpu_layers.size() && i < containers.size(); ++i) first.push_back(r.tree->at(containers[i]).layer);
+    int on_gpus = 0;
+    for (const auto& entry : experts_by_gpu(r.plan)) on_gpus += static_cast<int>(entry.second.size());
+    r.fit = FitOutcome{moe_layers, static_cast<int>(cpu_layers.size()), on_gpus, cpu_layers, first == cpu_layers, margin,
                        override_tensor_of(cpu_layers)};
     return r;
   };

@@ -20,7 +20,8 @@ struct FitOptions {
 
 struct FitOutcome {
   int moe_layers = 0;            // of the model
-  int cpu_layers = 0;            // MoE layers whose routed experts go to the CPU
+  int cpu_layers = 0;            // MoE layers whose routed experts --fit moves to the CPU
+  int gpu_layers = 0;            // MoE layers whose routed experts stay on a GPU
   std::vector<int> layers;       // their decoder layer numbers, ascending
   bool first_layers = false;     // they are the first cpu_layers MoE layers (--n-cpu-moe cpu_layers)
   std::uint64_t margin_bytes = 0;

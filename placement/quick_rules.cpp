@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
 #include "core/error.h"
 #include "core/gguf_model.h"
 #include "core/text.h"
+#include "placement/module_name_index.h"
 #include "placement/placement_plan.h"
+#include "placement/rule_candidates.h"
 #include "placement/regex.h"
 #include "placement/yaml_scalars.h"
 
@@ -215,9 +218,7 @@ QuickRules compile_quick_rules(const QuickRuleFlags& flags, const LayerTarget& t
       selections.push_back(std::move(s));
     }
   }
-  std::vector<int> moe_layers;  // the routed-experts containers, in layer order
-  for (const Candidate& c : candidates)
-    if (c.experts) moe_layers.push_back(c.module);
+  const std::vector<int> moe_layers = tree.routed_experts();
   if (flags.cpu_moe) selections.push_back({"--cpu-moe", "--cpu-moe", moe_layers, {}, Device::cpu()});
   if (flags.n_cpu_moe) {
     const int n = *flags.n_cpu_moe;
@@ -293,28 +294,45 @@ RuleSet with_quick_rules(std::vector<Rule> quick, RuleSet profile) {
 
 void warn_quick_rule_overrides(const PlacementPlan& plan, Diagnostics& diagnostics) {
   const RuleSet& rules = *plan.rules;
+  const ModuleTree& tree = *plan.tree;
   struct Override {
     int modules = 0;
     std::string first_module, quick_devices, profile_devices;
   };
+  // A large profile's rules are tried only where they can match (as the walk tries them).
+  constexpr std::size_t kIndexedFrom = 64;
+  std::optional<RuleCandidates> candidates;
+  std::shared_ptr<const ModuleNameIndex> names = plan.name_index;
+  if (rules.rules.size() >= kIndexedFrom) {
+    if (!names) names = std::make_shared<const ModuleNameIndex>(tree);
+    candidates.emplace(tree, rules, *names);
+  }
+  // The first profile rule that matches: the one that would have placed the module.
+  auto profile_rule = [&](int index, const Module& module) -> const Rule* {
+    auto tries = [&](const Rule& rule) { return rule.origin.empty() && match_rule(rule, module) == RuleMatch::match; };
+    if (candidates) {
+      const int found = candidates->first(index, [&](int rule) { return tries(rules.rules[static_cast<std::size_t>(rule)]); });
+      return found < 0 ? nullptr : &rules.rules[static_cast<std::size_t>(found)];
+    }
+    for (const Rule& rule : rules.rules)
+      if (tries(rule)) return &rule;
+    return nullptr;
+  };
   std::map<std::pair<int, int>, Override> overrides;  // (quick rule, profile rule)
   for (const ModulePlacement& p : plan.visited) {
     if (p.rule < 0 || rules.rules[static_cast<std::size_t>(p.rule)].origin.empty()) continue;
-    const Module& module = plan.tree->at(p.module);
-    for (const Rule& rule : rules.rules) {
-      if (!rule.origin.empty() || match_rule(rule, module) != RuleMatch::match) continue;
-      const Device fallback = plan.options.default_device;
-      const Device generate = rule.generate_device.value_or(rule.op().default_generate_device.value_or(fallback));
-      const Device prefill = rule.prefill_device.value_or(fallback);
-      if (generate != p.generate_device || prefill != p.prefill_device) {
-        Override& o = overrides[{p.rule, rule.index}];
-        if (o.modules++ == 0) {
-          o.first_module = std::string(module.name);
-          o.quick_devices = p.generate_device.str() + " in decode, " + p.prefill_device.str() + " in prefill";
-          o.profile_devices = generate.str() + " in decode, " + prefill.str() + " in prefill";
-        }
-      }
-      break;  // the first profile rule that matches is the one that would have placed it
+    const Module& module = tree.at(p.module);
+    const Rule* rule = profile_rule(p.module, module);
+    if (!rule) continue;
+    const Device fallback = plan.options.default_device;
+    const Device generate = rule->generate_device.value_or(rule->op().default_generate_device.value_or(fallback));
+    const Device prefill = rule->prefill_device.value_or(fallback);
+    if (generate == p.generate_device && prefill == p.prefill_device) continue;
+    Override& o = overrides[{p.rule, rule->index}];
+    if (o.modules++ == 0) {
+      o.first_module = std::string(module.name);
+      o.quick_devices = p.generate_device.str() + " in decode, " + p.prefill_device.str() + " in prefill";
+      o.profile_devices = generate.str() + " in decode, " + prefill.str() + " in prefill";
     }
   }
   for (const auto& [key, o] : overrides) {

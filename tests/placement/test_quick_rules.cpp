@@ -157,27 +157,36 @@ TEST_CASE("quick rules: before a profile they win, and check says which profile 
   std::ifstream file(sy::testing::source_path("optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml"));
   const std::string profile((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   REQUIRE(!profile.empty());
-  sy::QuickRuleFlags flags;
-  flags.n_cpu_moe = 3;
-  const sy::CheckResult r = check_with("deepseek-v2-lite", flags, profile);
-  CHECK(!r.diagnostics.has_errors());
-  CHECK(r.rules->rules.front().origin == "--n-cpu-moe 3");
-  CHECK(r.rules->rules[1].number() == 2);  // the profile's first rule follows the quick one
-  int warnings = 0;
-  for (const sy::Diagnostic& d : r.diagnostics.items())
-    if (d.code == "quick-rule-overrides-profile") {
-      ++warnings;
-      CHECK(d.location.file == "profile.yaml");
-      CHECK(d.location.line > 0);
-      CHECK(d.message.find("rule #1 (command line: --n-cpu-moe 3)") != std::string::npos);
-      CHECK(d.message.find("model.layers.1.mlp.experts and 2 more modules") != std::string::npos);
-    }
-  CHECK(warnings == 1);
-  CHECK(sy::testing::placement(r, "model.layers.3.mlp.experts").generate_device == sy::Device::cpu());
-  CHECK(sy::testing::placement(r, "model.layers.4.mlp.experts").generate_device == sy::Device::cuda(0));
-  const std::string table = sy::format_check_table(r, {});
-  CHECK(table.find("after 1 quick rule from the command line (--n-cpu-moe 3)") != std::string::npos);
-  CHECK(table.find("#1 --n-cpu-moe 3") != std::string::npos);
+  // As written, and with 100 narrow rules after it that match nothing: a profile that large is
+  // searched through its rule index, which must find the same overridden rule.
+  std::string large = profile;
+  for (int i = 0; i < 100; ++i)
+    large += "\n- match:\n    name: \"^model\\\\.layers\\\\.1\\\\.no_such_module_" + std::to_string(i) +
+             "$\"\n  replace:\n    class: \"default\"\n    kwargs:\n      generate_device: \"cpu\"\n";
+  for (const std::string& text : {profile, large}) {
+    sy::QuickRuleFlags flags;
+    flags.n_cpu_moe = 3;
+    const sy::CheckResult r = check_with("deepseek-v2-lite", flags, text);
+    INFO("profile rules: " << r.rules->rules.size() - 1);
+    CHECK(!r.diagnostics.has_errors());
+    CHECK(r.rules->rules.front().origin == "--n-cpu-moe 3");
+    CHECK(r.rules->rules[1].number() == 2);  // the profile's first rule follows the quick one
+    int warnings = 0;
+    for (const sy::Diagnostic& d : r.diagnostics.items())
+      if (d.code == "quick-rule-overrides-profile") {
+        ++warnings;
+        CHECK(d.location.file == "profile.yaml");
+        CHECK(d.location.line > 0);
+        CHECK(d.message.find("rule #1 (command line: --n-cpu-moe 3)") != std::string::npos);
+        CHECK(d.message.find("model.layers.1.mlp.experts and 2 more modules") != std::string::npos);
+      }
+    CHECK(warnings == 1);
+    CHECK(sy::testing::placement(r, "model.layers.3.mlp.experts").generate_device == sy::Device::cpu());
+    CHECK(sy::testing::placement(r, "model.layers.4.mlp.experts").generate_device == sy::Device::cuda(0));
+    const std::string table = sy::format_check_table(r, {});
+    CHECK(table.find("after 1 quick rule from the command line (--n-cpu-moe 3)") != std::string::npos);
+    CHECK(table.find("#1 --n-cpu-moe 3") != std::string::npos);
+  }
 }
 
 TEST_CASE("quick rules: bad values name the flag; a pattern that selects nothing is a warning") {
