@@ -235,7 +235,13 @@ Tensor Checkpoint::get_converted(const std::string& name, const std::vector<std:
     throw InputError("tensor '" + name + "' is " + dtype_name(stored) + ", which cannot be converted to " + dtype_name(dtype),
                      kExitBadContent);
   const Tensor t = gguf_ ? get_gguf(name, shape) : get(name, shape, {stored});
-  return from_f32(to_f32(t), t.shape(), dtype);
+  // Decoded a row at a time in parallel, straight into the result: no f32 copy of the whole matrix.
+  const std::int64_t columns = t.rank() == 0 ? 1 : t.dim(-1);
+  const std::int64_t rows = columns == 0 ? 0 : t.numel() / columns;
+  Tensor out = Tensor::empty(dtype, t.shape());
+  if (dtype == DType::f32) quant::dequantize_rows(stored, t.data(), out.data_as<float>(), rows, columns);
+  else quant::dequantize_rows_to_bf16(stored, t.data(), out.data_as<std::uint16_t>(), rows, columns);
+  return out;
 }
 
 }  // namespace switchyard

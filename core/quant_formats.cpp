@@ -6,8 +6,10 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/quant_blocks.h"
+#include "core/random_weights.h"
 
 namespace switchyard::quant {
 
@@ -80,6 +82,20 @@ void dequantize_rows(DType dtype, const void* in, float* out, std::int64_t rows,
   const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(n)));
   const auto* bytes = static_cast<const std::uint8_t*>(in);
   for_each_row(rows, n, [&](std::int64_t r) { dequantize_row(dtype, bytes + r * row_bytes, out + r * n, n); });
+}
+
+void dequantize_rows_to_bf16(DType dtype, const void* in, std::uint16_t* out, std::int64_t rows, std::int64_t n) {
+  check_row_length(dtype, n, "dequantize");
+  if (rows < 0) throw std::invalid_argument("dequantize: a negative row count " + std::to_string(rows));
+  const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(n)));
+  const auto* bytes = static_cast<const std::uint8_t*>(in);
+  for_each_row(rows, n, [&](std::int64_t r) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<std::size_t>(n));
+    dequantize_row(dtype, bytes + r * row_bytes, row.data(), n);
+    std::uint16_t* dst = out + r * n;
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_from_f32(row[static_cast<std::size_t>(i)]);
+  });
 }
 
 }  // namespace switchyard::quant

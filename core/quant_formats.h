@@ -36,6 +36,10 @@ void quantize_row(DType dtype, const float* in, void* blocks, std::int64_t n,
 // Rows run in parallel (OpenMP) when the matrix is big enough to pay for the threads.
 void quantize_rows(DType dtype, const float* in, void* out, std::int64_t rows, std::int64_t n);
 void dequantize_rows(DType dtype, const void* in, float* out, std::int64_t rows, std::int64_t n);
+// The same rounded to bf16 (nearest even, NaN kept) into `out` [rows, n] bf16 bits, a row at a
+// time through a per-thread f32 row: bit for bit the bf16 rounding of dequantize_rows' output,
+// without holding the whole matrix in f32.
+void dequantize_rows_to_bf16(DType dtype, const void* in, std::uint16_t* out, std::int64_t rows, std::int64_t n);
 
 // Throws std::invalid_argument unless the functions above take rows of `n` weights of `dtype`;
 // `operation` ("quantize", "dequantize") starts the message.

@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/quant_formats.h"
+#include "core/random_weights.h"
 #include "tests/test_seed.h"
 
 using switchyard::testing::test_seed;
@@ -252,6 +253,17 @@ TEST_CASE("quant formats: plain types decode exactly, rows decode block after bl
     for (int r = 0; r < rows; ++r) {
       quant::dequantize_row(dtype, shifted.data() + 1 + r * row_bytes, one.data(), row);
       CHECK(std::memcmp(one.data(), all.data() + static_cast<std::size_t>(r) * row, row * sizeof(float)) == 0);
+    }
+    // Straight to bf16: each weight is the bf16 rounding of its f32 value, big matrices (threads) too.
+    for (const int many : {rows, 700}) {
+      const Bytes blocks = random_blocks(dtype, many * row_blocks, random);
+      std::vector<float> wide(static_cast<std::size_t>(many) * row);
+      std::vector<std::uint16_t> narrow(wide.size());
+      quant::dequantize_rows(dtype, blocks.data(), wide.data(), many, row);
+      quant::dequantize_rows_to_bf16(dtype, blocks.data(), narrow.data(), many, row);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < wide.size(); ++i) differ += narrow[i] != sy::bf16_bits_from_f32(wide[i]);
+      CHECK(differ == 0);
     }
   }
 }
