@@ -11,9 +11,13 @@
 #include "placement/check.h"
 #include "placement/gpu_layers.h"
 #include "tests/core_test_support.h"
+#include "tests/placement/plan_comparison.h"
 #include "tests/test_support.h"
 
 namespace sy = switchyard;
+using sy::testing::expect_same_plan;
+using sy::testing::Family;
+using sy::testing::kFamilies;
 
 namespace {
 
@@ -45,22 +49,6 @@ sy::CheckResult check_with(const std::string& arch, const sy::QuickRuleFlags& qu
   return sy::run_check(options);
 }
 
-// Every visited module placed alike: operator, devices, ops.
-void expect_same_plan(const sy::CheckResult& a, const sy::CheckResult& b) {
-  REQUIRE(a.plan.visited.size() == b.plan.visited.size());
-  for (std::size_t i = 0; i < a.plan.visited.size(); ++i) {
-    const sy::ModulePlacement &x = a.plan.visited[i], &y = b.plan.visited[i];
-    INFO("module " << std::string(a.tree->at(x.module).name));
-    REQUIRE(x.module == y.module);
-    CHECK(x.op == y.op);
-    CHECK(x.generate_device == y.generate_device);
-    CHECK(x.prefill_device == y.prefill_device);
-    CHECK(x.out_device == y.out_device);
-    CHECK(x.generate_op == y.generate_op);
-    CHECK(x.prefill_op == y.prefill_op);
-  }
-}
-
 std::string experts_rule(const std::string& experts_path, const std::string& layers, const std::string& device) {
   const std::string op = device == "cpu" ? "KExpertsCPU" : "KExpertsTorch";
   return "- match:\n    name: \"^model\\\\.layers\\\\.(" + layers + ")\\\\." + experts_path +
@@ -74,13 +62,6 @@ std::string default_rule(const std::string& regex, const std::string& device) {
          device + "\"\n      prefill_device: \"" + device + "\"\n";
 }
 
-struct Family {
-  const char* arch;
-  const char* experts_path;  // below model.layers.N
-};
-constexpr Family kFamilies[] = {{"tiny-deepseek-v2", "mlp\\\\.experts"}, {"tiny-deepseek-v3", "mlp\\\\.experts"},
-                                {"tiny-qwen3-moe", "mlp\\\\.experts"}, {"tiny-glm4-moe", "mlp\\\\.experts"},
-                                {"tiny-mixtral", "block_sparse_moe\\\\.experts"}};
 
 std::uint64_t total_on(const sy::CheckResult& r, sy::Device device) {
   for (const sy::DeviceMemory& d : r.memory)

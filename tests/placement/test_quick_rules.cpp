@@ -10,9 +10,13 @@
 #include "core/error.h"
 #include "placement/check.h"
 #include "placement/report.h"
+#include "tests/placement/plan_comparison.h"
 #include "tests/test_support.h"
 
 namespace sy = switchyard;
+using sy::testing::expect_same_plan;
+using sy::testing::Family;
+using sy::testing::kFamilies;
 
 namespace {
 
@@ -35,29 +39,7 @@ std::string experts_on_cpu(const std::string& experts_path, const std::string& l
          "      prefill_op: \"KExpertsCPU\"\n  recursive: False\n";
 }
 
-// Every visited module placed alike: operator, devices, ops.
-void expect_same_plan(const sy::CheckResult& a, const sy::CheckResult& b) {
-  REQUIRE(a.plan.visited.size() == b.plan.visited.size());
-  for (std::size_t i = 0; i < a.plan.visited.size(); ++i) {
-    const sy::ModulePlacement &x = a.plan.visited[i], &y = b.plan.visited[i];
-    INFO("module " << std::string(a.tree->at(x.module).name));
-    REQUIRE(x.module == y.module);
-    CHECK(x.op == y.op);
-    CHECK(x.generate_device == y.generate_device);
-    CHECK(x.prefill_device == y.prefill_device);
-    CHECK(x.out_device == y.out_device);
-    CHECK(x.generate_op == y.generate_op);
-    CHECK(x.prefill_op == y.prefill_op);
-  }
-}
 
-struct Family {
-  const char* arch;
-  const char* experts_path;  // below model.layers.N
-};
-constexpr Family kFamilies[] = {{"tiny-deepseek-v2", "mlp\\\\.experts"}, {"tiny-deepseek-v3", "mlp\\\\.experts"},
-                                {"tiny-qwen3-moe", "mlp\\\\.experts"}, {"tiny-glm4-moe", "mlp\\\\.experts"},
-                                {"tiny-mixtral", "block_sparse_moe\\\\.experts"}};
 
 std::vector<int> moe_layers(const sy::ModuleTree& tree) {
   std::vector<int> layers;
