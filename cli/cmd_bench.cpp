@@ -118,6 +118,8 @@ struct BenchCheckCommand {
 
 // cli/cmd_bench_gemv.cpp: registers `bench gemv` on `bench`.
 Runner add_bench_gemv_command(CLI::App& bench);
+// cli/cmd_bench_tokenize.cpp: `bench tokenize`.
+Runner add_bench_tokenize_command(CLI::App& bench);
 
 Runner add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks that print their ceilings beside the result");
@@ -158,12 +160,14 @@ Runner add_bench_command(CLI::App& app) {
       "decode", "a placed model end to end: prefill and decode tokens/s, the per-token split, STREAM and HBM ceilings");
   decode->add_to(*decode_sub);
   Runner gemv = add_bench_gemv_command(*bench);
-  return [bench, check, experts, decode, gemv]() -> int {
+  Runner tokenize = add_bench_tokenize_command(*bench);
+  return [bench, check, experts, decode, gemv, tokenize]() -> int {
     if (bench->got_subcommand("check")) return check->run();
     if (bench->got_subcommand("experts")) return run_bench_experts(*experts);
     if (bench->got_subcommand("decode")) return decode->run();
     if (bench->got_subcommand("gemv")) return gemv();
-    throw InputError("bench: give a benchmark (check, experts, decode, gemv)");
+    if (bench->got_subcommand("tokenize")) return tokenize();
+    throw InputError("bench: give a benchmark (check, experts, decode, gemv, tokenize)");
   };
 }
 

@@ -14,5 +14,6 @@ Runner add_run_command(CLI::App& app);
 Runner add_split_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_make_model_command(CLI::App& app);
+Runner add_tokenize_command(CLI::App& app);
 
 }  // namespace switchyard::cli

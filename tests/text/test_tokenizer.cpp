@@ -1,0 +1,207 @@
+// Tokenizers from tokenizer.json (text/tokenizer.h): DeepSeek-V3's and Qwen3's real files (from
+// npm, scripts/fetch-tokenizers.sh) encode the corpus id for id as HF `tokenizers` 0.23 does
+// (tests/fixtures/tokenizers, written by scripts/tokenizer-fixtures.py on the GPU machine), and
+// decode and stream it back; the BPE's merge order, the byte-level alphabet and bad input on
+// small files made here.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "text/byte_level.h"
+#include "text/tokenizer.h"
+#include "tests/core_test_support.h"
+#include "tests/test_support.h"
+
+namespace tx = switchyard::text;
+using switchyard::testing::source_path;
+
+namespace {
+
+// A real tokenizer installed by scripts/fetch-tokenizers.sh (part of scripts/install-deps.sh).
+std::filesystem::path real_tokenizer(const std::string& package) {
+  const std::filesystem::path dir = source_path(".tokenizers/" + package);
+  if (!std::filesystem::exists(dir / "tokenizer.json"))
+    FAIL("the real tokenizer " << package << " is not installed in " << dir.string()
+                               << ": run scripts/fetch-tokenizers.sh (scripts/install-deps.sh runs it)");
+  return dir;
+}
+
+nlohmann::json fixture(const std::string& name) {
+  std::ifstream file(source_path("tests/fixtures/tokenizers/" + name + ".json"));
+  REQUIRE(file.good());
+  return nlohmann::json::parse(file);
+}
+
+bool valid_utf8(const std::string& s) {
+  for (std::size_t at = 0; at < s.size();)
+    if (!tx::next_code_point(s, at)) return false;
+  return true;
+}
+
+// A byte-level tokenizer.json of the 256 byte symbols, these extra tokens and merges.
+std::string small_tokenizer(const std::vector<std::string>& extra, const std::vector<std::string>& merges,
+                            const nlohmann::json& pre_tokenizer = nlohmann::json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}) {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0;
+  for (int b = 0; b < 256; ++b) vocab[std::string(tx::byte_symbol(static_cast<std::uint8_t>(b)))] = id++;
+  for (const std::string& token : extra) vocab[token] = id++;
+  nlohmann::json root = {{"version", "1.0"},
+                         {"added_tokens", nlohmann::json::array({{{"id", id}, {"content", "<eos>"}, {"special", true}}})},
+                         {"normalizer", nullptr},
+                         {"pre_tokenizer", pre_tokenizer},
+                         {"post_processor", {{"type", "ByteLevel"}}},
+                         {"decoder", {{"type", "ByteLevel"}}},
+                         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  return root.dump();
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: DeepSeek-V3's and Qwen3's tokenizer.json encode the corpus as HF tokenizers does") {
+  for (const auto& [name, package] : {std::pair<std::string, std::string>{"deepseek_v3", "deepseek_v3"},
+                                      {"qwen3", "qwen3"}}) {
+    INFO(name);
+    const tx::Tokenizer t = tx::Tokenizer::from_file(real_tokenizer(package));
+    const nlohmann::json expected = fixture(name);
+    REQUIRE(expected["entries"].size() >= 40);
+    std::size_t ids = 0;
+    for (const auto& entry : expected["entries"]) {
+      const std::string text = entry["text"];
+      INFO("text: " << nlohmann::json(text).dump());
+      const std::vector<std::int32_t> encoded = t.encode(text);
+      CHECK(encoded == entry["ids"].get<std::vector<std::int32_t>>());
+      CHECK(t.encode(text, false) == entry["ids_plain"].get<std::vector<std::int32_t>>());
+      std::vector<std::string> tokens;
+      for (std::int32_t id : encoded) tokens.emplace_back(t.token(id));
+      CHECK(tokens == entry["tokens"].get<std::vector<std::string>>());
+      const std::string decoded = entry["decoded"];
+      CHECK(t.decode(encoded) == decoded);
+      // Streamed a token at a time: whole characters only, the same text in the end.
+      tx::StreamDecoder stream(t, /*skip_special=*/false);
+      std::string streamed;
+      for (std::int32_t id : encoded) {
+        const std::string part = stream.push(id);
+        CHECK(valid_utf8(part));
+        streamed += part;
+      }
+      streamed += stream.finish();
+      CHECK(streamed == decoded);
+      ids += encoded.size();
+    }
+    CHECK(ids > 500);
+  }
+}
+
+TEST_CASE("tokenizer: the byte-level alphabet is 256 distinct printable symbols and round-trips") {
+  std::set<std::string> symbols;
+  for (int b = 0; b < 256; ++b) {
+    const std::string s(tx::byte_symbol(static_cast<std::uint8_t>(b)));
+    symbols.insert(s);
+    std::size_t at = 0;
+    const auto c = tx::next_code_point(s, at);
+    REQUIRE(c.has_value());
+    CHECK(at == s.size());
+    CHECK(tx::symbol_byte(*c) == static_cast<std::uint8_t>(b));
+  }
+  CHECK(symbols.size() == 256);
+  CHECK(tx::byte_symbol(' ') == "Ġ");
+  CHECK(tx::byte_symbol('\n') == "Ċ");
+  CHECK(tx::byte_symbol('A') == "A");
+  std::string all, back;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  std::string spelled;
+  tx::append_byte_symbols(all, spelled);
+  CHECK(tx::append_symbol_bytes(spelled, back));
+  CHECK(back == all);
+}
+
+TEST_CASE("tokenizer: BPE merges the lowest-ranked pair first, leftmost on ties, and a long word stays fast") {
+  // "abb": with (a b) ranked first it becomes [ab, b]; with (b b) first, [a, bb].
+  const tx::Tokenizer ab_first = tx::Tokenizer::from_json(small_tokenizer({"ab", "bb"}, {"a b", "b b"}), "ab.json");
+  const tx::Tokenizer bb_first = tx::Tokenizer::from_json(small_tokenizer({"ab", "bb"}, {"b b", "a b"}), "bb.json");
+  CHECK(ab_first.encode("abb") == std::vector<std::int32_t>{256, 'b'});
+  CHECK(bb_first.encode("abb") == std::vector<std::int32_t>{'a', 257});
+  // "bbb" with (b b): the leftmost pair merges first.
+  CHECK(bb_first.encode("bbb") == std::vector<std::int32_t>{257, 'b'});
+  // Chains: a b -> ab, ab ab -> abab.
+  const tx::Tokenizer chain = tx::Tokenizer::from_json(small_tokenizer({"ab", "abab"}, {"a b", "ab ab"}), "chain.json");
+  CHECK(chain.encode("ababab") == std::vector<std::int32_t>{257, 256});
+  CHECK(chain.decode(chain.encode("ababab<eos>")) == "ababab<eos>");
+  CHECK(chain.decode(chain.encode("ababab<eos>"), true) == "ababab");
+  CHECK(chain.encode("x<eos>y") == std::vector<std::int32_t>{'x', 258, 'y'});
+
+  // 200,000 letters in one piece: a heap of pairs, not a quadratic rescan.
+  const std::string word(200000, 'a');
+  const tx::Tokenizer aa = tx::Tokenizer::from_json(small_tokenizer({"aa", "aaaa"}, {"a a", "aa aa"}), "aa.json");
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::int32_t> ids = aa.encode(word);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(ids.size() == 50000);
+  CHECK(seconds < 5.0 * switchyard::testing::kBuildSlowdown);
+}
+
+TEST_CASE("tokenizer: a file this cannot read faithfully is an error naming what, and bad text too") {
+  auto error_of = [](const std::string& json) -> std::string {
+    try {
+      tx::Tokenizer::from_json(json, "t.json");
+    } catch (const switchyard::InputError& e) {
+      CHECK(e.exit_code() == switchyard::kExitBadContent);
+      return e.what();
+    }
+    return "no error";
+  };
+  CHECK(error_of("{not json").find("t.json: not JSON") == 0);
+  CHECK(error_of("[1, 2]").find("top level is not an object") != std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(small_tokenizer({"ab"}, {"a b"}));
+  auto with = [&](const std::string& pointer, const nlohmann::json& value) {
+    nlohmann::json copy = j;
+    copy[nlohmann::json::json_pointer(pointer)] = value;
+    return error_of(copy.dump());
+  };
+  CHECK(with("/model/type", "Unigram").find("type \"Unigram\" is not a model this tokenizer reads") != std::string::npos);
+  CHECK(with("/model/merges", nlohmann::json::array({"a c"})).find("merge #0") != std::string::npos);
+  CHECK(with("/model/byte_fallback", true).find("byte_fallback") != std::string::npos);
+  CHECK(with("/pre_tokenizer", {{"type", "Metaspace"}}).find("\"Metaspace\" is not supported") != std::string::npos);
+  CHECK(with("/pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}})
+            .find("does not compile") != std::string::npos);
+  CHECK(with("/decoder", {{"type", "Metaspace"}}).find("decoder") != std::string::npos);
+  CHECK(with("/normalizer", {{"type", "Lowercase"}}).find("\"Lowercase\" is not supported") != std::string::npos);
+  nlohmann::json missing_byte = j;
+  missing_byte["model"]["vocab"].erase("A");
+  CHECK(error_of(missing_byte.dump()).find("vocab") != std::string::npos);
+
+  const tx::Tokenizer t = tx::Tokenizer::from_json(j.dump(), "t.json");
+  CHECK_THROWS_WITH_AS(t.encode("bad \xff byte"), doctest::Contains("not valid UTF-8 (at byte 4)"), switchyard::InputError);
+  const std::vector<std::int32_t> outside{999999};
+  CHECK_THROWS_WITH_AS(t.decode(outside), doctest::Contains("outside the vocabulary"), switchyard::InputError);
+  CHECK_THROWS_AS(tx::Tokenizer::from_file("/nonexistent/tokenizer.json"), switchyard::InputError);
+  CHECK(tx::complete_utf8_prefix("ab\xe4\xbd") == 2);  // 你 without its last byte
+  CHECK(tx::complete_utf8_prefix("ab\xe4\xbd\xa0") == 5);
+}
+
+TEST_CASE("tokenizer: switchyard tokenize prints ids and pieces as tokenizers does") {
+  const nlohmann::json expected = fixture("qwen3");
+  const nlohmann::json& entry = expected["entries"][20];
+  const std::string dir = real_tokenizer("qwen3").string();
+  const auto r = switchyard::testing::run_switchyard("tokenize --tokenizer " + dir + " --format json --prompt '" +
+                                                     entry["text"].get<std::string>() + "'");
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json got = nlohmann::json::parse(r.output);
+  CHECK(got["ids"] == entry["ids"]);
+  CHECK(got["pieces"] == entry["tokens"]);
+  const auto table = switchyard::testing::run_switchyard("tokenize --tokenizer " + dir + " --prompt 'Hello world'");
+  CHECK(table.exit_code == 0);
+  CHECK(table.output.find("2 tokens") != std::string::npos);
+  CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer /nonexistent --prompt x").exit_code == 2);
+  switchyard::core_testing::TempDir dir_bad;
+  std::ofstream(dir_bad / "tokenizer.json") << "{\"model\": 1}";
+  CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer " + dir_bad.path().string() + " --prompt x").exit_code == 1);
+}

@@ -1,0 +1,265 @@
+#include "text/pre_tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "text/byte_level.h"
+
+#ifndef SWITCHYARD_HAVE_ICU
+#define SWITCHYARD_HAVE_ICU 0
+#endif
+#if SWITCHYARD_HAVE_ICU
+#include <unicode/normalizer2.h>
+#include <unicode/unistr.h>
+#endif
+
+namespace switchyard::text {
+namespace {
+
+[[noreturn]] void bad(const std::string& source, const std::string& what) { throw InputError(source + ": " + what, kExitBadContent); }
+
+// GPT-2's own split, which a ByteLevel pre-tokenizer with use_regex applies first.
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// A PCRE2 pattern in UTF and Unicode-property mode, JIT-compiled when the library can.
+class UnicodeRegex {
+ public:
+  UnicodeRegex(const std::string& pattern, const std::string& where) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &error,
+                          &offset, nullptr);
+    if (code_ == nullptr) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(error, message, sizeof message);
+      bad(where, "the regex does not compile at offset " + std::to_string(offset) + ": " + reinterpret_cast<const char*>(message));
+    }
+    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
+  }
+  ~UnicodeRegex() { pcre2_code_free(code_); }
+  UnicodeRegex(const UnicodeRegex&) = delete;
+  UnicodeRegex& operator=(const UnicodeRegex&) = delete;
+
+  // Calls found(start, end) for each non-overlapping match of valid UTF-8 `text`, leftmost first.
+  template <typename Found>
+  void each_match(std::string_view text, Found&& found) const {
+    thread_local struct Data {
+      pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+      ~Data() { pcre2_match_data_free(data); }
+    } match;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      // The text was checked as UTF-8 once; each match need not check it again.
+      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, PCRE2_NO_UTF_CHECK,
+                                 match.data, nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) return;
+      if (rc < 0) throw InputError("tokenizer: a pre-tokenizer regex failed on the text (PCRE2 error " + std::to_string(rc) + ")");
+      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
+      const std::size_t start = ovector[0], end = ovector[1];
+      if (end > start) found(start, end);
+      if (end > at) {
+        at = end;
+      } else {  // an empty match: step over one code point
+        std::size_t next = end;
+        if (next >= text.size()) return;
+        next_code_point(text, next);
+        at = next;
+      }
+    }
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+};
+
+bool valid_utf8(std::string_view text, std::size_t& bad_at) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t start = at;
+    if (!next_code_point(text, at)) {
+      bad_at = start;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+struct PreTokenizer::Step {
+  enum class Kind { split, byte_level } kind;
+  std::unique_ptr<UnicodeRegex> regex;  // split; byte_level with use_regex
+  bool isolated = true;                 // split: keep the matches as pieces (else remove them)
+  bool add_prefix_space = false;        // byte_level
+};
+
+namespace {
+
+void add_steps(const nlohmann::json& spec, const std::string& source, std::vector<std::unique_ptr<PreTokenizer::Step>>& steps);
+
+}  // namespace
+
+PreTokenizer::PreTokenizer(const nlohmann::json& spec, const std::string& source) {
+  if (!spec.is_null()) add_steps(spec, source, steps_);
+}
+PreTokenizer::~PreTokenizer() = default;
+PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
+PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
+
+namespace {
+
+std::string type_of(const nlohmann::json& spec) {
+  const auto it = spec.find("type");
+  return it != spec.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool flag(const nlohmann::json& spec, const char* name, bool fallback) {
+  const auto it = spec.find(name);
+  return it != spec.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+void add_steps(const nlohmann::json& spec, const std::string& source, std::vector<std::unique_ptr<PreTokenizer::Step>>& steps) {
+  const std::string where = source + ": pre_tokenizer";
+  if (!spec.is_object()) bad(where, "is not an object");
+  const std::string type = type_of(spec);
+  if (type == "Sequence") {
+    const auto list = spec.find("pretokenizers");
+    if (list == spec.end() || !list->is_array()) bad(where, "Sequence has no list of pretokenizers");
+    for (const auto& each : *list) add_steps(each, source, steps);
+    return;
+  }
+  auto step = std::make_unique<PreTokenizer::Step>();
+  if (type == "Split") {
+    step->kind = PreTokenizer::Step::Kind::split;
+    const auto pattern = spec.find("pattern");
+    std::string regex;
+    if (pattern != spec.end() && pattern->is_object() && pattern->contains("Regex") && (*pattern)["Regex"].is_string())
+      regex = (*pattern)["Regex"].get<std::string>();
+    else if (pattern != spec.end() && pattern->is_object() && pattern->contains("String") && (*pattern)["String"].is_string())
+      regex = ""; // literal, escaped below
+    else
+      bad(where, "Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
+    if (regex.empty()) {
+      for (char c : (*pattern)["String"].get<std::string>()) {
+        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) regex += '\\';
+        regex += c;
+      }
+    }
+    const std::string behavior = spec.contains("behavior") && spec["behavior"].is_string() ? spec["behavior"].get<std::string>() : "";
+    if (behavior != "Isolated" && behavior != "Removed")
+      bad(where, "Split behavior " + json_excerpt(spec.value("behavior", nlohmann::json())) +
+                     " is not supported (Isolated, Removed)");
+    if (flag(spec, "invert", false)) bad(where, "Split with invert: true is not supported");
+    step->isolated = behavior == "Isolated";
+    step->regex = std::make_unique<UnicodeRegex>(regex, where + " Split");
+  } else if (type == "ByteLevel") {
+    step->kind = PreTokenizer::Step::Kind::byte_level;
+    step->add_prefix_space = flag(spec, "add_prefix_space", true);
+    if (flag(spec, "use_regex", true)) step->regex = std::make_unique<UnicodeRegex>(kGpt2Pattern, where + " ByteLevel");
+  } else {
+    bad(where, "type " + json_excerpt(spec.value("type", nlohmann::json())) +
+                   " is not supported (Sequence, Split, ByteLevel)");
+  }
+  steps.push_back(std::move(step));
+}
+
+}  // namespace
+
+bool PreTokenizer::byte_level() const { return !steps_.empty() && steps_.back()->kind == Step::Kind::byte_level; }
+
+void PreTokenizer::split(std::string_view text, const std::function<void(std::string_view)>& piece) const {
+  std::size_t bad_at = 0;
+  if (!valid_utf8(text, bad_at)) throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+  for (std::size_t i = 0; i + 1 < steps_.size(); ++i)
+    if (steps_[i]->kind == Step::Kind::byte_level)
+      throw InputError("tokenizer: a pre-tokenizer step after ByteLevel is not supported", kExitBadContent);
+  // Pieces as (offset, length) into `text`.
+  thread_local std::vector<std::pair<std::size_t, std::size_t>> pieces, next;
+  pieces.assign(1, {0, text.size()});
+  bool prefix_space = false;
+  auto split_by = [&](const UnicodeRegex& regex, bool isolated) {
+    next.clear();
+    for (const auto& [offset, length] : pieces) {
+      std::size_t last = 0;
+      regex.each_match(text.substr(offset, length), [&](std::size_t start, std::size_t end) {
+        if (start > last) next.emplace_back(offset + last, start - last);
+        if (isolated) next.emplace_back(offset + start, end - start);
+        last = end;
+      });
+      if (last < length) next.emplace_back(offset + last, length - last);
+    }
+    pieces.swap(next);
+  };
+  for (const auto& step : steps_) {
+    if (step->regex) split_by(*step->regex, step->kind == Step::Kind::byte_level || step->isolated);
+    if (step->kind == Step::Kind::byte_level) prefix_space = step->add_prefix_space;
+  }
+  std::string with_space;
+  for (const auto& [offset, length] : pieces) {
+    const std::string_view p = text.substr(offset, length);
+    if (prefix_space && (p.empty() || p.front() != ' ')) {
+      with_space.assign(1, ' ');
+      with_space += p;
+      piece(with_space);
+    } else {
+      piece(p);
+    }
+  }
+}
+
+Normalizer::Normalizer(const nlohmann::json& spec, const std::string& source) {
+  const std::string where = source + ": normalizer";
+  std::vector<const nlohmann::json*> todo{&spec};
+  while (!todo.empty()) {
+    const nlohmann::json& s = *todo.front();
+    todo.erase(todo.begin());
+    if (s.is_null()) continue;
+    if (!s.is_object()) bad(where, "is not an object");
+    const std::string type = type_of(s);
+    if (type == "Sequence") {
+      const auto list = s.find("normalizers");
+      if (list == s.end() || !list->is_array()) bad(where, "Sequence has no list of normalizers");
+      std::vector<const nlohmann::json*> inner;
+      for (const auto& each : *list) inner.push_back(&each);
+      todo.insert(todo.begin(), inner.begin(), inner.end());
+    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+      if (!SWITCHYARD_HAVE_ICU)
+        bad(where, type + " needs Unicode normalization, which this build lacks (configure with ICU: libicu-dev)");
+      forms_.push_back(type);
+    } else {
+      bad(where, "type " + json_excerpt(s.value("type", nlohmann::json())) + " is not supported (Sequence, NFC, NFD, NFKC, NFKD)");
+    }
+  }
+}
+
+std::string Normalizer::apply(std::string_view text) const {
+  if (forms_.empty()) return std::string(text);
+  std::size_t bad_at = 0;
+  if (!valid_utf8(text, bad_at)) throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+#if SWITCHYARD_HAVE_ICU
+  icu::UnicodeString s = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<std::int32_t>(text.size())));
+  for (const std::string& form : forms_) {
+    UErrorCode status = U_ZERO_ERROR;
+    const icu::Normalizer2* n = form == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
+                                : form == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
+                                : form == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
+                                                 : icu::Normalizer2::getNFKDInstance(status);
+    if (U_FAILURE(status)) throw InputError("tokenizer: ICU has no " + form + " normalizer: " + u_errorName(status));
+    // Text already in the form (the common case) is returned as it is.
+    if (n->isNormalized(s, status) && U_SUCCESS(status)) continue;
+    status = U_ZERO_ERROR;
+    s = n->normalize(s, status);
+    if (U_FAILURE(status)) throw InputError("tokenizer: " + form + " normalization failed: " + u_errorName(status));
+  }
+  std::string out;
+  s.toUTF8String(out);
+  return out;
+#else
+  return std::string(text);
+#endif
+}
+
+}  // namespace switchyard::text

@@ -1,0 +1,220 @@
+#include "text/tokenizer.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_input.h"
+#include "text/bpe.h"
+#include "text/byte_level.h"
+#include "text/pre_tokenizer.h"
+
+namespace switchyard::text {
+namespace {
+
+// tokenizer.json files run to tens of megabytes (Qwen3's is 11 MB).
+constexpr std::uint64_t kMaxTokenizerJsonBytes = 512ULL << 20;
+
+[[noreturn]] void bad(const std::string& source, const std::string& what) { throw InputError(source + ": " + what, kExitBadContent); }
+
+std::string type_of(const nlohmann::json& spec) {
+  const auto it = spec.is_object() ? spec.find("type") : spec.end();
+  return it != spec.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer() = default;
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
+  std::error_code error;
+  const std::filesystem::path file = std::filesystem::is_directory(path, error) ? path / "tokenizer.json" : path;
+  const std::string text = read_input_file(file, "tokenizer", kMaxTokenizerJsonBytes);
+  return from_json(text, file.string());
+}
+
+Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source) {
+  check_json_nesting(json, source);
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception& e) {
+    bad(source, std::string("not JSON: ") + e.what());
+  }
+  if (!root.is_object()) bad(source, "not a tokenizer.json (the top level is not an object)");
+  Tokenizer t;
+  const auto model = root.find("model");
+  if (model == root.end()) bad(source, "no \"model\"");
+  t.model_ = std::make_unique<BpeModel>(*model, source);
+  t.normalizer_ = std::make_unique<Normalizer>(root.value("normalizer", nlohmann::json()), source);
+  t.pre_tokenizer_ = std::make_unique<PreTokenizer>(root.value("pre_tokenizer", nlohmann::json()), source);
+  const nlohmann::json decoder = root.value("decoder", nlohmann::json());
+  if (type_of(decoder) != "ByteLevel")
+    bad(source, "decoder " + (decoder.is_null() ? std::string("null") : json_excerpt(decoder.value("type", nlohmann::json()))) +
+                    " is not supported (ByteLevel)");
+  // Byte-level: every byte's symbol must be a token, or some text cannot be encoded.
+  for (int b = 0; b < 256; ++b)
+    if (t.model_->id_of(byte_symbol(static_cast<std::uint8_t>(b))) < 0)
+      bad(source, "model: the vocabulary lacks the byte-level symbol of byte " + std::to_string(b));
+
+  t.vocab_size_ = t.model_->size();
+  const nlohmann::json added = root.value("added_tokens", nlohmann::json::array());
+  if (!added.is_array()) bad(source, "added_tokens is not a list");
+  for (const auto& entry : added) {
+    if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_number_integer() || !entry.contains("content") ||
+        !entry["content"].is_string() || entry["content"].get_ref<const std::string&>().empty())
+      bad(source, "added token " + json_excerpt(entry) + " needs an integer id and a non-empty content");
+    const std::int64_t id = entry["id"].get<std::int64_t>();
+    if (id < 0 || id >= (std::int64_t{1} << 24)) bad(source, "added token id " + std::to_string(id) + " is out of range");
+    for (const char* option : {"lstrip", "rstrip", "single_word"})
+      if (entry.value(option, false)) bad(source, "added token " + json_excerpt(entry["content"]) + ": " + option + " is not supported");
+    t.added_.push_back({static_cast<std::int32_t>(id), entry["content"].get<std::string>(), entry.value("special", false)});
+    t.vocab_size_ = std::max(t.vocab_size_, static_cast<std::int32_t>(id + 1));
+  }
+  t.added_index_.assign(static_cast<std::size_t>(t.vocab_size_), -1);
+  t.added_by_byte_.resize(256);
+  for (std::size_t i = 0; i < t.added_.size(); ++i) {
+    t.added_index_[static_cast<std::size_t>(t.added_[i].id)] = static_cast<std::int32_t>(i);
+    t.added_by_byte_[static_cast<std::uint8_t>(t.added_[i].content[0])].push_back(static_cast<std::int32_t>(i));
+  }
+  for (auto& list : t.added_by_byte_)
+    std::stable_sort(list.begin(), list.end(), [&](std::int32_t a, std::int32_t b) {
+      return t.added_[static_cast<std::size_t>(a)].content.size() > t.added_[static_cast<std::size_t>(b)].content.size();
+    });
+
+  // Post-processor: ByteLevel adds nothing; TemplateProcessing's single template puts special
+  // tokens around the sequence.
+  const nlohmann::json post = root.value("post_processor", nlohmann::json());
+  std::vector<const nlohmann::json*> processors;
+  if (type_of(post) == "Sequence" && post.contains("processors") && post["processors"].is_array())
+    for (const auto& p : post["processors"]) processors.push_back(&p);
+  else if (!post.is_null())
+    processors.push_back(&post);
+  for (const nlohmann::json* p : processors) {
+    const std::string type = type_of(*p);
+    if (type == "ByteLevel") continue;
+    if (type != "TemplateProcessing") bad(source, "post_processor " + json_excerpt(p->value("type", nlohmann::json())) + " is not supported (ByteLevel, TemplateProcessing)");
+    const nlohmann::json single = p->value("single", nlohmann::json());
+    const nlohmann::json specials = p->value("special_tokens", nlohmann::json::object());
+    if (!single.is_array()) bad(source, "post_processor: TemplateProcessing has no single template");
+    bool after = false;
+    for (const auto& piece : single) {
+      if (piece.contains("Sequence")) {
+        after = true;
+        continue;
+      }
+      const auto special = piece.find("SpecialToken");
+      if (special == piece.end() || !special->contains("id")) bad(source, "post_processor: template piece " + json_excerpt(piece) + " is not understood");
+      const std::string name = (*special)["id"].get<std::string>();
+      const auto ids = specials.find(name);
+      if (ids == specials.end() || !ids->contains("ids") || !(*ids)["ids"].is_array())
+        bad(source, "post_processor: the template's special token " + name + " has no ids");
+      for (const auto& id : (*ids)["ids"]) (after ? t.suffix_ids_ : t.prefix_ids_).push_back(id.get<std::int32_t>());
+    }
+  }
+  return t;
+}
+
+bool Tokenizer::is_special(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size_) return false;
+  const std::int32_t index = added_index_[static_cast<std::size_t>(id)];
+  return index >= 0 && added_[static_cast<std::size_t>(index)].special;
+}
+
+void Tokenizer::encode_plain(std::string_view text, std::vector<std::int32_t>& out) const {
+  if (text.empty()) return;
+  const std::string normalized = normalizer_->identity() ? std::string() : normalizer_->apply(text);
+  const std::string_view input = normalizer_->identity() ? text : std::string_view(normalized);
+  if (pre_tokenizer_->byte_level()) pre_tokenizer_->split(input, [&](std::string_view piece) { model_->encode_bytes(piece, out); });
+  else pre_tokenizer_->split(input, [&](std::string_view piece) { model_->encode(piece, out); });
+}
+
+std::vector<std::int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  std::vector<std::int32_t> out;
+  if (add_special) out = prefix_ids_;
+  std::size_t plain_from = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const AddedToken* found = nullptr;
+    for (std::int32_t index : added_by_byte_[static_cast<std::uint8_t>(text[at])]) {
+      const AddedToken& candidate = added_[static_cast<std::size_t>(index)];
+      if (text.compare(at, candidate.content.size(), candidate.content) == 0) {
+        found = &candidate;  // the longest, since the list is longest first
+        break;
+      }
+    }
+    if (!found) {
+      ++at;
+      continue;
+    }
+    encode_plain(text.substr(plain_from, at - plain_from), out);
+    out.push_back(found->id);
+    at += found->content.size();
+    plain_from = at;
+  }
+  encode_plain(text.substr(plain_from), out);
+  if (add_special) out.insert(out.end(), suffix_ids_.begin(), suffix_ids_.end());
+  return out;
+}
+
+std::string_view Tokenizer::token(std::int32_t id) const {
+  if (id >= 0 && id < vocab_size_) {
+    const std::int32_t index = added_index_[static_cast<std::size_t>(id)];
+    if (index >= 0) return added_[static_cast<std::size_t>(index)].content;
+  }
+  return model_->token(id);
+}
+
+std::string Tokenizer::token_bytes(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size_) throw InputError("token id " + std::to_string(id) + " is outside the vocabulary (0 to " + std::to_string(vocab_size_ - 1) + ")");
+  const std::int32_t index = added_index_[static_cast<std::size_t>(id)];
+  if (index >= 0) return added_[static_cast<std::size_t>(index)].content;
+  const std::string_view symbols = model_->token(id);
+  if (symbols.empty()) throw InputError("token id " + std::to_string(id) + " has no vocabulary entry");
+  std::string out;
+  if (!append_symbol_bytes(symbols, out)) return std::string(symbols);  // not byte-level spelled: as it is
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special) const {
+  std::string out;
+  for (std::int32_t id : ids) {
+    if (skip_special && is_special(id)) continue;
+    out += token_bytes(id);
+  }
+  return out;
+}
+
+std::size_t complete_utf8_prefix(std::string_view bytes) {
+  // Look back at most 3 bytes for the lead byte of a character that is not yet whole.
+  const std::size_t n = bytes.size();
+  for (std::size_t back = 1; back <= 4 && back <= n; ++back) {
+    const auto b = static_cast<std::uint8_t>(bytes[n - back]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: keep looking for its lead
+    const std::size_t length = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 1;
+    return length > back ? n - back : n;
+  }
+  return n;
+}
+
+std::string StreamDecoder::push(std::int32_t id) {
+  if (skip_special_ && tokenizer_.is_special(id)) return {};
+  pending_ += tokenizer_.token_bytes(id);
+  const std::size_t whole = complete_utf8_prefix(pending_);
+  std::string out = pending_.substr(0, whole);
+  pending_.erase(0, whole);
+  return out;
+}
+
+std::string StreamDecoder::finish() {
+  std::string out;
+  if (!pending_.empty()) out = "\xEF\xBF\xBD";  // U+FFFD for a character the stream never completed
+  pending_.clear();
+  return out;
+}
+
+}  // namespace switchyard::text

@@ -1,0 +1,90 @@
+#pragma once
+// A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` library's format): added and
+// special tokens matched first in the raw text (leftmost, longest), then the normalizer, the
+// pre-tokenizer (text/pre_tokenizer.h) and the BPE model (text/bpe.h) on the text between them,
+// then the post-processor's special tokens. Decoding reverses the byte-level spelling; a
+// StreamDecoder hands out text only in whole UTF-8 characters, whatever the tokens split.
+// Reads the byte-level BPE tokenizers of DeepSeek-V3, Qwen3 and GLM-4.5; anything the file asks
+// for that this does not implement is an InputError naming it, never a silently different encoding.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace switchyard::text {
+
+class BpeModel;
+class Normalizer;
+class PreTokenizer;
+
+struct AddedToken {
+  std::int32_t id = 0;
+  std::string content;
+  bool special = false;
+};
+
+class Tokenizer {
+ public:
+  // `path`: a tokenizer.json, or a directory holding one. Throws InputError: exit 2 for a file
+  // that cannot be read, 1 (kExitBadContent) for one that is not a tokenizer this reads.
+  static Tokenizer from_file(const std::filesystem::path& path);
+  // From the file's text; `source` names it in errors.
+  static Tokenizer from_json(std::string_view json, const std::string& source);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // `text` (UTF-8; invalid UTF-8 is an InputError) to ids; with `add_special`, the
+  // post-processor's special tokens too (`tokenizers`' encode(text, add_special_tokens)).
+  std::vector<std::int32_t> encode(std::string_view text, bool add_special = true) const;
+  // ids back to text; special tokens left out with `skip_special`. An id outside the vocabulary
+  // is an InputError naming it.
+  std::string decode(std::span<const std::int32_t> ids, bool skip_special = false) const;
+  // The token's string as the vocabulary spells it (`tokenizers`' Encoding.tokens): "Ġhello".
+  std::string_view token(std::int32_t id) const;
+  // The raw bytes one token stands for (special tokens: their content), which may be part of a
+  // UTF-8 character.
+  std::string token_bytes(std::int32_t id) const;
+  // One more than the largest id of the vocabulary and the added tokens.
+  std::int32_t vocab_size() const { return vocab_size_; }
+  const std::vector<AddedToken>& added_tokens() const { return added_; }
+  bool is_special(std::int32_t id) const;
+
+ private:
+  Tokenizer();
+  void add_added_token_ids(std::string_view text, std::vector<std::int32_t>& out) const;
+  void encode_plain(std::string_view text, std::vector<std::int32_t>& out) const;
+
+  std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<Normalizer> normalizer_;
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;
+  std::vector<AddedToken> added_;
+  std::vector<std::int32_t> added_index_;                // id -> index in added_, or -1
+  std::vector<std::vector<std::int32_t>> added_by_byte_;  // first byte -> added_ indices, longest first
+  std::vector<std::int32_t> prefix_ids_, suffix_ids_;     // the post-processor's single-sequence template
+  std::int32_t vocab_size_ = 0;
+};
+
+// Text out of a stream of ids, in whole UTF-8 characters: push() returns what has become
+// complete (possibly ""), finish() the rest (an incomplete tail as U+FFFD).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = true)
+      : tokenizer_(tokenizer), skip_special_(skip_special) {}
+  std::string push(std::int32_t id);
+  std::string finish();
+
+ private:
+  const Tokenizer& tokenizer_;
+  bool skip_special_;
+  std::string pending_;  // bytes of a character not yet whole
+};
+
+// The length of the longest prefix of `bytes` that does not end inside a UTF-8 character
+// (invalid bytes count as whole).
+std::size_t complete_utf8_prefix(std::string_view bytes);
+
+}  // namespace switchyard::text
