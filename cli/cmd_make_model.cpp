@@ -8,6 +8,7 @@
 #include "core/units.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "text/tokenizer.h"
 
 namespace switchyard::cli {
 namespace {
@@ -43,10 +44,21 @@ void print_summary(const MakeModelOptions& options, const MakeModelSummary& s) {
 struct MakeModelCommand {
   MakeModelOptions options;
   std::string out;
+  std::string tokenizer;
 
   int run() {
     apply_cpu_threads(0);  // the weights are generated on OpenMP's threads
     options.out_dir = out;
+    if (!tokenizer.empty()) {
+      // The checkpoint gets the tokenizer's files and a vocabulary of its size.
+      const std::filesystem::path given = tokenizer;
+      std::error_code error;
+      const std::filesystem::path dir = std::filesystem::is_directory(given, error) ? given : given.parent_path();
+      const std::filesystem::path json = std::filesystem::is_directory(given, error) ? given / "tokenizer.json" : given;
+      options.vocab_size = text::Tokenizer::from_file(json).vocab_size();
+      options.extra_files = {json};
+      if (std::filesystem::is_regular_file(dir / "tokenizer_config.json", error)) options.extra_files.push_back(dir / "tokenizer_config.json");
+    }
     options.on_file_written = [](const std::filesystem::path& file, std::uint64_t bytes) {
       std::cout << "  " << file.filename().string() << " (" << format_bytes(bytes) << ")" << std::endl;
     };
@@ -84,6 +96,9 @@ Runner add_make_model_command(CLI::App& app) {
   sub->add_option("--layers", o.layers, "number of decoder layers, 1 to 1024, overriding the preset's")
       ->transform(whole_number<int>());
   sub->add_flag("--force", o.force, "write into a non-empty directory, replacing its checkpoint files");
+  sub->add_option("--tokenizer", command->tokenizer,
+                  "a real tokenizer (a directory with tokenizer.json, or the file): copied beside the weights, and the "
+                  "vocabulary sized to it");
   return [command] { return command->run(); };
 }
 

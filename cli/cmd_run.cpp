@@ -19,6 +19,7 @@
 #include "core/trace.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "text/tokenizer.h"
 #include "operators/kernels/cpu/isa.h"
 #include "operators/model/causal_lm.h"
 #include "operators/model/generator.h"
@@ -73,6 +74,8 @@ struct RunCommand {
   ModelOptions model;
   std::string prompt_ids = "1,17,42,99,7";
   std::string prompt;
+  std::string tokenizer;                    // --tokenizer; else the tokenizer.json beside the weights
+  const CLI::Option* prompt_ids_given = nullptr;
   int max_new_tokens = 16;
   int cpu_infer = 0;
   std::string cpu_kernels = "auto";
@@ -87,9 +90,23 @@ struct RunCommand {
   bool use_cuda_graph = true;
   int prefill_chunk = 512;
 
+  // --prompt's tokenizer: --tokenizer, else the tokenizer.json beside the weights.
+  std::filesystem::path tokenizer_path(const ModelOptions& chosen) const {
+    if (!tokenizer.empty()) return tokenizer;
+    std::error_code error;
+    for (const std::string& where : {chosen.model_path, chosen.gguf_path}) {
+      if (where.empty()) continue;
+      const std::filesystem::path dir = std::filesystem::is_directory(where, error) ? std::filesystem::path(where)
+                                                                                    : std::filesystem::path(where).parent_path();
+      if (std::filesystem::is_regular_file(dir / "tokenizer.json", error)) return dir / "tokenizer.json";
+    }
+    throw InputError("--prompt needs a tokenizer: give --tokenizer DIR (a tokenizer.json, or a directory holding one), "
+                     "put tokenizer.json beside the weights (make-model --tokenizer DIR does), or pass --prompt_ids 1,2,3");
+  }
+
   int run() {
-    if (!prompt.empty())
-      throw InputError("--prompt needs a tokenizer, which this build does not have yet; pass --prompt_ids 1,2,3");
+    if (!prompt.empty() && prompt_ids_given && prompt_ids_given->count() > 0)
+      throw InputError("give --prompt TEXT or --prompt_ids 1,2,3, not both");
     // Every option that needs no model is checked before any work.
     GenerationOptions generation;
     generation.max_new_tokens = max_new_tokens;
@@ -98,7 +115,7 @@ struct RunCommand {
     generation.sampling.top_k = top_k;
     generation.sampling.top_p = top_p;
     check_generation_options(generation);
-    const std::vector<std::int32_t> ids = parse_ids(prompt_ids);
+    std::vector<std::int32_t> ids = prompt.empty() ? parse_ids(prompt_ids) : std::vector<std::int32_t>{};
     apply_cpu_threads(cpu_infer);  // before the embedded model's generation, the first parallel work
     // Opened now, so that a path where the trace cannot go fails before the run; committed after it.
     std::optional<AtomicFile> trace_file;
@@ -110,6 +127,14 @@ struct RunCommand {
     if (embedded) chosen.model_path = scratch.path.string();
     if (chosen.model_path.empty() && chosen.gguf_path.empty())
       throw InputError("run needs weights: give --model_path DIR or --gguf_path FILE (make one with `switchyard make-model`)");
+    // Text in: the prompt encoded before any weight is read, so that a tokenizer problem costs nothing.
+    std::optional<text::Tokenizer> text_tokenizer;
+    if (!prompt.empty()) {
+      if (embedded) throw InputError("--prompt needs a model with a tokenizer: give --model_path or --gguf_path (the built-in model has none yet)");
+      text_tokenizer.emplace(text::Tokenizer::from_file(tokenizer_path(chosen)));
+      ids = text_tokenizer->encode(prompt, /*add_special=*/true);
+      if (ids.empty()) throw InputError("--prompt: the text encodes to no tokens");
+    }
     CheckOptions options = chosen.to_check_options();  // before the embedded model is made
     if (embedded) {
       MakeModelOptions make;
@@ -127,6 +152,10 @@ struct RunCommand {
       options.profile_text = kCpuProfile;
     }
     const CheckResult check = run_check(options);
+    if (text_tokenizer && text_tokenizer->vocab_size() > check.tree->config().vocab_size)
+      throw InputError("the tokenizer's vocabulary (" + std::to_string(text_tokenizer->vocab_size()) +
+                       " tokens) is larger than the model's (vocab_size " + std::to_string(check.tree->config().vocab_size) +
+                       "): it is not this model's tokenizer");
     // A checkpoint that disagrees with its config.json is a problem of the model's content (exit 1),
     // not of the profile.
     bool broken_model = false;
@@ -170,12 +199,24 @@ struct RunCommand {
 
     generation.tracer = &tracer;
     check_generation(lm, ids, generation);  // a bad request is an error before any output
-    std::printf("prompt ids: %s\ngenerated ids:", prompt_ids.c_str());
+    std::vector<std::int32_t> generated;
+    std::string ids_text;
+    for (std::int32_t id : ids) ids_text += (ids_text.empty() ? "" : ",") + std::to_string(id);
+    std::printf("prompt ids: %s\n", ids_text.c_str());
+    std::optional<text::StreamDecoder> stream;
+    if (text_tokenizer) stream.emplace(*text_tokenizer);
+    std::printf("%s", stream ? "generated text: " : "generated ids:");
     std::fflush(stdout);
-    const GenerationResult result = generate(lm, ids, generation, [](std::int32_t id) {
-      std::printf(" %d", id);
+    const GenerationResult result = generate(lm, ids, generation, [&](std::int32_t id) {
+      generated.push_back(id);
+      if (stream) std::printf("%s", stream->push(id).c_str());
+      else std::printf(" %d", id);
       std::fflush(stdout);
     });
+    if (stream) {
+      std::printf("%s\ngenerated ids:", stream->finish().c_str());
+      for (std::int32_t id : generated) std::printf(" %d", id);
+    }
     const GenerationStats& s = result.stats;
     std::printf("\n\nprompt eval count:    %lld token(s)\n", static_cast<long long>(s.prompt_tokens));
     std::printf("prompt eval duration: %.4fs\n", s.prompt_seconds);
@@ -207,8 +248,12 @@ Runner add_run_command(CLI::App& app) {
   auto command = std::make_shared<RunCommand>();
   CLI::App* sub = app.add_subcommand("run", "run a model placed by a profile: prefill the prompt, then decode");
   command->model.add_to(*sub, /*profile_required=*/false);
-  sub->add_option("--prompt_ids", command->prompt_ids, "prompt token ids, comma separated")->capture_default_str();
-  sub->add_option("--prompt", command->prompt, "prompt text (needs a tokenizer)");
+  command->prompt_ids_given =
+      sub->add_option("--prompt_ids", command->prompt_ids, "prompt token ids, comma separated")->capture_default_str();
+  sub->add_option("--prompt", command->prompt,
+                  "prompt text, encoded by the model's tokenizer.json (beside the weights, or --tokenizer); the "
+                  "answer is printed as text");
+  sub->add_option("--tokenizer", command->tokenizer, "--prompt's tokenizer: a tokenizer.json or a directory holding one");
   // The generation options' ranges are check_generation_options'; here they are read as numbers.
   sub->add_option("--max_new_tokens", command->max_new_tokens, "tokens to generate, 1 or more")
       ->capture_default_str()

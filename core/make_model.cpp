@@ -19,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/gguf_model_writer.h"
+#include "core/input_file.h"
 #include "core/module_tree.h"
 #include "core/random_weights.h"
 #include "core/safetensors_writer.h"
@@ -65,6 +66,12 @@ ModelConfig preset_config(const MakeModelOptions& o) {
       throw InputError("--layers " + std::to_string(*o.layers) + " is outside [1, 1024]");
     config.num_hidden_layers = *o.layers;
     validate_model_config(config);  // the rules that depend on the layer count
+  }
+  if (o.vocab_size) {
+    if (*o.vocab_size < 2 || *o.vocab_size > (std::int64_t{1} << 24))
+      throw InputError("a vocabulary of " + std::to_string(*o.vocab_size) + " tokens is outside [2, 2^24]");
+    config.vocab_size = *o.vocab_size;
+    validate_model_config(config);
   }
   config.torch_dtype = o.dtype == "f32" ? "float32" : "bfloat16";
   if (o.format == "gguf") config.num_nextn_predict_layers = 0;  // no MTP layers in the file
@@ -218,6 +225,15 @@ ModuleTree summarised_tree(MakeModelSummary& summary, const WeightScheme& scheme
   return tree;
 }
 
+// options.extra_files into out_dir, each through a temporary renamed into place.
+void copy_extra_files(const MakeModelOptions& options, OutputDirectory& out) {
+  for (const fs::path& file : options.extra_files) {
+    const fs::path to = options.out_dir / file.filename();
+    write_file_atomically(to, read_input_file(file, "file to copy", std::uint64_t{1} << 30));
+    out.placed(to);
+  }
+}
+
 // Every file goes to a temporary beside it and is renamed into place when complete (AtomicFile):
 // the shards, then the index, then config.json, so that a directory with a config.json holds a
 // whole checkpoint, all of one run.
@@ -247,6 +263,7 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
     write_file_atomically(options.out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
     out.placed(options.out_dir / "model.safetensors.index.json");
   }
+  copy_extra_files(options, out);
   write_file_atomically(options.out_dir / "config.json", model_config_to_json(summary.config).dump(2) + "\n");
   out.placed(options.out_dir / "config.json");
 }
@@ -258,6 +275,7 @@ void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, Mak
   const fs::path file = options.out_dir / "model.gguf";
   const GgufModelSummary written = write_gguf_model(tree, options.seed, file);
   out.placed(file);
+  copy_extra_files(options, out);
   summary.tensors = written.tensors;
   summary.tensor_bytes = written.tensor_bytes;
   summary.file_bytes = written.file_bytes;

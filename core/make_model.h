@@ -26,6 +26,10 @@ struct MakeModelOptions {
   std::string dtype = "bf16";
   std::string format = "safetensors";           // safetensors | gguf (one model.gguf, llama.cpp's layout)
   std::optional<int> layers;                    // overrides num_hidden_layers
+  std::optional<std::int64_t> vocab_size;       // overrides the preset's (a tokenizer's vocabulary)
+  // Copied into out_dir as they are (a tokenizer.json and its tokenizer_config.json), before
+  // config.json, each atomically.
+  std::vector<std::filesystem::path> extra_files;
   bool force = false;                           // write into a non-empty out_dir (not one another run holds)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB": tensor bytes per shard
   // Called after each safetensors file is closed, with its path and size in bytes.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -204,4 +205,65 @@ TEST_CASE("tokenizer: switchyard tokenize prints ids and pieces as tokenizers do
   switchyard::core_testing::TempDir dir_bad;
   std::ofstream(dir_bad / "tokenizer.json") << "{\"model\": 1}";
   CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer " + dir_bad.path().string() + " --prompt x").exit_code == 1);
+}
+
+TEST_CASE("tokenizer: run --prompt encodes text with the checkpoint's tokenizer and answers in text") {
+  using switchyard::testing::run_switchyard;
+  using switchyard::testing::run_switchyard_with_env;
+  struct Case {
+    const char* preset;
+    const char* tokenizer;
+    const char* profile;
+  };
+  for (const Case c : {Case{"tiny-qwen3-moe", "qwen3", "Qwen3-MoE-cpu.yaml"},
+                       Case{"tiny-deepseek-v3", "deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml"}}) {
+    INFO(c.preset);
+    switchyard::core_testing::TempDir dir;
+    const std::string model = (dir / "model").string();
+    const auto made = run_switchyard("make-model --preset " + std::string(c.preset) + " --seed 4 --tokenizer " +
+                                     real_tokenizer(c.tokenizer).string() + " --out " + model);
+    REQUIRE(made.exit_code == 0);
+    CHECK(std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json"));
+    const tx::Tokenizer t = tx::Tokenizer::from_file(model);
+    const nlohmann::json config = nlohmann::json::parse(switchyard::core_testing::read_file(std::filesystem::path(model) / "config.json"));
+    CHECK(config["vocab_size"] == t.vocab_size());  // sized to the tokenizer
+
+    // A corpus text: its prompt ids are the ones HF tokenizers gave.
+    const nlohmann::json expected = fixture(c.tokenizer);
+    const nlohmann::json& entry = expected["entries"][4];
+    const std::string text = entry["text"];
+    const std::string profile = " --optimize_config_path " + source_path(std::string("optimize_rules/") + c.profile);
+    const auto r = run_switchyard("run --model_path " + model + profile + " --prompt '" + text + "' --max_new_tokens 8");
+    REQUIRE(r.exit_code == 0);
+    std::string expected_ids;
+    for (const auto& id : entry["ids"]) expected_ids += (expected_ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+    CHECK(r.output.find("prompt ids: " + expected_ids + "\n") != std::string::npos);
+    // The text printed is the generated ids decoded (special tokens left out).
+    const std::size_t at = r.output.find("generated text: ");
+    REQUIRE(at != std::string::npos);
+    const std::size_t end = r.output.find("\ngenerated ids:", at);
+    REQUIRE(end != std::string::npos);
+    std::vector<std::int32_t> generated;
+    std::istringstream ids(switchyard::testing::generated_ids(r.output).substr(std::string("generated ids:").size()));
+    for (std::int32_t id; ids >> id;) generated.push_back(id);
+    CHECK(generated.size() == 8);
+    CHECK(r.output.substr(at + 16, end - at - 16) == t.decode(generated, /*skip_special=*/true));
+
+    // Errors a user can make, each before any weight is read.
+    const auto both = run_switchyard_with_env("", "run --model_path " + model + profile + " --prompt hi --prompt_ids 1,2", true);
+    CHECK(both.exit_code == 2);
+    CHECK(both.output.find("not both") != std::string::npos);
+  }
+  // A tokenizer whose vocabulary the model cannot embed, and a model without one.
+  switchyard::core_testing::TempDir dir;
+  const std::string plain = (dir / "plain").string();
+  REQUIRE(run_switchyard("make-model --preset tiny-qwen3-moe --out " + plain).exit_code == 0);
+  const std::string profile = " --optimize_config_path " + source_path("optimize_rules/Qwen3-MoE-cpu.yaml");
+  const auto none = run_switchyard_with_env("", "run --model_path " + plain + profile + " --prompt hi", true);
+  CHECK(none.exit_code == 2);
+  CHECK(none.output.find("--prompt needs a tokenizer") != std::string::npos);
+  const auto larger = run_switchyard_with_env(
+      "", "run --model_path " + plain + profile + " --prompt hi --tokenizer " + real_tokenizer("qwen3").string(), true);
+  CHECK(larger.exit_code == 2);
+  CHECK(larger.output.find("is larger than the model's") != std::string::npos);
 }
