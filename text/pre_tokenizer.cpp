@@ -39,8 +39,16 @@ class UnicodeRegex {
       bad(where, "the regex does not compile at offset " + std::to_string(offset) + ": " + reinterpret_cast<const char*>(message));
     }
     pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
+    // A pattern that backtracks catastrophically on some text stops with an error instead of hanging.
+    context_ = pcre2_match_context_create(nullptr);
+    pcre2_set_match_limit(context_, kMatchLimit);
+    pcre2_set_depth_limit(context_, kMatchLimit);
+    where_ = where;
   }
-  ~UnicodeRegex() { pcre2_code_free(code_); }
+  ~UnicodeRegex() {
+    pcre2_match_context_free(context_);
+    pcre2_code_free(code_);
+  }
   UnicodeRegex(const UnicodeRegex&) = delete;
   UnicodeRegex& operator=(const UnicodeRegex&) = delete;
 
@@ -55,9 +63,12 @@ class UnicodeRegex {
     while (at <= text.size()) {
       // The text was checked as UTF-8 once; each match need not check it again.
       const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, PCRE2_NO_UTF_CHECK,
-                                 match.data, nullptr);
+                                 match.data, context_);
       if (rc == PCRE2_ERROR_NOMATCH) return;
-      if (rc < 0) throw InputError("tokenizer: a pre-tokenizer regex failed on the text (PCRE2 error " + std::to_string(rc) + ")");
+      if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT)
+        throw InputError(where_ + ": the regex exceeded its backtracking limit on this text (catastrophic backtracking)",
+                         kExitBadContent);
+      if (rc < 0) throw InputError(where_ + ": the regex failed on the text (PCRE2 error " + std::to_string(rc) + ")");
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
       const std::size_t start = ovector[0], end = ovector[1];
       if (end > start) found(start, end);
@@ -73,7 +84,11 @@ class UnicodeRegex {
   }
 
  private:
+  // Steps of one match: real pre-tokenizer patterns take a few per character.
+  static constexpr std::uint32_t kMatchLimit = 10'000'000;
   pcre2_code* code_ = nullptr;
+  pcre2_match_context* context_ = nullptr;
+  std::string where_;
 };
 
 bool valid_utf8(std::string_view text, std::size_t& bad_at) {

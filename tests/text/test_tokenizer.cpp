@@ -179,6 +179,16 @@ TEST_CASE("tokenizer: a file this cannot read faithfully is an error naming what
   missing_byte["model"]["vocab"].erase("A");
   CHECK(error_of(missing_byte.dump()).find("vocab") != std::string::npos);
 
+  // A pre-tokenizer regex that backtracks catastrophically stops with an error, not a hang.
+  nlohmann::json runaway = j;
+  runaway["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers", nlohmann::json::array({{{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}},
+                                                                       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  const tx::Tokenizer slow = tx::Tokenizer::from_json(runaway.dump(), "runaway.json");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(slow.encode(std::string(40, 'a') + "b"), doctest::Contains("backtracking limit"), switchyard::InputError);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 10.0 * switchyard::testing::kBuildSlowdown);
+
   const tx::Tokenizer t = tx::Tokenizer::from_json(j.dump(), "t.json");
   CHECK_THROWS_WITH_AS(t.encode("bad \xff byte"), doctest::Contains("not valid UTF-8 (at byte 4)"), switchyard::InputError);
   const std::vector<std::int32_t> outside{999999};
