@@ -197,7 +197,8 @@ void PreTokenizer::split(std::string_view text, const std::function<void(std::st
   bool prefix_space = false;
   auto split_by = [&](const UnicodeRegex& regex, bool isolated) {
     next.clear();
-    for (const auto& [offset, length] : pieces) {
+    for (const auto& piece_at : pieces) {
+      const std::size_t offset = piece_at.first, length = piece_at.second;  // named: a lambda below uses them
       std::size_t last = 0;
       regex.each_match(text.substr(offset, length), [&](std::size_t start, std::size_t end) {
         if (start > last) next.emplace_back(offset + last, start - last);
