@@ -3,6 +3,9 @@
 // decode step runs them), the bytes a call reads over its time beside the device-to-device copy
 // bandwidth measured in the same run. The launches cycle through copies of the weights that
 // together exceed the L2 cache several times over, so that every call reads its weights from HBM.
+// --dtype picks the projections' weights: bf16, f32 or a ggml block type (the decode GEMV on
+// blocks kept in HBM, as KLinearMarlin keeps them); MLA's kv_b_proj rows stay bf16 and the router
+// f32, as the model holds them.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include "cli/model_options.h"
 
 #if SWITCHYARD_HAVE_CUDA
+#include "core/quant_formats.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/measure/cuda/bandwidth.h"
 #include "operators/kernels/cuda/cuda_check.h"
@@ -37,6 +41,7 @@ struct GemvBenchOptions {
   std::int64_t tokens = 1;
   int device = 0;
   std::string weights_in = "hbm";  // hbm: weights cycle through copies past L2; l2: one copy, L2-resident
+  std::string dtype = "bf16";      // the projections' weights
 };
 
 #if SWITCHYARD_HAVE_CUDA
@@ -52,7 +57,7 @@ struct BenchShape {
   std::int64_t x_floats = 0, y_floats = 0;
 
   std::int64_t read_weight_bytes() const {
-    return (swiglu ? 2 : 1) * shape.rows * shape.in * (dtype == DType::bf16 ? 2 : 4);
+    return (swiglu ? 2 : 1) * static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(shape.rows * shape.in)));
   }
   // What a call moves: the weights it reads, x, and y.
   std::int64_t bytes() const { return read_weight_bytes() + 4 * (x_floats + y_floats); }
@@ -71,17 +76,17 @@ BenchShape plain(const char* name, std::int64_t tokens, std::int64_t in, std::in
 
 // DeepSeek-V2-Lite: hidden 2048, 16 heads of 128 + 64 (rope) query dims, KV latent 512, value
 // head 128, shared experts 2 x 1408, 64 routed experts (the router's weights stay f32).
-std::vector<BenchShape> decode_layer_shapes(std::int64_t tokens) {
+std::vector<BenchShape> decode_layer_shapes(std::int64_t tokens, DType projections) {
   constexpr std::int64_t kHidden = 2048, kHeads = 16, kNope = 128, kRope = 64, kLatent = 512, kValue = 128;
   constexpr std::int64_t kShared = 2 * 1408, kExperts = 64;
   std::vector<BenchShape> shapes;
-  shapes.push_back(plain("q_proj + kv_a_proj", tokens, kHidden, kHeads * (kNope + kRope) + kLatent + kRope));
-  shapes.push_back(plain("o_proj", tokens, kHeads * kValue, kHidden));
-  BenchShape swiglu = plain("shared gate + up (SwiGLU)", tokens, kHidden, kShared);
+  shapes.push_back(plain("q_proj + kv_a_proj", tokens, kHidden, kHeads * (kNope + kRope) + kLatent + kRope, projections));
+  shapes.push_back(plain("o_proj", tokens, kHeads * kValue, kHidden, projections));
+  BenchShape swiglu = plain("shared gate + up (SwiGLU)", tokens, kHidden, kShared, projections);
   swiglu.swiglu = true;
   swiglu.weight_elements *= 2;  // gate, then up
   shapes.push_back(swiglu);
-  shapes.push_back(plain("shared down", tokens, kShared, kHidden));
+  shapes.push_back(plain("shared down", tokens, kShared, kHidden, projections));
 
   BenchShape absorb{"query absorption (16 x 512 rows)*", {}, DType::bf16};
   absorb.shape.tokens = tokens;
@@ -111,7 +116,7 @@ std::vector<BenchShape> decode_layer_shapes(std::int64_t tokens) {
   shapes.push_back(expand);
 
   shapes.push_back(plain("router (f32)*", tokens, kHidden, kExperts, DType::f32));
-  shapes.push_back(plain("lm_head (vocab 102400)", tokens, kHidden, 102400));
+  shapes.push_back(plain("lm_head (vocab 102400)", tokens, kHidden, 102400, projections));
   return shapes;
 }
 
@@ -125,18 +130,29 @@ struct Timing {
 // The shape's calls in one CUDA graph, `launches` of them (at least one a weight copy), replayed.
 Timing time_shape(cuda::DeviceContext& context, const BenchShape& b, const GemvBenchOptions& options,
                   std::size_t rotation_bytes, std::mt19937& random) {
-  const std::int64_t element = b.dtype == DType::bf16 ? 2 : 4;
-  const std::int64_t copy_bytes = round_up(b.weight_elements * element, 256);
+  const auto weight_bytes = static_cast<std::int64_t>(storage_bytes(b.dtype, static_cast<std::uint64_t>(b.weight_elements)));
+  const std::int64_t copy_bytes = round_up(weight_bytes, 256);
   Timing timing;
   timing.copies = static_cast<int>(std::max<std::int64_t>(1, round_up(static_cast<std::int64_t>(rotation_bytes), copy_bytes) / copy_bytes));
   timing.launches = std::max(options.launches, timing.copies);
 
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   std::vector<std::uint8_t> host(static_cast<std::size_t>(copy_bytes));
-  for (std::int64_t i = 0; i < b.weight_elements; ++i) {
-    const float v = value(random) * 0.05f;
-    if (b.dtype == DType::bf16) reinterpret_cast<std::uint16_t*>(host.data())[i] = cpu::f32_to_bf16(v);
-    else reinterpret_cast<float*>(host.data())[i] = v;
+  if (is_block_quantized(b.dtype)) {
+    // Random bytes with finite half-float scales of about 2^-6: weights of order 0.1.
+    for (auto& byte : host) byte = static_cast<std::uint8_t>(random());
+    const DTypeInfo& info = dtype_info(b.dtype);
+    for (std::int64_t block = 0; block < b.weight_elements / info.block_elements; ++block)
+      for (const int offset : quant::half_scale_offsets(b.dtype)) {
+        const std::uint16_t bits = cpu::f32_to_f16(value(random) / 64.0f);
+        std::copy_n(reinterpret_cast<const std::uint8_t*>(&bits), 2, host.data() + block * info.block_bytes + offset);
+      }
+  } else {
+    for (std::int64_t i = 0; i < b.weight_elements; ++i) {
+      const float v = value(random) * 0.05f;
+      if (b.dtype == DType::bf16) reinterpret_cast<std::uint16_t*>(host.data())[i] = cpu::f32_to_bf16(v);
+      else reinterpret_cast<float*>(host.data())[i] = v;
+    }
   }
   cuda::DeviceBuffer weights = context.allocate(static_cast<std::size_t>(copy_bytes) * timing.copies, "the weight copies");
   auto* base = static_cast<char*>(weights.data());
@@ -152,7 +168,7 @@ Timing time_shape(cuda::DeviceContext& context, const BenchShape& b, const GemvB
   auto call = [&](int i) {
     const char* w = base + (i % timing.copies) * copy_bytes;
     if (b.swiglu)
-      cuda::gemv_swiglu(b.shape.tokens, b.shape.in, b.shape.rows, w, w + b.shape.rows * b.shape.in * element, b.dtype,
+      cuda::gemv_swiglu(b.shape.tokens, b.shape.in, b.shape.rows, w, w + weight_bytes / 2, b.dtype,
                         x.as<float>(), y.as<float>(), stream);
     else
       cuda::gemv(b.shape, w, b.dtype, x.as<float>(), y.as<float>(), stream);
@@ -193,6 +209,9 @@ Timing time_shape(cuda::DeviceContext& context, const BenchShape& b, const GemvB
 }
 
 int run_bench_gemv(const GemvBenchOptions& options) {
+  DType projections = DType::bf16;
+  for (const DTypeInfo& info : all_dtypes())
+    if (options.dtype == info.name) projections = info.dtype;  // one of the flag's choices
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "bench gemv: no CUDA device is visible; this benchmark times GPU kernels and needs one\n");
     return 1;
@@ -220,7 +239,7 @@ int run_bench_gemv(const GemvBenchOptions& options) {
   else std::printf("one weight copy a shape (L2-resident where it fits)\n\n");
   std::printf("%-34s %5s %6s %6s | %7s %8s %8s %8s %7s\n", "shape", "dtype", "rows", "in", "MB", "us/call",
               "best us", "GB/s", "% copy");
-  for (const BenchShape& b : decode_layer_shapes(options.tokens)) {
+  for (const BenchShape& b : decode_layer_shapes(options.tokens, projections)) {
     const Timing t = time_shape(context, b, options, rotation_bytes, random);
     const double bytes = static_cast<double>(b.bytes());
     const double gbps = bytes / (t.median_us * 1e-6) / 1e9;
@@ -262,6 +281,10 @@ Runner add_bench_gemv_command(CLI::App& bench) {
                   "hbm: every call reads its weights from HBM; l2: one copy, read from L2 where it fits")
       ->capture_default_str()
       ->check(CLI::IsMember({"hbm", "l2"}));
+  sub->add_option("--dtype", options->dtype,
+                  "the projections' weights: bf16, f32 or a ggml block type (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}));
   return [options]() { return run_bench_gemv(*options); };
 }
 

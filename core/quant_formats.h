@@ -8,12 +8,22 @@
 // (dtype_info(dtype).block_bytes each); `n` must be a multiple of block_elements (32 or 256).
 // Any other type, a negative `n` or a partial block throws std::invalid_argument naming the type,
 // the length and what is wrong; no other input is checked (the bytes of a block are all valid).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "core/dtype.h"
 
 namespace switchyard::quant {
+
+// The most weights a GPU projection kept in blocks dequantizes to bf16 at once for a prefill
+// product (cuda::linear): whole rows, at least one, up to this many (32 MiB of bf16). The memory
+// estimate counts the same chunk.
+constexpr std::int64_t kDequantizeChunkWeights = std::int64_t{16} << 20;
+inline std::int64_t dequantize_chunk_rows(std::int64_t rows, std::int64_t in) {
+  const std::int64_t fit = in > 0 ? kDequantizeChunkWeights / in : rows;
+  return std::max<std::int64_t>(1, std::min(rows, fit));
+}
 
 // Decodes `n` weights of one row stored as `dtype` into `out` [n] f32. Exactly the format's
 // arithmetic in ggml's order, in float (d * q, (d * scale) * q - dmin * min, ...), so that a

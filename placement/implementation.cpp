@@ -10,6 +10,7 @@ namespace {
 constexpr std::array kAll = {
     Implementation::none,         Implementation::embedding,    Implementation::rotary,
     Implementation::decoder_stack, Implementation::linear_cpu,  Implementation::linear_gpu,
+    Implementation::linear_gpu_quant,
     Implementation::rms_norm_cpu, Implementation::rms_norm_gpu, Implementation::mlp_cpu,
     Implementation::mlp_gpu,      Implementation::gate_cpu,     Implementation::gate_gpu,
     Implementation::experts_cpu,  Implementation::experts_gpu,  Implementation::moe_cpu,
@@ -50,6 +51,7 @@ const char* implementation_name(Implementation implementation) {
     case Implementation::decoder_stack: return "decoder-stack";
     case Implementation::linear_cpu: return "linear.cpu";
     case Implementation::linear_gpu: return "linear.gpu";
+    case Implementation::linear_gpu_quant: return "linear.gpu.quant";
     case Implementation::rms_norm_cpu: return "rms-norm.cpu";
     case Implementation::rms_norm_gpu: return "rms-norm.gpu";
     case Implementation::mlp_cpu: return "mlp.cpu";

@@ -2,7 +2,7 @@
 // Implementations: what actually runs a placed module in one phase. A rule chooses one through
 // its replacement class, its op (generate_op / prefill_op) and its device; the registry
 // (placement/operator_registry.cpp) states for every class and op which implementation that is, so
-// names that share one (KLinearTorch and KLinearMarlin on bf16 weights) say so there, in one place.
+// names that share one (KLinearMarlin and VLinearMarlin) say so there, in one place.
 // operators/ holds one builder per implementation and builds the model by asking for each placed
 // module's implementation; nothing else decides.
 #include <span>
@@ -18,7 +18,9 @@ enum class Implementation {
   rotary,         // RoPE tables, applied inside the attention that owns them
   decoder_stack,  // the decoder layers in order, moving the hidden state by the transfer_map
   linear_cpu,
-  linear_gpu,
+  linear_gpu,         // on floats: bf16 / f32 as stored, ggml blocks dequantized to bf16 at load
+  linear_gpu_quant,   // on what the file stores: ggml blocks kept in GPU memory and decoded inside the
+                      // GEMV (prefill: bounded chunks dequantized per call); floats as linear_gpu
   rms_norm_cpu,
   rms_norm_gpu,
   mlp_cpu,        // SwiGLU MLP: dense layers, shared experts

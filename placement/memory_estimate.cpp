@@ -5,7 +5,9 @@
 #include <map>
 #include <string>
 
+#include "core/quant_formats.h"
 #include "core/units.h"
+#include "placement/weight_storage.h"
 
 namespace switchyard {
 
@@ -16,16 +18,19 @@ std::vector<Device> weight_devices(const ModulePlacement& owner) {
 
 namespace {
 
-// Bytes `module`'s weights take on `device`: as stored, except ggml block types where the
-// operators there multiply floats only and dequantize them to bf16 when the model is built
-// (operators/model/build_context.h): every GPU operator, and the token embedding on the CPU (its
-// rows are read by GPU kernels too). The CPU's linear layers and experts keep the blocks, in place.
-std::uint64_t resident_bytes(const Module& module, Device device) {
-  const bool dequantizes = device.is_cuda() || module.cls->role == ModuleRole::embedding;
+// Bytes `module`'s weights take on `device`: each parameter in its resident dtype
+// (placement/weight_storage.h). `dequantized_rows` receives the most bf16 weights that a GPU
+// projection kept in blocks dequantizes at once in prefill (cuda::linear's chunk), 0 for none.
+std::uint64_t resident_bytes(const PlacementPlan& plan, int index, Device device, std::uint64_t& dequantized_rows) {
+  const Module& module = plan.tree->at(index);
   std::uint64_t bytes = 0;
   for (const Parameter& p : module.params) {
-    const DType dtype = dequantizes && is_block_quantized(p.dtype) ? DType::bf16 : p.dtype;
+    const DType dtype = resident_dtype(plan, index, p.dtype, device);
     bytes += storage_bytes(dtype, p.shape.elements());
+    if (device.is_cuda() && is_block_quantized(dtype) && p.shape.rank == 2) {
+      const auto rows = static_cast<std::int64_t>(p.shape.dims[0]), in = static_cast<std::int64_t>(p.shape.dims[1]);
+      dequantized_rows = std::max(dequantized_rows, static_cast<std::uint64_t>(quant::dequantize_chunk_rows(rows, in) * in));
+    }
   }
   return bytes;
 }
@@ -49,7 +54,9 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
     for (const Device device : held_by) {
       DeviceMemory& memory = by_device[device];
       memory.device = device;
-      const std::uint64_t bytes = resident_bytes(module, device);
+      std::uint64_t dequantized = 0;
+      const std::uint64_t bytes = resident_bytes(plan, static_cast<int>(i), device, dequantized);
+      memory.dequantize_buffer_bytes = std::max(memory.dequantize_buffer_bytes, dequantized * 2);
       memory.weight_bytes += bytes;
       if (held_by.size() > 1) memory.one_phase_bytes += bytes;
     }
@@ -107,6 +114,9 @@ void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnos
                           format_bytes(m.weight_bytes) + ", KV cache " + format_bytes(m.kv_cache_bytes) +
                           (m.prefill_buffer_bytes > 0
                                ? ", the experts' prefill buffers " + format_bytes(m.prefill_buffer_bytes)
+                               : std::string()) +
+                          (m.dequantize_buffer_bytes > 0
+                               ? ", the prefill's dequantized weight rows " + format_bytes(m.dequantize_buffer_bytes)
                                : std::string()) +
                           ") but its budget is " + format_bytes(*m.budget_bytes) + ", " +
                           format_bytes(m.total_bytes() - *m.budget_bytes) + " too much; " + advice,

@@ -24,8 +24,14 @@ struct DeviceMemory {
   // The CPU's routed experts' prefill buffers (a chunk's rows grouped by expert: inputs, gate, up
   // and outputs in f32), kept between layers and calls: the largest layer's, for one chunk.
   std::uint64_t prefill_buffer_bytes = 0;
+  // A GPU's scratch for prefill products on projections kept as ggml blocks (cuda::linear
+  // dequantizes a bounded chunk of rows to bf16 at a time, quant::dequantize_chunk_rows): the
+  // largest chunk of any of them, in bytes.
+  std::uint64_t dequantize_buffer_bytes = 0;
   std::optional<std::uint64_t> budget_bytes;
-  std::uint64_t total_bytes() const { return weight_bytes + kv_cache_bytes + prefill_buffer_bytes; }
+  std::uint64_t total_bytes() const {
+    return weight_bytes + kv_cache_bytes + prefill_buffer_bytes + dequantize_buffer_bytes;
+  }
 };
 
 struct MemoryBudget {

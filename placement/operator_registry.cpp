@@ -83,6 +83,7 @@ const KwargSpec kPerLayerPrefillDevice{.name = "per_layer_prefill_device",
 // its kernel; KExpertsTorch runs where it is placed.
 const DeviceImplementations kLinear{Implementation::linear_cpu, Implementation::linear_gpu};
 const DeviceImplementations kLinearGpu{Implementation::none, Implementation::linear_gpu};
+const DeviceImplementations kLinearGpuQuant{Implementation::none, Implementation::linear_gpu_quant};
 const DeviceImplementations kLinearCpu{Implementation::linear_cpu, Implementation::none};
 const DeviceImplementations kExperts{Implementation::experts_cpu, Implementation::experts_gpu};
 const DeviceImplementations kExpertsGpu{Implementation::none, Implementation::experts_gpu};
@@ -137,9 +138,11 @@ struct Registry {
     const OperatorInfo& linear = add(
         {"Linear", OperatorKind::linear, "linear projection with a choice of kernels",
          devices_and({kGenerateOp, kPrefillOp, kLinearOutDevice}),
-         {{"KLinearTorch", {"torch"}, kLinear},
-          {"KLinearMarlin", {"marlin"}, kLinearGpu},
-          {"VLinearMarlin", {"vmarlin"}, kLinearGpu},
+         // KLinearMarlin first: a linear placed with the default class on a GPU keeps the file's
+         // blocks, as llama.cpp's -ngl does; on the CPU the first op that runs there is KLinearTorch.
+         {{"KLinearMarlin", {"marlin"}, kLinearGpuQuant},
+          {"KLinearTorch", {"torch"}, kLinear},
+          {"VLinearMarlin", {"vmarlin"}, kLinearGpuQuant},
           {"KLinearFP8", {"fp8"}, kLinearGpu},
           {"KLinearCPUInfer", {"cpu"}, kLinearCpu}},
          "KLinearMarlin", "KLinearTorch", std::nullopt, false, {Implementation::none, Implementation::none}});

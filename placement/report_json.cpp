@@ -84,6 +84,7 @@ ordered_json check_to_json(const CheckResult& result, const MemoryBudget& budget
                                    {"one_phase_weight_bytes", m.one_phase_bytes},
                                    {"kv_cache_bytes", m.kv_cache_bytes},
                                    {"prefill_buffer_bytes", m.prefill_buffer_bytes},
+                                   {"dequantize_buffer_bytes", m.dequantize_buffer_bytes},
                                    {"total_bytes", m.total_bytes()},
                                    {"budget_bytes", m.budget_bytes ? ordered_json(*m.budget_bytes) : ordered_json(nullptr)}});
   out["devices"] = std::move(devices);

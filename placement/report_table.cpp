@@ -172,6 +172,10 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
       out << m.device.str() << "'s total includes " << format_bytes(m.prefill_buffer_bytes)
           << " of buffers for the routed experts' prefill (" << budget.prefill_chunk
           << "-token chunks: run --prefill_chunk)\n";
+  for (const DeviceMemory& m : result.memory)
+    if (m.dequantize_buffer_bytes > 0)
+      out << m.device.str() << "'s total includes " << format_bytes(m.dequantize_buffer_bytes)
+          << " for prefill on projections kept in ggml blocks (a chunk of rows dequantized to bf16 at a time)\n";
   // Weights a device holds for one phase only (routed experts that prefill there and decode
   // elsewhere, or the other way round): a full copy, easy to miss in the table.
   for (const DeviceMemory& m : result.memory)

@@ -14,7 +14,12 @@
 #            and llama.cpp on the -ot string the fit printed.
 #   kernels: the CPU machine's view of the quantised kernels: its topology, the kernels' tests, and
 #            `bench experts` per block type at 16, 8 and 1 threads (decode and 512-token prefill).
-#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|all] ...   (several at once; logs in $OUT)
+#   marlin:  every test (GPU ones included), the block-type GPU kernels' tests verbosely, and
+#            `bench gemv` per weight type (the decode GEMV on blocks kept in HBM).
+#   marlin-bench: the 14-layer Q4_K_M and Q8_0 shapes decoded with the GPU's projections dequantized
+#            at load (KLinearTorch) and kept in blocks (KLinearMarlin), hybrid and all-GPU, beside
+#            llama.cpp's -ngl 99 with and without -ot exps=CPU.
+#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|all] ...   (several at once; logs in $OUT)
 set -uo pipefail
 what=" ${*:-all} "
 want() { [[ $what == *" $1 "* || $what == *" all "* ]]; }
@@ -53,6 +58,36 @@ model() {  # model LAYERS DTYPE: our GGUF of a DeepSeek-V2-Lite shape, made once
     --out "$dir" >> "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
   echo "$dir/model.gguf"
 }
+if want marlin; then
+  timeout 360 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
+  echo "tests exit $?: $(grep -E 'test cases' "$out/tests.log")"; grep -E 'ERROR|FATAL' -B3 -A6 "$out/tests.log" | head -60
+  timeout 200 ./build-dev/tests/switchyard_tests -s -tc='cuda quant*,cuda dequantize*,cuda linear: prefill on blocks*,gguf fidelity: GPU*' > "$out/quant-gpu-tests.log" 2>&1
+  echo "block-type GPU tests exit $?: $(grep -E 'test cases' "$out/quant-gpu-tests.log")"
+  grep -E 'MESSAGE: .*relative error' "$out/quant-gpu-tests.log" | sed 's/^.*MESSAGE: //' | head -8
+  for dtype in bf16 q8_0 q6_k q5_k q4_k q4_0 q2_k; do
+    timeout 60 $bin bench gemv --dtype $dtype > "$out/gemv-$dtype.log" 2>&1
+    echo "bench gemv --dtype $dtype exit $?"; grep -E '^ceiling|^q_proj|^o_proj|^shared|^lm_head' "$out/gemv-$dtype.log" | tr -s ' ' | cut -c1-150
+  done
+fi
+if want marlin-bench; then
+  for variant in "" -gpu; do
+    sed 's/generate_op: "KLinearTorch"/generate_op: "KLinearMarlin"/' optimize_rules/DeepSeek-V2-Lite-Chat$variant.yaml > $m/v2lite$variant-marlin.yaml
+  done
+  for dtype in q4_k_m q8_0; do
+    f=$(model 14 $dtype)
+    for profile in optimize_rules/DeepSeek-V2-Lite-Chat.yaml $m/v2lite-marlin.yaml optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml $m/v2lite-gpu-marlin.yaml; do
+      timeout 200 $bin bench decode --gguf_path "$f" --optimize_config_path $profile --cpu_infer 16 --prompt_tokens 512 > "$out/mb.log" 2>&1
+      echo "ours $dtype $(basename $profile) exit $?: $(grep -E 'STREAM|^decode|^prefill|GPU side' "$out/mb.log" | tr -s ' ' | cut -c1-200 | tr '\n' ';')"
+    done
+    timeout 200 $bin run --gguf_path "$f" --optimize_config_path $m/v2lite-marlin.yaml --cpu_infer 16 \
+      --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 > "$out/run-marlin-$dtype.log" 2>&1
+    echo "run marlin $dtype exit $?: $(grep -E 'generated ids|load duration|peak RSS' "$out/run-marlin-$dtype.log" | tr -s ' ' | tr '\n' ';')"
+    for flags in "-ot exps=CPU" ""; do
+      timeout 200 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 $flags -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp.log" 2>&1
+      echo "llama.cpp $dtype -ngl 99 $flags exit $?"; grep -E 'pp512|tg128' "$out/lcpp.log" | tr -s ' '
+    done
+  done
+fi
 if want formats; then
   src=$(model 2 bf16)
   rm -rf $m/peer; mkdir -p $m/peer

@@ -49,12 +49,22 @@ std::span<const DType> weight_dtypes(Device device) {
   return device.is_cpu() ? std::span<const DType>(cpu) : std::span<const DType>(gpu);
 }
 
+// The weight as the device holds it: on a GPU the file's blocks where the plan keeps them there
+// (placement/weight_storage.h; cuda::linear and cuda::gemv decode them), else floats.
+Tensor load_weight(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32) {
+  if (device.is_cuda() && !widen_to_f32) {
+    const DType resident = context.resident_dtype(linear, "weight", device);
+    if (is_block_quantized(resident)) return context.param(linear, "weight", {resident});
+  }
+  return context.param(linear, "weight", weight_dtypes(device));
+}
+
 }  // namespace
 
 LinearOp::LinearOp(const BuildContext& context, const Module& linear) : LinearOp(context, linear, context.device_of(linear)) {}
 
 LinearOp::LinearOp(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32)
-    : weight_(context.param(linear, "weight", weight_dtypes(device))), gpu_(context.gpu(device)) {
+    : weight_(load_weight(context, linear, device, widen_to_f32)), gpu_(context.gpu(device)) {
   for (const Parameter& p : linear.params)
     if (p.name == "bias") bias_ = context.param_f32(linear, "bias");
 #if SWITCHYARD_HAVE_CUDA

@@ -1,7 +1,8 @@
 #pragma once
 // LinearOp and NormOp: a placed nn.Linear / RMSNorm on the device the plan gives it. On the CPU
-// the weights are used in place from the checkpoint mapping; on a GPU they are uploaded once
-// (bf16 and f32 as stored) and the work is queued on the device's stream. Inputs and outputs live
+// the weights are used in place from the checkpoint mapping; on a GPU they are uploaded once, in
+// the dtype placement/weight_storage.h gives (bf16 and f32 as stored, ggml blocks as stored under
+// KLinearMarlin, else dequantized to bf16), and the work is queued on the device's stream. Inputs and outputs live
 // on the op's device: the framework moves activations at module boundaries, an op never does.
 #include <memory>
 #include <span>
@@ -37,12 +38,14 @@ class LinearOp {
   }
   Device device() const;
   GpuRuntime* gpu() const { return gpu_; }
-  // The GPU copy ([out, in], bf16 or f32), for operators that use the weight other than as x W^T.
+  // The GPU copy ([out, in]: bf16, f32 or ggml blocks, as device_dtype says), for operators that
+  // hand the weight to kernels themselves (cuda::gemv and gemv_swiglu take all three).
   const void* device_weight() const;
   DType device_dtype() const;
   bool has_bias() const { return !bias_.empty(); }
 
-  // Puts the GPU copies of `ops` (one GPU, one dtype, one in_features, no biases) in one buffer,
+  // Puts the GPU copies of `ops` (one GPU, one dtype, one in_features, no biases) in one buffer
+  // (rows of blocks stack as rows of floats do),
   // their rows one after another, so that one GEMV launch computes them all; each op keeps
   // working on its own rows of it. Returns the stacked [sum of out, in] weight, or null (and
   // changes nothing) when the ops cannot be stacked.

@@ -7,6 +7,7 @@
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/runtime/gpu_runtime.h"
 #endif
+#include "placement/weight_storage.h"
 
 namespace switchyard {
 
@@ -45,6 +46,13 @@ Tensor BuildContext::param(const Module& module, std::string_view name, std::spa
                                    (stored == DType::f16 && takes_f32) || !takes_bf16 ? DType::f32 : DType::bf16);
     return weights.get(full_name, shape, dtypes);
   }
+  throw std::logic_error(std::string(module.name) + " has no parameter " + std::string(name));
+}
+
+DType BuildContext::resident_dtype(const Module& module, std::string_view name, Device device) const {
+  for (const Parameter& p : module.params)
+    if (p.name == name)
+      return switchyard::resident_dtype(plan, index_of(module), weights.stored_dtype(std::string(module.name) + "." + std::string(name)), device);
   throw std::logic_error(std::string(module.name) + " has no parameter " + std::string(name));
 }
 

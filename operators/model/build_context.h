@@ -49,6 +49,9 @@ struct BuildContext {
   // f32 (a copy; bf16 where `dtypes` has it, f32 for f16 weights).
   Tensor param(const Module& module, std::string_view name, std::initializer_list<DType> dtypes) const;
   Tensor param(const Module& module, std::string_view name, std::span<const DType> dtypes) const;
+  // The dtype that `device` holds the module's parameter `name` in (placement/weight_storage.h):
+  // the checkpoint's blocks where the plan keeps them there, else what param() converts them to.
+  DType resident_dtype(const Module& module, std::string_view name, Device device) const;
   // The same converted to f32 (small tensors: norms, biases).
   std::vector<float> param_f32(const Module& module, std::string_view name) const;
   // Where the plan runs `module` (the device of the placement that owns its weights) in decode

@@ -108,6 +108,7 @@ bool has_builder(Implementation implementation) {
     case Implementation::experts_cpu:    // RoutedExperts, under MoeOp or GpuMoeOp's hand-off
       return true;
     case Implementation::linear_gpu:
+    case Implementation::linear_gpu_quant:
     case Implementation::rms_norm_gpu:
     case Implementation::gate_gpu:     // GpuMoeOp
     case Implementation::experts_gpu:  // GpuMoeOp's expert stack

@@ -1,6 +1,6 @@
 #pragma once
-// A weight's copy in GPU memory and the dtype it has there (bf16 or f32; f16 checkpoints are
-// widened on upload). Declared by operators that may hold one; defined with the CUDA backend.
+// A weight's copy in GPU memory and the dtype it has there (bf16, f32 or ggml blocks; f16
+// checkpoints are widened on upload). Declared by operators that may hold one; defined with the CUDA backend.
 #include <memory>
 
 #include "core/dtype.h"

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "operators/kernels/cuda/cuda_check.h"
+#include "operators/kernels/cuda/quant_gemv.h"
 #include "operators/kernels/cpu/half.h"
 
 namespace switchyard {
@@ -52,9 +53,9 @@ cuda::DeviceBuffer GpuRuntime::upload(const Tensor& tensor, DType& dtype, std::s
     dtype = DType::f32;
     return upload_f32(tensor, what);
   }
-  if (tensor.dtype() != DType::bf16 && tensor.dtype() != DType::f32)
+  if (tensor.dtype() != DType::bf16 && tensor.dtype() != DType::f32 && !cuda::quant_gemv_dtype(tensor.dtype()))
     throw InputError(std::string(what) + ": weights of dtype " + dtype_name(tensor.dtype()) +
-                     " cannot run on the GPU yet (bf16, f16 and f32 can)");
+                     " cannot run on the GPU (bf16, f16, f32 and ggml's block types can)");
   dtype = tensor.dtype();
   // From the checkpoint's mapping: pageable memory, so the copy is done when this returns.
   cuda::DeviceBuffer buffer = context_.upload(tensor.data(), tensor.bytes(), what);

@@ -74,8 +74,8 @@ class GpuRuntime {
   };
   const RopeTables& rope_tables(const cpu::RopeFrequencies& frequencies, std::int64_t max_context);
 
-  // A checkpoint tensor on this device: bf16 and f32 as they are, f16 widened to f32 (cuBLAS's
-  // bf16 path has no f16 twin here). `dtype` receives the device copy's dtype.
+  // A checkpoint tensor on this device: bf16, f32 and ggml blocks as they are, f16 widened to f32
+  // (cuBLAS's bf16 path has no f16 twin here). `dtype` receives the device copy's dtype.
   cuda::DeviceBuffer upload(const Tensor& tensor, DType& dtype, std::string_view what);
   // The same widened to f32 (routers, norms of f16 models).
   cuda::DeviceBuffer upload_f32(const Tensor& tensor, std::string_view what);

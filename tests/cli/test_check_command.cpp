@@ -108,7 +108,8 @@ TEST_CASE("check command: JSON output has the documented shape") {
   CHECK(doc["devices"][0]["budget_bytes"] == 1ULL << 30);
   CHECK(doc["devices"][0]["total_bytes"] ==
         doc["devices"][0]["weight_bytes"].get<std::uint64_t>() + doc["devices"][0]["kv_cache_bytes"].get<std::uint64_t>() +
-            doc["devices"][0]["prefill_buffer_bytes"].get<std::uint64_t>());
+            doc["devices"][0]["prefill_buffer_bytes"].get<std::uint64_t>() +
+            doc["devices"][0]["dequantize_buffer_bytes"].get<std::uint64_t>());
   CHECK(doc["devices"][2]["device"] == "cpu");
   CHECK(doc["devices"][2]["budget_bytes"].is_null());
   CHECK(doc["diagnostics"].empty());
@@ -185,6 +186,7 @@ TEST_CASE("check command: the CPU's total counts the routed experts' prefill buf
     const switchyard::DeviceMemory cpu = estimate("DeepSeek-V3-Chat.yaml", "deepseek-v3", chunk);
     CHECK(cpu.prefill_buffer_bytes == static_cast<std::uint64_t>(chunk) * 8 * (2 * 7168 + 2 * 2048) * 4);
     CHECK(cpu.total_bytes() == cpu.weight_bytes + cpu.kv_cache_bytes + cpu.prefill_buffer_bytes);
+    CHECK(cpu.dequantize_buffer_bytes == 0);
   }
   CHECK(estimate("DeepSeek-V2-Lite-Chat.yaml", "deepseek-v2-lite", 512).prefill_buffer_bytes == 0);
   const auto table = run_switchyard("check --arch deepseek-v3 --optimize_config_path " +

@@ -3,6 +3,8 @@
 // its checkpoint name must come back from the GGUF equal to the safetensors one, through the
 // fused experts, Mixtral's reordered q/k rows and DeepSeek's split kv_b_proj; quantised files
 // decode to the quantiser's values; and the dry-run description takes the file's types.
+#include <fstream>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -140,8 +142,11 @@ TEST_CASE("gguf checkpoint: the description takes the file's types, and a missin
 TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold them, per device") {
   // Qwen3-MoE's hybrid profile: attention, norms, router and head on cuda:0, the routed experts on
   // the CPU. What the CPU holds stays in the file's blocks (mapped), except the token embedding,
-  // which the model keeps as bf16 (GPU kernels read its rows); what a GPU holds is dequantized to
-  // bf16 at load. The file gives the stored bytes, so the two totals follow from it alone.
+  // which the model keeps as bf16 (GPU kernels read its rows). The GPU's projections run
+  // KLinearMarlin in decode, so they keep the file's blocks too, except the router
+  // (ffn_gate_inp), which becomes floats; prefill dequantizes a bounded chunk of rows per product,
+  // which the GPU's prefill buffer counts. The file gives the stored bytes, so the totals follow
+  // from it alone.
   TempDir dir;
   make("small-qwen3-moe", "gguf", "q4_k_m", dir / "gguf");
   sy::CheckOptions options;
@@ -152,22 +157,86 @@ TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold 
   for (const sy::Diagnostic& d : check.diagnostics.items()) INFO(sy::format_diagnostic(d));
   REQUIRE_FALSE(check.diagnostics.has_errors());
   const sy::GgufFile file = sy::GgufFile::open(dir / "gguf");
-  std::uint64_t expert_bytes = 0, other_bf16_bytes = 0, embedding_bf16 = 0;
-  int quantised_on_gpu = 0;
+  std::uint64_t expert_bytes = 0, gpu_bytes = 0, embedding_bf16 = 0, chunk_bytes = 0;
+  int blocks_on_gpu = 0;
   for (const sy::GgufTensorInfo& t : file.tensors()) {
     std::uint64_t elements = 1;
     for (std::int64_t d : t.shape) elements *= static_cast<std::uint64_t>(d);
     const bool experts = t.name.find("_exps.") != std::string::npos;
+    const bool router = t.name.find("ffn_gate_inp.") != std::string::npos;
     if (experts) expert_bytes += t.bytes;
     else if (t.name == "token_embd.weight") embedding_bf16 = 2 * elements;
+    else if (router && sy::is_block_quantized(t.dtype)) gpu_bytes += 2 * elements;
     else {
-      other_bf16_bytes += sy::is_block_quantized(t.dtype) ? 2 * elements : t.bytes;
-      quantised_on_gpu += sy::is_block_quantized(t.dtype);
+      gpu_bytes += t.bytes;
+      if (sy::is_block_quantized(t.dtype)) {
+        ++blocks_on_gpu;
+        // GGUF shapes run innermost first: [in, out].
+        const auto in = t.shape[0], out = t.shape[1];
+        chunk_bytes = std::max<std::uint64_t>(chunk_bytes, 2 * static_cast<std::uint64_t>(sy::quant::dequantize_chunk_rows(out, in) * in));
+      }
     }
   }
-  REQUIRE(quantised_on_gpu > 0);
-  std::uint64_t cpu = 0, gpu = 0;
-  for (const sy::DeviceMemory& m : check.memory) (m.device.is_cpu() ? cpu : gpu) += m.weight_bytes;
+  REQUIRE(blocks_on_gpu > 0);
+  std::uint64_t cpu = 0, gpu = 0, gpu_prefill = 0;
+  for (const sy::DeviceMemory& m : check.memory) {
+    (m.device.is_cpu() ? cpu : gpu) += m.weight_bytes;
+    if (m.device.is_cuda()) gpu_prefill = m.dequantize_buffer_bytes;
+  }
   CHECK(cpu == expert_bytes + embedding_bf16);
-  CHECK(gpu == other_bf16_bytes);
+  CHECK(gpu == gpu_bytes);
+  CHECK(gpu_prefill == chunk_bytes);
+}
+
+TEST_CASE("gguf checkpoint: KLinearTorch on a GPU dequantizes at load, KLinearMarlin keeps the blocks") {
+  // One rule set, the projections' op the only change: the GPU's weight bytes follow the op, and
+  // MLA's kv_b_proj (split in the file as attn_k_b / attn_v_b or whole) is bf16 under both.
+  TempDir dir;
+  make("tiny-deepseek-v3", "gguf", "q8_0", dir / "gguf");
+  const auto gpu_weights = [&](const char* op) {
+    const std::filesystem::path rules = dir / (std::string(op) + ".yaml");
+    std::ofstream(rules) << R"(- match:
+    name: "^model\\.layers\\..*\\.mlp\\.experts$"
+  replace:
+    class: ktransformers.operators.experts.KTransformersExperts
+    kwargs: {generate_device: cpu, prefill_device: cpu, generate_op: KExpertsCPU, prefill_op: KExpertsCPU, out_device: "cuda:0"}
+  recursive: False
+- match:
+    class: torch.nn.Linear
+  replace:
+    class: ktransformers.operators.linear.KTransformersLinear
+    kwargs: {generate_device: "cuda:0", prefill_device: "cuda:0", generate_op: )"
+                         << op << ", prefill_op: " << op << R"(}
+- match:
+    name: ".*"
+  replace: {class: default, kwargs: {generate_device: "cuda:0", prefill_device: "cuda:0"}}
+)";
+    sy::CheckOptions options;
+    options.model.gguf_path = dir / "gguf";
+    options.profile = rules;
+    options.gpus = 1;
+    const sy::CheckResult check = sy::run_check(options);
+    for (const sy::Diagnostic& d : check.diagnostics.items()) INFO(sy::format_diagnostic(d));
+    REQUIRE_FALSE(check.diagnostics.has_errors());
+    for (const sy::DeviceMemory& m : check.memory)
+      if (m.device.is_cuda()) return m.weight_bytes;
+    FAIL("no GPU in the plan");
+    return std::uint64_t{0};
+  };
+  const sy::GgufFile file = sy::GgufFile::open(dir / "gguf");
+  // What the two plans differ by: every Q8_0 projection outside the experts, the router and
+  // kv_b_proj, as bf16 (2 bytes a weight) against its blocks.
+  std::uint64_t difference = 0;
+  for (const sy::GgufTensorInfo& t : file.tensors()) {
+    if (!sy::is_block_quantized(t.dtype) || t.name.find("_exps.") != std::string::npos ||
+        t.name.find("ffn_gate_inp.") != std::string::npos || t.name.find("attn_k_b.") != std::string::npos ||
+        t.name.find("attn_v_b.") != std::string::npos || t.name.find("attn_kv_b.") != std::string::npos ||
+        t.name == "token_embd.weight")
+      continue;
+    std::uint64_t elements = 1;
+    for (std::int64_t d : t.shape) elements *= static_cast<std::uint64_t>(d);
+    difference += 2 * elements - t.bytes;
+  }
+  REQUIRE(difference > 0);
+  CHECK(gpu_weights("KLinearTorch") - gpu_weights("KLinearMarlin") == difference);
 }

@@ -88,7 +88,7 @@ TEST_CASE("ktransformers profiles: DeepSeek's serve classes map to our operators
   const CheckResult result = check_yaml(kDeepseekServe, setup);
   require_clean(result);
   CHECK(runs(result, "model.layers.1.self_attn.rotary_emb") == "rotary/rotary");
-  CHECK(runs(result, "model.layers.1.self_attn.q_a_proj") == "linear.gpu/linear.gpu");
+  CHECK(runs(result, "model.layers.1.self_attn.q_a_proj") == "linear.gpu.quant/linear.gpu");
   CHECK(runs(result, "model.layers.1.mlp") == "moe.gpu/moe.gpu");
   CHECK(runs(result, "model.layers.1.mlp.experts") == "experts.cpu/experts.gpu");
   CHECK(runs(result, "model.layers.1.self_attn") == "mla.gpu/mla.gpu");

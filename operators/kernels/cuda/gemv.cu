@@ -11,6 +11,7 @@
 #include "operators/kernels/cuda/device_facts.h"
 #include "operators/kernels/cuda/gemv_rows.cuh"
 #include "operators/kernels/cuda/launch.cuh"
+#include "operators/kernels/cuda/quant_gemv.h"
 
 namespace switchyard::cuda {
 namespace {
@@ -173,6 +174,7 @@ Rows rows_of(const GemvShape& shape) {
 }  // namespace
 
 bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weight, const float* x) {
+  if (quant_gemv_dtype(weight_dtype)) return quant_gemv_supports(shape, weight_dtype, weight, x);
   if (shape.tokens < 1 || shape.tokens > kGemvMaxTokens || shape.in <= 0 || shape.rows <= 0) return false;
   if (weight_dtype != DType::bf16 && weight_dtype != DType::f32) return false;
   const Rows s = rows_of(shape);
@@ -184,6 +186,7 @@ bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weigh
 
 void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const float* x, float* y,
           cudaStream_t stream) {
+  if (quant_gemv_dtype(weight_dtype)) return quant_gemv(shape, weight, weight_dtype, x, y, stream);
   if (!gemv_supports(shape, weight_dtype, weight, x))
     throw std::invalid_argument("cuda::gemv: unsupported shape, dtype or alignment");
   const Rows s = rows_of(shape);
@@ -193,6 +196,7 @@ void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const 
 
 bool gemv_swiglu_supports(std::int64_t tokens, std::int64_t in, DType weight_dtype, const void* gate, const void* up,
                           const float* x) {
+  if (quant_gemv_dtype(weight_dtype)) return quant_gemv_swiglu_supports(tokens, in, weight_dtype, gate, up, x);
   return tokens >= 1 && tokens <= kGemvMaxTokens && in > 0 && in % 8 == 0 &&
          (weight_dtype == DType::bf16 || weight_dtype == DType::f32) && aligned_16(gate) && aligned_16(up) &&
          aligned_16(x);
@@ -200,6 +204,7 @@ bool gemv_swiglu_supports(std::int64_t tokens, std::int64_t in, DType weight_dty
 
 void gemv_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, const void* gate, const void* up,
                  DType weight_dtype, const float* x, float* h, cudaStream_t stream) {
+  if (quant_gemv_dtype(weight_dtype)) return quant_gemv_swiglu(tokens, in, rows, gate, up, weight_dtype, x, h, stream);
   if (!gemv_swiglu_supports(tokens, in, weight_dtype, gate, up, x))
     throw std::invalid_argument("cuda::gemv_swiglu: unsupported shape, dtype or alignment");
   if (rows <= 0) return;

@@ -28,7 +28,8 @@ struct GemvShape {
 };
 
 // Whether gemv takes these: tokens in [1, kGemvMaxTokens], f32 or bf16 weights, `in` a multiple
-// of 8, and every pointer and stride keeping 16-byte alignment.
+// of 8, and every pointer and stride keeping 16-byte alignment; or weights kept as ggml blocks
+// (quant_gemv.h: whole blocks, offsets in weights as for the others).
 bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weight, const float* x);
 
 // Device pointers, queued on `stream`. Throws std::invalid_argument when !gemv_supports.
@@ -37,7 +38,8 @@ void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const 
 
 // SwiGLU's first half for decode in one launch: h[t, j] = silu(gate_j . x_t) * (up_j . x_t) for the
 // rows j of gate and up ([rows, in] each, same dtype); x: [tokens, in]; h: [tokens, rows]. The
-// products as gemv, silu as cuda::silu_and_mul. Same conditions as gemv_supports (one group).
+// products as gemv, silu as cuda::silu_and_mul. Same conditions as gemv_supports (one group), block
+// types included.
 bool gemv_swiglu_supports(std::int64_t tokens, std::int64_t in, DType weight_dtype, const void* gate, const void* up,
                           const float* x);
 void gemv_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, const void* gate, const void* up,

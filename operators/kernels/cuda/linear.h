@@ -9,6 +9,8 @@
 //           from the CPU's f32-activation result by about 2^-9 of sum |x * W| per output;
 //           this is what transformers computes on a GPU with a bf16 model.
 //   W f32:  plain f32 GEMM (no TF32), within f32 rounding of the CPU result.
+//   W in ggml blocks (quant_gemv.h): decode as gemv on the blocks; more tokens dequantize the
+//           rows to bf16, a bounded chunk at a time, and multiply as the bf16 path does.
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -16,7 +18,7 @@
 
 namespace switchyard::cuda {
 
-// Device pointers. x: [tokens, in] f32; weight: [out, in] f32 or bf16; y: [tokens, out] f32, not
+// Device pointers. x: [tokens, in] f32; weight: [out, in] f32, bf16 or a block type; y: [tokens, out] f32, not
 // overlapping x. Queued on the context's stream; the bf16 copy of x comes from its pool. Throws
 // std::invalid_argument for another dtype or a dimension beyond cuBLAS's 32-bit sizes.
 void linear(DeviceContext& context, const float* x, std::int64_t tokens, std::int64_t in, const void* weight,

@@ -251,7 +251,8 @@ bool router_gate_supports(std::int64_t hidden, const float* router, const float*
 }
 
 bool router_gate_side_supports(const MoeGateConfig& config, const SideSwiglu& side) {
-  return config.n_experts <= kSideThreads && side.rows > 0 && side.h != nullptr && side.gate != nullptr &&
+  // The side rows run as swiglu_rows on bf16 or f32 weights; blocks go to gemv_swiglu's own launch.
+  return (side.dtype == DType::bf16 || side.dtype == DType::f32) && config.n_experts <= kSideThreads && side.rows > 0 && side.h != nullptr && side.gate != nullptr &&
          side.up != nullptr && side.x != nullptr &&
          gemv_swiglu_supports(1, side.in, side.dtype, side.gate, side.up, side.x);
 }

@@ -21,6 +21,10 @@
 #include "core/safetensors_writer.h"
 #include "tests/core_test_support.h"
 #include "tests/fidelity_support.h"
+#include "placement/weight_storage.h"
+#ifdef SWITCHYARD_HAVE_CUDA
+#include "tests/cuda_test_support.h"
+#endif
 
 namespace sy = switchyard;
 using sy::core_testing::TempDir;
@@ -109,6 +113,92 @@ double top_two_gap(const std::vector<float>& logits) {
 
 }  // namespace
 
+namespace {
+
+// One case: the GGUF and its f32 twin under the same profile; the logits' errors and greedy
+// choices as stated above. `gguf_on_gpu`: the GPU's projections must hold the file's blocks.
+void check_case(const Case& c, bool gguf_on_gpu) {
+  const std::string name = std::string(c.preset) + " " + c.dtype;
+  CAPTURE(name);
+  TempDir dir;
+  sy::MakeModelOptions make;
+  make.preset = c.preset;
+  make.out_dir = dir / "gguf";
+  make.seed = 21;
+  make.format = "gguf";
+  make.dtype = c.dtype;
+  sy::make_model(make);
+  write_dequantized_twin(dir / "gguf", dir / "twin");
+  sy::ModelSpec gguf_spec, twin_spec;
+  gguf_spec.gguf_path = dir / "gguf";
+  twin_spec.model_path = dir / "twin";
+  const auto quantised = load(gguf_spec, c.profile);
+  const auto reference = load(twin_spec, c.profile);
+  if (gguf_on_gpu) {
+    // Every projection of layer 0's attention runs on cuda:0 from the file's blocks.
+    const sy::PlacementPlan& plan = quantised->check.plan;
+    int kept = 0;
+    for (int i = 0; i < static_cast<int>(plan.tree->size()); ++i) {
+      const sy::Module& m = plan.tree->at(i);
+      if (m.name.rfind("model.layers.0.self_attn.", 0) != 0 || m.cls->role != sy::ModuleRole::linear) continue;
+      const sy::DType stored = m.params.front().dtype;
+      REQUIRE(sy::is_block_quantized(stored));
+      const sy::DType resident = sy::resident_dtype(plan, i, stored, sy::Device::cuda(0));
+      kept += resident == stored;
+    }
+    REQUIRE(kept >= 2);
+  }
+  const std::int64_t vocab = reference->lm->vocab_size();
+
+  // 24 prompt tokens: past the 32-weight types' panel threshold, so their prefill keeps f32 x.
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 24; ++i) prompt.push_back(static_cast<std::int32_t>((i * 37 + 11) % vocab));
+  const std::vector<float> ref_logits = reference->lm->forward(prompt, 0, /*all_logits=*/true);
+  const std::vector<float> q_logits = quantised->lm->forward(prompt, 0, /*all_logits=*/true);
+  REQUIRE(q_logits.size() == ref_logits.size());
+  std::vector<double> errors;
+  for (std::size_t p = 0; p < prompt.size(); ++p)
+    errors.push_back(sy::testing::relative_error(q_logits.data() + p * vocab, ref_logits.data() + p * vocab,
+                                                 static_cast<std::size_t>(vocab)));
+
+  // 32 decode steps on the reference's greedy tokens (teacher forcing: both see one context).
+  // Where the reference's best logit leads the next by more than twice this step's error, the
+  // quantised run must choose it too: a well-separated choice cannot turn.
+  std::int32_t next = sy::cpu::argmax(ref_logits.data() + ref_logits.size() - vocab, vocab);
+  int same_choice = 0, separated = 0;
+  auto position = static_cast<std::int64_t>(prompt.size());
+  for (int step = 0; step < 32; ++step, ++position) {
+    const std::vector<float> r = reference->lm->forward(std::span(&next, 1), position);
+    const std::vector<float> q = quantised->lm->forward(std::span(&next, 1), position);
+    const double error = sy::testing::relative_error(q.data(), r.data(), r.size());
+    errors.push_back(error);
+    const std::int32_t ref_next = sy::cpu::argmax(r.data(), vocab);
+    const bool same = sy::cpu::argmax(q.data(), vocab) == ref_next;
+    same_choice += same;
+    if (top_two_gap(r) > 2 * error) {
+      ++separated;
+      CHECK_MESSAGE(same, "step " << step << ": a choice separated by more than twice the error turned");
+    }
+    next = ref_next;
+  }
+  std::vector<double> sorted = errors;
+  std::sort(sorted.begin(), sorted.end());
+  const bool k_type = std::string(c.dtype).find("_k") != std::string::npos;
+  const double tolerance = k_type ? kToleranceK : kTolerance32;
+  const auto jumps = std::count_if(errors.begin(), errors.end(), [tolerance](double e) { return e > tolerance; });
+  MESSAGE(name << ": relative error of the logits over 24 prompt positions and 32 steps: median "
+               << sorted[sorted.size() / 2] << ", largest " << sorted.back() << " (" << jumps << " past "
+               << tolerance << "); greedy choice equal to the f32 reference's at " << same_choice
+               << " of 32 steps, " << separated << " of them well separated");
+  CHECK(sorted[sorted.size() / 2] <= tolerance);
+  CHECK(jumps <= kJumps);
+  CHECK(sorted.back() <= kJumpLimit);
+  CHECK(sorted.front() > 0);  // activations are quantised: an exact match would mean they are not
+  CHECK(separated >= 12);
+}
+
+}  // namespace
+
 TEST_CASE("gguf fidelity: quantised GGUFs on the CPU match an f32 run over their dequantized weights") {
   // The K types on the preset whose widths hold their super-blocks; the 32-weight types on the tiny
   // presets of each family too (DeepSeek's split kv_b, Mixtral's reordered q/k rows, GLM's biases).
@@ -120,69 +210,22 @@ TEST_CASE("gguf fidelity: quantised GGUFs on the CPU match an f32 run over their
       {"tiny-deepseek-v3", "q4_1", "DeepSeek-V3-Chat-cpu.yaml"}, {"tiny-mixtral", "q5_0", "Mixtral-cpu.yaml"},
       {"tiny-glm4-moe", "q8_0", "GLM-4.5-Air-cpu.yaml"},
   };
-  for (const Case& c : cases) {
-    const std::string name = std::string(c.preset) + " " + c.dtype;
-    CAPTURE(name);
-    TempDir dir;
-    sy::MakeModelOptions make;
-    make.preset = c.preset;
-    make.out_dir = dir / "gguf";
-    make.seed = 21;
-    make.format = "gguf";
-    make.dtype = c.dtype;
-    sy::make_model(make);
-    write_dequantized_twin(dir / "gguf", dir / "twin");
-    sy::ModelSpec gguf_spec, twin_spec;
-    gguf_spec.gguf_path = dir / "gguf";
-    twin_spec.model_path = dir / "twin";
-    const auto quantised = load(gguf_spec, c.profile);
-    const auto reference = load(twin_spec, c.profile);
-    const std::int64_t vocab = reference->lm->vocab_size();
+  for (const Case& c : cases) check_case(c, false);
+}
 
-    // 24 prompt tokens: past the 32-weight types' panel threshold, so their prefill keeps f32 x.
-    std::vector<std::int32_t> prompt;
-    for (int i = 0; i < 24; ++i) prompt.push_back(static_cast<std::int32_t>((i * 37 + 11) % vocab));
-    const std::vector<float> ref_logits = reference->lm->forward(prompt, 0, /*all_logits=*/true);
-    const std::vector<float> q_logits = quantised->lm->forward(prompt, 0, /*all_logits=*/true);
-    REQUIRE(q_logits.size() == ref_logits.size());
-    std::vector<double> errors;
-    for (std::size_t p = 0; p < prompt.size(); ++p)
-      errors.push_back(sy::testing::relative_error(q_logits.data() + p * vocab, ref_logits.data() + p * vocab,
-                                                   static_cast<std::size_t>(vocab)));
-
-    // 32 decode steps on the reference's greedy tokens (teacher forcing: both see one context).
-    // Where the reference's best logit leads the next by more than twice this step's error, the
-    // quantised run must choose it too: a well-separated choice cannot turn.
-    std::int32_t next = sy::cpu::argmax(ref_logits.data() + ref_logits.size() - vocab, vocab);
-    int same_choice = 0, separated = 0;
-    auto position = static_cast<std::int64_t>(prompt.size());
-    for (int step = 0; step < 32; ++step, ++position) {
-      const std::vector<float> r = reference->lm->forward(std::span(&next, 1), position);
-      const std::vector<float> q = quantised->lm->forward(std::span(&next, 1), position);
-      const double error = sy::testing::relative_error(q.data(), r.data(), r.size());
-      errors.push_back(error);
-      const std::int32_t ref_next = sy::cpu::argmax(r.data(), vocab);
-      const bool same = sy::cpu::argmax(q.data(), vocab) == ref_next;
-      same_choice += same;
-      if (top_two_gap(r) > 2 * error) {
-        ++separated;
-        CHECK_MESSAGE(same, "step " << step << ": a choice separated by more than twice the error turned");
-      }
-      next = ref_next;
-    }
-    std::vector<double> sorted = errors;
-    std::sort(sorted.begin(), sorted.end());
-    const bool k_type = std::string(c.dtype).find("_k") != std::string::npos;
-    const double tolerance = k_type ? kToleranceK : kTolerance32;
-    const auto jumps = std::count_if(errors.begin(), errors.end(), [tolerance](double e) { return e > tolerance; });
-    MESSAGE(name << ": relative error of the logits over 24 prompt positions and 32 steps: median "
-                 << sorted[sorted.size() / 2] << ", largest " << sorted.back() << " (" << jumps << " past "
-                 << tolerance << "); greedy choice equal to the f32 reference's at " << same_choice
-                 << " of 32 steps, " << separated << " of them well separated");
-    CHECK(sorted[sorted.size() / 2] <= tolerance);
-    CHECK(jumps <= kJumps);
-    CHECK(sorted.back() <= kJumpLimit);
-    CHECK(sorted.front() > 0);  // activations are quantised: an exact match would mean they are not
-    CHECK(separated >= 12);
-  }
+TEST_CASE("gguf fidelity: GPU projections on the file's blocks (KLinearMarlin) match the f32 run") {
+  // The hybrid profiles: attention, shared experts and head on cuda:0, decoding from the blocks in
+  // HBM (prefill: bf16 chunks through cuBLAS), the routed experts on the CPU as above. The GPU's
+  // f32 decode and bf16 prefill add less error than the CPU experts' 8-bit activations do, so the
+  // same bounds hold.
+#ifdef SWITCHYARD_HAVE_CUDA
+  if (sy::testing::no_gpu()) return;
+  const Case cases[] = {
+      {"small-qwen3-moe", "q4_k_m", "Qwen3-MoE.yaml"}, {"small-qwen3-moe", "q6_k", "Qwen3-MoE.yaml"},
+      {"small-qwen3-moe", "q5_1", "Qwen3-MoE.yaml"},   {"tiny-deepseek-v3", "q8_0", "DeepSeek-V3-Chat.yaml"},
+  };
+  for (const Case& c : cases) check_case(c, true);
+#else
+  MESSAGE("skipped: no CUDA backend in this build");
+#endif
 }

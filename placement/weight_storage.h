@@ -1,0 +1,25 @@
+#pragma once
+// The dtype a module's weight has on the device that holds it: what the operators there multiply.
+// The memory estimate counts these bytes and the model's builders load these copies, both from
+// this one rule, so `check` and `run` agree.
+//
+//   CPU: as stored (its linear kernels and experts read ggml blocks in place from the mapping),
+//        except the token embedding's blocks, which become bf16 (GPU kernels gather its rows too).
+//   GPU: ggml blocks stay as stored for a projection whose placement runs linear.gpu.quant
+//        (KLinearMarlin) in a phase on a GPU: its GEMV decodes them in registers, and a prefill
+//        that runs KLinearTorch dequantizes bounded chunks per call. Two projections always become
+//        bf16 at load instead: MLA's kv_b_proj (its key half is transposed into the absorbed query,
+//        its value half multiplied per head) and a MoE router (widened to f32 on a GPU, since the
+//        top-k choice is where rounding could change which experts run). Every other GPU weight in
+//        blocks becomes bf16 at load (KLinearTorch, the GPU's routed experts, norms).
+//   Plain dtypes (f32, bf16, f16) are counted as stored.
+#include "core/device.h"
+#include "core/dtype.h"
+#include "placement/placement_plan.h"
+
+namespace switchyard {
+
+// The dtype of `module`'s weight stored as `stored` when `device` holds it under `plan`.
+DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device device);
+
+}  // namespace switchyard
