@@ -8,6 +8,7 @@ namespace {
 
 // Projections whose GPU operator needs plain floats whatever the rule says (weight_storage.h).
 bool needs_floats_on_gpu(const ModuleTree& tree, const Module& module) {
+  if (module.expert >= 0) return true;  // a routed expert's projection: GpuMoeOp's bf16 stack
   if (module.parent < 0) return false;
   const Module& parent = tree.at(module.parent);
   if (module.local_name() == "kv_b_proj" && parent.cls->role == ModuleRole::attention &&

@@ -73,7 +73,7 @@ if want marlin-bench; then
   for variant in "" -gpu; do
     sed 's/generate_op: "KLinearTorch"/generate_op: "KLinearMarlin"/' optimize_rules/DeepSeek-V2-Lite-Chat$variant.yaml > $m/v2lite$variant-marlin.yaml
   done
-  for dtype in q4_k_m q8_0; do
+  for dtype in ${MARLIN_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
     for profile in optimize_rules/DeepSeek-V2-Lite-Chat.yaml $m/v2lite-marlin.yaml optimize_rules/DeepSeek-V2-Lite-Chat-gpu.yaml $m/v2lite-gpu-marlin.yaml; do
       timeout 200 $bin bench decode --gguf_path "$f" --optimize_config_path $profile --cpu_infer 16 --prompt_tokens 512 > "$out/mb.log" 2>&1

@@ -52,11 +52,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2)
   if (r >= s.rows) return;
   const std::int64_t g = r / s.rows_per_group, j = r % s.rows_per_group;
   const std::uint8_t* row = at_element<D>(weight, g * s.weight_group_stride + s.weight_row_offset + j * s.in);
+  const auto in = static_cast<int>(s.in);  // quant_gemv_supports: below 2^31
   float staged[kStaged > 0 ? kStaged : 1][8];
 #pragma unroll
   for (int u = 0; u < kStaged; ++u) {
-    const std::int64_t k = lane * 8 + u * kChunkStride;
-    if (k < s.in) load8_blocks<D>(row, k, staged[u]);
+    const int k = lane * 8 + u * static_cast<int>(kChunkStride);
+    if (k < in) load8_blocks<D>(row, k, staged[u]);
   }
   begin_after_previous_grid();
   const float* xg = x + g * s.x_group_stride;
@@ -65,13 +66,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2)
   for (int t = 0; t < T; ++t) acc[t] = 0.0f;
 #pragma unroll
   for (int u = 0; u < kStaged; ++u) {
-    const std::int64_t k = lane * 8 + u * kChunkStride;
-    if (k >= s.in) break;
+    const int k = lane * 8 + u * static_cast<int>(kChunkStride);
+    if (k >= in) break;
     accumulate(staged[u], xg, s.x_token_stride, k, acc);
   }
   float w[8];
 #pragma unroll 2
-  for (std::int64_t k = lane * 8 + kStaged * kChunkStride; k < s.in; k += kChunkStride) {
+  for (int k = lane * 8 + kStaged * static_cast<int>(kChunkStride); k < in; k += static_cast<int>(kChunkStride)) {
     load8_blocks<D>(row, k, w);
     accumulate(w, xg, s.x_token_stride, k, acc);
   }
@@ -87,18 +88,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2)
 // swiglu_rows (gemv_rows.cuh) on rows of blocks: h[t, j] = silu(gate_j . x_t) * (up_j . x_t).
 template <DType D, int T>
 __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 3 : 2)
-    quant_swiglu_kernel(std::int64_t in, std::int64_t rows, const std::uint8_t* gate, const std::uint8_t* up,
+    quant_swiglu_kernel(int in, std::int64_t rows, const std::uint8_t* gate, const std::uint8_t* up,
                         const float* x, float* h) {
   constexpr int kStaged = kStagedPieces<T>;
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kGemvWarps + threadIdx.x / 32;
   if (r >= rows) return;
-  const std::uint8_t* gate_row = at_element<D>(gate, r * in);
-  const std::uint8_t* up_row = at_element<D>(up, r * in);
+  const std::uint8_t* gate_row = at_element<D>(gate, r * std::int64_t{in});
+  const std::uint8_t* up_row = at_element<D>(up, r * std::int64_t{in});
   float staged_gate[kStaged > 0 ? kStaged : 1][8], staged_up[kStaged > 0 ? kStaged : 1][8];
 #pragma unroll
   for (int u = 0; u < kStaged; ++u) {
-    const std::int64_t k = lane * 8 + u * kChunkStride;
+    const int k = lane * 8 + u * static_cast<int>(kChunkStride);
     if (k < in) {
       load8_blocks<D>(gate_row, k, staged_gate[u]);
       load8_blocks<D>(up_row, k, staged_up[u]);
@@ -110,13 +111,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 3 : 2)
   for (int t = 0; t < T; ++t) g_acc[t] = u_acc[t] = 0.0f;
 #pragma unroll
   for (int u = 0; u < kStaged; ++u) {
-    const std::int64_t k = lane * 8 + u * kChunkStride;
+    const int k = lane * 8 + u * static_cast<int>(kChunkStride);
     if (k >= in) break;
     accumulate(staged_gate[u], x, in, k, g_acc);
     accumulate(staged_up[u], x, in, k, u_acc);
   }
   float wg[8], wu[8];
-  for (std::int64_t k = lane * 8 + kStaged * kChunkStride; k < in; k += kChunkStride) {
+  for (int k = lane * 8 + kStaged * static_cast<int>(kChunkStride); k < in; k += static_cast<int>(kChunkStride)) {
     load8_blocks<D>(gate_row, k, wg);
     load8_blocks<D>(up_row, k, wu);
     accumulate(wg, x, in, k, g_acc);
@@ -145,7 +146,7 @@ __global__ void dequantize_bf16_kernel(const std::uint8_t* blocks, std::int64_t 
        i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t row = i / pieces_per_row, k = (i % pieces_per_row) * 8;
     float w[8];
-    load8_blocks<D>(blocks + row * row_bytes, k, w);
+    load8_blocks<D>(blocks + row * row_bytes, static_cast<int>(k), w);
     uint4 packed;
     auto* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll
@@ -174,6 +175,7 @@ bool quant_gemv_dtype(DType dtype) {
 
 bool quant_gemv_supports(const GemvShape& shape, DType dtype, const void* weight, const float* x) {
   if (shape.tokens < 1 || shape.tokens > kGemvMaxTokens || shape.in <= 0 || shape.rows <= 0) return false;
+  if (shape.in >= (std::int64_t{1} << 31) - kChunkStride) return false;  // 32-bit offsets within a row
   bool ok = false;
   visit_block_type(dtype, [&] <DType D>() {
     using Q = QuantRow<D>;
@@ -231,7 +233,7 @@ void quant_gemv_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, 
   for_block_type(dtype, "cuda::gemv_swiglu", [&] <DType D>() {
     switch (tokens) {
 #define SWITCHYARD_QUANT_SWIGLU_CASE(T) \
-  case T: launch_kernel(quant_swiglu_kernel<D, T>, blocks, kGemvWarps * 32, 0, stream, in, rows, g, u, x, h); break;
+  case T: launch_kernel(quant_swiglu_kernel<D, T>, blocks, kGemvWarps * 32, 0, stream, static_cast<int>(in), rows, g, u, x, h); break;
       SWITCHYARD_QUANT_SWIGLU_CASE(1)
       SWITCHYARD_QUANT_SWIGLU_CASE(2)
       SWITCHYARD_QUANT_SWIGLU_CASE(3)

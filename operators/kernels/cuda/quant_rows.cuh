@@ -9,6 +9,11 @@
 // A row of `in` weights is in / kElements blocks of kBytes each. Blocks are only 2-byte aligned
 // (Q8_0's 34 bytes, Q6_K's 210), so loads are 16-bit, or 32-bit where the type's block size and
 // field offsets keep 4-byte alignment (kAlign), on rows whose start has that alignment.
+//
+// Speed: decoding is the kernels' bottleneck, not the bytes (a weight costs a few instructions
+// where bf16 costs a shift), so quants become floats without integer-to-float conversions, which
+// run at a quarter of the FP32 rate or less: the bits 0x4B000000 | u are the float 2^23 + u, and
+// one exact subtraction leaves u - offset (small_to_float). Offsets within a row are 32-bit.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -37,6 +42,15 @@ __device__ inline uint2 bytes8_at(const std::uint8_t* p) {
 // Byte i in [0, 8) of two words.
 __device__ inline unsigned byte_of(const uint2& v, int i) { return ((i < 4 ? v.x : v.y) >> (8 * (i % 4))) & 0xffu; }
 
+// u - offset as a float, exactly, for 0 <= u < 2^22 and 0 <= offset < 2^22 (the same value as
+// static_cast<float>(int(u) - offset): both are exact small integers).
+template <int kOffset = 0>
+__device__ inline float small_to_float(unsigned u) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | u), 8388608.0f + static_cast<float>(kOffset));
+}
+// A signed byte's value as a float, exactly: (b ^ 0x80) = b + 128 in [0, 256).
+__device__ inline float signed_byte_to_float(unsigned byte) { return small_to_float<128>((byte & 0xffu) ^ 0x80u); }
+
 // a * q - m, each rounded on its own (the CPU reference's order).
 __device__ inline float scaled_minus(float a, float q, float m) { return __fsub_rn(__fmul_rn(a, q), m); }
 __device__ inline float scaled_plus(float q, float d, float m) { return __fadd_rn(__fmul_rn(q, d), m); }
@@ -52,7 +66,7 @@ struct QuantRow<DType::q8_0> {
     const float d = half_at(b);
     const uint2 q = bytes8_at<false>(b + 2 + e);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = __fmul_rn(static_cast<float>(static_cast<signed char>(byte_of(q, i))), d);
+    for (int i = 0; i < 8; ++i) w[i] = __fmul_rn(signed_byte_to_float(byte_of(q, i)), d);
   }
 };
 
@@ -65,7 +79,7 @@ struct QuantRow<DType::q4_0> {
     const uint2 q = bytes8_at<false>(b + 2 + e % 16);
     const int shift = e >= 16 ? 4 : 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = __fmul_rn(static_cast<float>(static_cast<int>((byte_of(q, i) >> shift) & 15u) - 8), d);
+    for (int i = 0; i < 8; ++i) w[i] = __fmul_rn(small_to_float<8>((byte_of(q, i) >> shift) & 15u), d);
   }
 };
 
@@ -78,7 +92,7 @@ struct QuantRow<DType::q4_1> {
     const uint2 q = bytes8_at<true>(b + 4 + e % 16);
     const int shift = e >= 16 ? 4 : 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = scaled_plus(static_cast<float>((byte_of(q, i) >> shift) & 15u), d, m);
+    for (int i = 0; i < 8; ++i) w[i] = scaled_plus(small_to_float((byte_of(q, i) >> shift) & 15u), d, m);
   }
 };
 
@@ -99,8 +113,8 @@ struct QuantRow<DType::q5_0> {
     const int shift = e >= 16 ? 4 : 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int quant = static_cast<int>(((byte_of(q, i) >> shift) & 15u) | ((qh >> (e + i)) & 1u) << 4);
-      w[i] = __fmul_rn(static_cast<float>(quant - 16), d);
+      const unsigned quant = ((byte_of(q, i) >> shift) & 15u) | ((qh >> (e + i)) & 1u) << 4;
+      w[i] = __fmul_rn(small_to_float<16>(quant), d);
     }
   }
 };
@@ -117,7 +131,7 @@ struct QuantRow<DType::q5_1> {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const unsigned quant = ((byte_of(q, i) >> shift) & 15u) | ((qh >> (e + i)) & 1u) << 4;
-      w[i] = scaled_plus(static_cast<float>(quant), d, m);
+      w[i] = scaled_plus(small_to_float(quant), d, m);
     }
   }
 };
@@ -130,11 +144,11 @@ struct QuantRow<DType::q2_k> {
   __device__ static void load8(const std::uint8_t* b, int e, float (&w)[8]) {
     const float d = half_at(b + 80), dmin = half_at(b + 82);
     const unsigned sc = __ldg(b + e / 16);
-    const float dl = __fmul_rn(d, static_cast<float>(sc & 15u)), ml = __fmul_rn(dmin, static_cast<float>(sc >> 4));
+    const float dl = __fmul_rn(d, small_to_float(sc & 15u)), ml = __fmul_rn(dmin, small_to_float(sc >> 4));
     const int r = e % 128, shift = 2 * (r / 32);
     const uint2 q = bytes8_at<true>(b + 16 + 32 * (e / 128) + r % 32);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = scaled_minus(dl, static_cast<float>((byte_of(q, i) >> shift) & 3u), ml);
+    for (int i = 0; i < 8; ++i) w[i] = scaled_minus(dl, small_to_float((byte_of(q, i) >> shift) & 3u), ml);
   }
 };
 
@@ -148,14 +162,15 @@ struct QuantRow<DType::q3_k> {
     const int s = e / 16;
     const unsigned low4 = s < 8 ? __ldg(b + 96 + s) & 15u : __ldg(b + 96 + s - 8) >> 4;
     const unsigned high2 = (__ldg(b + 96 + 8 + s % 4) >> (2 * (s / 4))) & 3u;
-    const float dl = __fmul_rn(d, static_cast<float>(static_cast<int>(low4 | high2 << 4) - 32));
+    const float dl = __fmul_rn(d, small_to_float<32>(low4 | high2 << 4));
     const int r = e % 128, shift = 2 * (r / 32), l = r % 32, bit = e / 32;
     const uint2 q = bytes8_at<false>(b + 32 + 32 * (e / 128) + l);
     const uint2 h = bytes8_at<false>(b + l);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int quant = static_cast<int>((byte_of(q, i) >> shift) & 3u) - ((byte_of(h, i) >> bit) & 1u ? 0 : 4);
-      w[i] = __fmul_rn(dl, static_cast<float>(quant));
+      // low two bits, minus 4 where the high bit is clear: (low + 4 * high) - 4.
+      const unsigned biased = ((byte_of(q, i) >> shift) & 3u) | ((byte_of(h, i) >> bit) & 1u) << 2;
+      w[i] = __fmul_rn(dl, small_to_float<4>(biased));
     }
   }
 };
@@ -182,11 +197,11 @@ struct QuantRow<DType::q4_k> {
     const int s = e / 32;
     unsigned scale, min;
     k4_scale_min_at(b + 4, s, scale, min);
-    const float dl = __fmul_rn(d, static_cast<float>(scale)), ml = __fmul_rn(dmin, static_cast<float>(min));
+    const float dl = __fmul_rn(d, small_to_float(scale)), ml = __fmul_rn(dmin, small_to_float(min));
     const uint2 q = bytes8_at<true>(b + 16 + 32 * (e / 64) + e % 32);
     const int shift = s % 2 ? 4 : 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = scaled_minus(dl, static_cast<float>((byte_of(q, i) >> shift) & 15u), ml);
+    for (int i = 0; i < 8; ++i) w[i] = scaled_minus(dl, small_to_float((byte_of(q, i) >> shift) & 15u), ml);
   }
 };
 
@@ -199,14 +214,14 @@ struct QuantRow<DType::q5_k> {
     const int s = e / 32;
     unsigned scale, min;
     k4_scale_min_at(b + 4, s, scale, min);
-    const float dl = __fmul_rn(d, static_cast<float>(scale)), ml = __fmul_rn(dmin, static_cast<float>(min));
+    const float dl = __fmul_rn(d, small_to_float(scale)), ml = __fmul_rn(dmin, small_to_float(min));
     const uint2 q = bytes8_at<true>(b + 48 + 32 * (e / 64) + e % 32);
     const uint2 h = bytes8_at<true>(b + 16 + e % 32);
     const int shift = s % 2 ? 4 : 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const unsigned quant = ((byte_of(q, i) >> shift) & 15u) | ((byte_of(h, i) >> s) & 1u) << 4;
-      w[i] = scaled_minus(dl, static_cast<float>(quant), ml);
+      w[i] = scaled_minus(dl, small_to_float(quant), ml);
     }
   }
 };
@@ -219,24 +234,25 @@ struct QuantRow<DType::q6_k> {
   static constexpr int kElements = 256, kBytes = 210, kAlign = 2;
   __device__ static void load8(const std::uint8_t* b, int e, float (&w)[8]) {
     const float d = half_at(b + 208);
-    const float dl = __fmul_rn(d, static_cast<float>(static_cast<signed char>(__ldg(b + 192 + e / 16))));
+    const float dl = __fmul_rn(d, signed_byte_to_float(__ldg(b + 192 + e / 16)));
     const int h = e / 128, r = e % 128, p = r / 32, l = r % 32;
     const uint2 low = bytes8_at<false>(b + 64 * h + 32 * (p % 2) + l);
     const uint2 high = bytes8_at<false>(b + 128 + 32 * h + l);
     const int shift = p < 2 ? 0 : 4;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int quant = static_cast<int>(((byte_of(low, i) >> shift) & 15u) | ((byte_of(high, i) >> (2 * p)) & 3u) << 4);
-      w[i] = __fmul_rn(dl, static_cast<float>(quant - 32));
+      const unsigned quant = ((byte_of(low, i) >> shift) & 15u) | ((byte_of(high, i) >> (2 * p)) & 3u) << 4;
+      w[i] = __fmul_rn(dl, small_to_float<32>(quant));
     }
   }
 };
 
-// Weights [k, k + 8) of a row of blocks (k a multiple of 8).
+// Weights [k, k + 8) of a row of blocks (k a multiple of 8, below 2^31).
 template <DType D>
-__device__ inline void load8_blocks(const std::uint8_t* row, std::int64_t k, float (&w)[8]) {
+__device__ inline void load8_blocks(const std::uint8_t* row, int k, float (&w)[8]) {
   using Q = QuantRow<D>;
-  QuantRow<D>::load8(row + (k / Q::kElements) * Q::kBytes, static_cast<int>(k % Q::kElements), w);
+  const auto block = static_cast<unsigned>(k) / Q::kElements;
+  QuantRow<D>::load8(row + block * Q::kBytes, static_cast<int>(static_cast<unsigned>(k) % Q::kElements), w);
 }
 
 // Calls f.template operator()<D>() for the block type `dtype` (one of the ten); returns false for
