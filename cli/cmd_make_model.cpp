@@ -8,6 +8,7 @@
 #include "core/units.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "text/gguf_vocabulary.h"
 #include "text/tokenizer.h"
 
 namespace switchyard::cli {
@@ -57,7 +58,15 @@ struct MakeModelCommand {
       const std::filesystem::path json = std::filesystem::is_directory(given, error) ? given / "tokenizer.json" : given;
       options.vocab_size = text::Tokenizer::from_file(json).vocab_size();
       options.extra_files = {json};
-      if (std::filesystem::is_regular_file(dir / "tokenizer_config.json", error)) options.extra_files.push_back(dir / "tokenizer_config.json");
+      const std::filesystem::path config = dir / "tokenizer_config.json";
+      if (std::filesystem::is_regular_file(config, error)) options.extra_files.push_back(config);
+      // A GGUF carries the tokenizer in its own keys too, as llama.cpp reads it.
+      options.gguf_tokenizer = [json, config](GgufWriter& writer, std::int64_t vocab_size) {
+        std::error_code missing;
+        text::write_gguf_vocabulary(
+            text::gguf_vocabulary_from_files(json, std::filesystem::is_regular_file(config, missing) ? config : "", vocab_size),
+            writer);
+      };
     }
     options.on_file_written = [](const std::filesystem::path& file, std::uint64_t bytes) {
       std::cout << "  " << file.filename().string() << " (" << format_bytes(bytes) << ")" << std::endl;

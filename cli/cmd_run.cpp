@@ -14,11 +14,13 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/gguf.h"
 #include "core/make_model.h"
 #include "core/model_description.h"
 #include "core/trace.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "text/gguf_vocabulary.h"
 #include "text/tokenizer.h"
 #include "operators/kernels/cpu/isa.h"
 #include "operators/model/causal_lm.h"
@@ -100,8 +102,10 @@ struct RunCommand {
                                                                                     : std::filesystem::path(where).parent_path();
       if (std::filesystem::is_regular_file(dir / "tokenizer.json", error)) return dir / "tokenizer.json";
     }
+    // A GGUF's own vocabulary (tokenizer.ggml.*): Tokenizer::from_file reads it from the file.
+    if (!chosen.gguf_path.empty() && text::gguf_has_vocabulary(GgufFile::open(chosen.gguf_path))) return chosen.gguf_path;
     throw InputError("--prompt needs a tokenizer: give --tokenizer DIR (a tokenizer.json, or a directory holding one), "
-                     "put tokenizer.json beside the weights (make-model --tokenizer DIR does), or pass --prompt_ids 1,2,3");
+                     "put tokenizer.json beside the weights (make-model --tokenizer DIR does; a GGUF may carry its own), or pass --prompt_ids 1,2,3");
   }
 
   int run() {

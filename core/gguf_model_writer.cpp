@@ -182,13 +182,15 @@ void set_metadata(GgufWriter& writer, const nlohmann::json& metadata) {
 
 }  // namespace
 
-GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file) {
+GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file,
+                                  const std::function<void(GgufWriter&)>& tokenizer_metadata) {
   const ModelConfig& config = tree.config();
   nlohmann::json metadata = gguf_metadata(config);
   metadata["general.quantization_version"] = 2;  // ggml's block formats as of 2023: those of core/quant_blocks.h
-  metadata["tokenizer.ggml.model"] = "none";     // no vocabulary: llama.cpp runs on token ids
+  if (!tokenizer_metadata) metadata["tokenizer.ggml.model"] = "none";  // no vocabulary: llama.cpp runs on token ids
   GgufWriter writer;
   set_metadata(writer, metadata);
+  if (tokenizer_metadata) tokenizer_metadata(writer);
   GgufModelSummary summary;
   for (FileTensor& t : plan_file(tree)) {
     std::uint64_t elements = 1;

@@ -9,12 +9,15 @@
 // reordered for interleaved RoPE, DeepSeek's kv_b_proj split into attn_k_b and attn_v_b.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "core/dtype.h"
 #include "core/module_tree.h"
 
 namespace switchyard {
+
+class GgufWriter;
 
 struct GgufModelSummary {
   std::uint64_t tensors = 0;
@@ -24,7 +27,10 @@ struct GgufModelSummary {
 };
 
 // Writes `file` atomically (core/atomic_file.h). Throws InputError naming the file when it cannot
-// be written, and when the tree's family has no GGUF form.
-GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file);
+// be written, and when the tree's family has no GGUF form. `tokenizer_metadata` sets the
+// tokenizer's keys (text/gguf_vocabulary.h); without it the file says tokenizer.ggml.model "none"
+// and llama.cpp runs it on token ids.
+GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file,
+                                  const std::function<void(GgufWriter&)>& tokenizer_metadata = {});
 
 }  // namespace switchyard

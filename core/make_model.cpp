@@ -273,7 +273,10 @@ void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, Mak
                 OutputDirectory& out) {
   const ModuleTree tree = summarised_tree(summary, scheme);
   const fs::path file = options.out_dir / "model.gguf";
-  const GgufModelSummary written = write_gguf_model(tree, options.seed, file);
+  std::function<void(GgufWriter&)> tokenizer;
+  if (options.gguf_tokenizer)
+    tokenizer = [&](GgufWriter& writer) { options.gguf_tokenizer(writer, tree.config().vocab_size); };
+  const GgufModelSummary written = write_gguf_model(tree, options.seed, file, tokenizer);
   out.placed(file);
   copy_extra_files(options, out);
   summary.tensors = written.tensors;

@@ -17,6 +17,8 @@
 
 namespace switchyard {
 
+class GgufWriter;
+
 struct MakeModelOptions {
   std::string preset;                           // "tiny-deepseek-v3", "deepseek-v2-lite", ...
   std::filesystem::path out_dir;
@@ -30,6 +32,9 @@ struct MakeModelOptions {
   // Copied into out_dir as they are (a tokenizer.json and its tokenizer_config.json), before
   // config.json, each atomically.
   std::vector<std::filesystem::path> extra_files;
+  // gguf: sets the tokenizer's keys (make-model --tokenizer: text/gguf_vocabulary.h); given the
+  // vocabulary size the model is made with.
+  std::function<void(GgufWriter&, std::int64_t vocab_size)> gguf_tokenizer;
   bool force = false;                           // write into a non-empty out_dir (not one another run holds)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB": tensor bytes per shard
   // Called after each safetensors file is closed, with its path and size in bytes.

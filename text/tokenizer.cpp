@@ -5,17 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/gguf.h"
 #include "core/input_file.h"
 #include "core/json_input.h"
 #include "text/bpe.h"
 #include "text/byte_level.h"
+#include "text/gguf_vocabulary.h"
 #include "text/pre_tokenizer.h"
 
 namespace switchyard::text {
 namespace {
-
-// tokenizer.json files run to tens of megabytes (Qwen3's is 11 MB).
-constexpr std::uint64_t kMaxTokenizerJsonBytes = 512ULL << 20;
 
 [[noreturn]] void bad(const std::string& source, const std::string& what) { throw InputError(source + ": " + what, kExitBadContent); }
 
@@ -33,7 +32,16 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
   std::error_code error;
-  const std::filesystem::path file = std::filesystem::is_directory(path, error) ? path / "tokenizer.json" : path;
+  const bool directory = std::filesystem::is_directory(path, error);
+  // A GGUF (or a directory holding one and no tokenizer.json): its tokenizer.ggml.* keys.
+  if ((!directory && path.extension() == ".gguf") ||
+      (directory && !std::filesystem::exists(path / "tokenizer.json", error) &&
+       std::any_of(std::filesystem::directory_iterator(path, error), std::filesystem::directory_iterator(),
+                   [](const std::filesystem::directory_entry& e) { return e.path().extension() == ".gguf"; }))) {
+    const GgufFile gguf = GgufFile::open(path);
+    return from_json(tokenizer_json_from_gguf(gguf), gguf.files().front().string());
+  }
+  const std::filesystem::path file = directory ? path / "tokenizer.json" : path;
   const std::string text = read_input_file(file, "tokenizer", kMaxTokenizerJsonBytes);
   return from_json(text, file.string());
 }

