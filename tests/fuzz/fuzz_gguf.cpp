@@ -3,13 +3,18 @@
 // report is a bug. Of an accepted file, every metadata value is read in every way the API offers
 // (each typed getter too, whose refusal is an InputError), and every tensor is viewed and its first
 // and last bytes read; the promises the reader makes about tensors are checked, trapping when broken.
+// A file that carries a vocabulary (tokenizer.ggml.*) is read as a tokenizer too, which then encodes
+// and decodes a fixed text.
 // Build and run: docs/fuzzing.md.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "text/gguf_vocabulary.h"
+#include "text/tokenizer.h"
 
 // What the target reads is summed here, visible outside this file, so no read is optimised away.
 std::uint64_t fuzz_gguf_sink = 0;
@@ -65,6 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const sy::Tensor view = gguf.tensor(t);
       const auto* bytes = view.data_as<const std::uint8_t>();
       sink += bytes[0] + bytes[view.bytes() - 1];
+    }
+    if (sy::text::gguf_has_vocabulary(gguf)) {
+      read_or_refuse([&] {
+        const sy::text::Tokenizer t = sy::text::Tokenizer::from_json(sy::text::tokenizer_json_from_gguf(gguf), "fuzz.gguf");
+        const std::vector<std::int32_t> ids = t.encode("Hello, world! 123 \xe4\xb8\x96\xe7\x95\x8c", true);
+        sink += ids.size() + t.decode(ids).size();
+      });
     }
   } catch (const sy::InputError&) {
   }
