@@ -93,3 +93,19 @@ TEST_CASE("fit: check --fit on DeepSeek-V3 prints the plan and the equivalent ll
   CHECK(r.output.find("llama.cpp: -ot \"blk\\.(3|4|") != std::string::npos);
   CHECK(r.output.find("1.0 GiB left free on every GPU") != std::string::npos);
 }
+
+TEST_CASE("fit: DeepSeek-V3 in Q4_K_M fits a 24 GiB GPU, its projections kept in blocks there") {
+  // Attention, shared experts, dense layers and the head stay on the GPU as Q4_K/Q6_K blocks
+  // (KLinearMarlin, placement/weight_storage.h); in bf16 they alone would need ~32 GiB.
+  sy::CheckOptions o = fit_options("deepseek-v3", "q4_k_m", std::uint64_t{24} << 30);
+  const sy::CheckResult r = sy::run_check(o);
+  for (const sy::Diagnostic& d : r.diagnostics.items()) INFO(sy::format_diagnostic(d));
+  REQUIRE_FALSE(r.diagnostics.has_errors());
+  REQUIRE(r.fit.has_value());
+  for (const sy::DeviceMemory& m : r.memory)
+    if (m.device.is_cuda()) {
+      CHECK(m.total_bytes() <= std::uint64_t{24} << 30);
+      CHECK(m.weight_bytes < std::uint64_t{16} << 30);
+      CHECK(m.dequantize_buffer_bytes > 0);
+    }
+}
