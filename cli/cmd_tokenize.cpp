@@ -1,4 +1,7 @@
-// switchyard tokenize: text to token ids with a real tokenizer (text/tokenizer.h), as a table or JSON.
+// switchyard tokenize: text to token ids with a real tokenizer (text/tokenizer.h), as a table or JSON;
+// with --messages, an OpenAI-style conversation rendered by the model's chat template first
+// (text/chat_format.h), then encoded as transformers' apply_chat_template(tokenize=True) does
+// (no post-processor tokens: the template writes its own).
 #include <cstdio>
 #include <iostream>
 
@@ -6,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "text/chat_format.h"
 #include "text/tokenizer.h"
 
 namespace switchyard::cli {
@@ -14,12 +19,36 @@ namespace {
 struct TokenizeCommand {
   std::string tokenizer;
   std::string prompt;
+  std::string messages;
   bool add_special = true;
+  bool add_generation_prompt = true;
   std::string format = "table";
 
   int run() const {
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json");
+    if (prompt.empty() == messages.empty()) throw InputError("give --prompt TEXT or --messages FILE.json (one of them)");
     const text::Tokenizer t = text::Tokenizer::from_file(tokenizer);
+    if (!messages.empty()) {
+      const std::optional<text::ChatFormat> chat = text::load_chat_format(tokenizer);
+      if (!chat) throw InputError("--messages: the tokenizer at " + tokenizer + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's tokenizer.chat_template)");
+      nlohmann::ordered_json list;
+      try {
+        list = nlohmann::ordered_json::parse(read_input_file(messages, "--messages", std::uint64_t{64} << 20));
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError("--messages " + messages + ": not JSON: " + e.what(), kExitBadContent);
+      }
+      // An OpenAI request body works too: its "messages".
+      if (list.is_object() && list.contains("messages")) list = list["messages"];
+      const std::string text = chat->render(list, add_generation_prompt);
+      const std::vector<std::int32_t> ids = t.encode(text, /*add_special=*/false);
+      if (format == "json") {
+        std::cout << nlohmann::json{{"text", text}, {"ids", ids}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        return 0;
+      }
+      std::printf("%s\n", text.c_str());
+      print_table(t, ids);
+      return 0;
+    }
     const std::vector<std::int32_t> ids = t.encode(prompt, add_special);
     if (format == "json") {
       nlohmann::json pieces = nlohmann::json::array();
@@ -28,9 +57,13 @@ struct TokenizeCommand {
       std::cout << nlohmann::json{{"ids", ids}, {"pieces", pieces}}.dump() << "\n";
       return 0;
     }
+    print_table(t, ids);
+    return 0;
+  }
+
+  static void print_table(const text::Tokenizer& t, const std::vector<std::int32_t>& ids) {
     std::printf("%zu tokens (vocabulary of %d)\n%8s  %s\n", ids.size(), t.vocab_size(), "ID", "PIECE");
     for (std::int32_t id : ids) std::printf("%8d  %s\n", id, nlohmann::json(std::string(t.token(id))).dump().c_str());
-    return 0;
   }
 };
 
@@ -39,8 +72,14 @@ struct TokenizeCommand {
 Runner add_tokenize_command(CLI::App& app) {
   auto command = std::make_shared<TokenizeCommand>();
   CLI::App* sub = app.add_subcommand("tokenize", "text to token ids with a model's tokenizer.json");
-  sub->add_option("--tokenizer", command->tokenizer, "a tokenizer.json, or a directory holding one")->required();
-  sub->add_option("--prompt", command->prompt, "the text (UTF-8)")->required();
+  sub->add_option("--tokenizer", command->tokenizer, "a tokenizer.json, a directory holding one, or a GGUF")->required();
+  sub->add_option("--prompt", command->prompt, "the text (UTF-8)");
+  sub->add_option("--messages", command->messages,
+                  "a JSON file of OpenAI-style messages (or a request body holding them): rendered by the chat template, "
+                  "then encoded; prints the text and the ids");
+  sub->add_option("--add_generation_prompt", command->add_generation_prompt,
+                  "with --messages: end with the assistant's turn opening (true|false)")
+      ->capture_default_str();
   sub->add_option("--add_special", command->add_special,
                   "add the post-processor's special tokens (true|false), as tokenizers' encode does")
       ->capture_default_str();

@@ -120,6 +120,14 @@ TEST_CASE("gguf vocabulary: make-model --format gguf --tokenizer writes it, run 
   const auto t = sy::testing::run_switchyard("tokenize --tokenizer " + model + "/model.gguf --prompt '" + text + "' --format json");
   REQUIRE(t.exit_code == 0);
   CHECK(nlohmann::json::parse(t.output)["ids"] == entry["ids"]);
+  // The GGUF carries the chat template too: rendered as transformers rendered Qwen3's.
+  const nlohmann::json chats = nlohmann::json::parse(sy::core_testing::read_file(source_path("tests/fixtures/chat_templates/qwen3.json")));
+  const nlohmann::json& chat = chats["cases"][1];
+  std::ofstream(dir / "messages.json") << chat["messages"].dump();
+  const auto m = sy::testing::run_switchyard("tokenize --tokenizer " + model + "/model.gguf --messages " + (dir / "messages.json").string() +
+                                             " --format json");
+  REQUIRE(m.exit_code == 0);
+  CHECK(nlohmann::json::parse(m.output)["text"] == chat["text"]);
 }
 
 TEST_CASE("gguf vocabulary: what a GGUF cannot hold, and keys that make no tokenizer, are errors naming them") {
