@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_input.h"
 #include "text/chat_format.h"
 #include "text/tokenizer.h"
 
@@ -33,7 +34,9 @@ struct TokenizeCommand {
       if (!chat) throw InputError("--messages: the tokenizer at " + tokenizer + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's tokenizer.chat_template)");
       nlohmann::ordered_json list;
       try {
-        list = nlohmann::ordered_json::parse(read_input_file(messages, "--messages", std::uint64_t{64} << 20));
+        const std::string body = read_input_file(messages, "--messages", std::uint64_t{64} << 20);
+        check_json_nesting(body, messages);  // before the recursive parser sees it
+        list = nlohmann::ordered_json::parse(body);
       } catch (const nlohmann::json::exception& e) {
         throw InputError("--messages " + messages + ": not JSON: " + e.what(), kExitBadContent);
       }

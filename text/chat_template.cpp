@@ -1,8 +1,11 @@
 #include "text/chat_template.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -199,8 +202,9 @@ namespace {
 // Bounds on what a template may do: nesting (the parser and the renderer recurse), loop
 // iterations and output, so that a hostile template is an error, not a crash or a hang.
 constexpr int kMaxNesting = 200;
-constexpr std::int64_t kMaxIterations = 1'000'000;
-constexpr std::size_t kMaxOutputBytes = std::size_t{64} << 20;
+constexpr std::int64_t kMaxIterations = 200'000;
+constexpr std::size_t kMaxOutputBytes = std::size_t{16} << 20;
+constexpr std::size_t kMaxWorkBytes = std::size_t{256} << 20;  // bytes of strings built, all told
 
 // ---- lexing -------------------------------------------------------------------------------------
 
@@ -322,7 +326,16 @@ std::vector<Token> lex_expression(std::string_view s, const std::string& name, i
       }
       std::string digits(s.substr(i, j - i));
       digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
-      tokens.push_back({Token::Kind::number, digits, is_float ? Json(std::stod(digits)) : Json(std::stoll(digits))});
+      Json value;
+      if (is_float) {
+        value = std::strtod(digits.c_str(), nullptr);  // exact decimal digits; huge ones become inf
+      } else {
+        std::int64_t n = 0;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        if (ec != std::errc() || end != digits.data() + digits.size()) fail(name, line, "the number " + digits.substr(0, 40) + " is out of range");
+        value = n;
+      }
+      tokens.push_back({Token::Kind::number, digits, std::move(value)});
       i = j;
       continue;
     }
@@ -962,7 +975,10 @@ class Renderer {
         if (e.name == "not") return Value::of(!truthy(v));
         if (!v.data().is_number()) error(e.line, "unary " + e.name + " on a " + type_name(v));
         if (e.name == "+") return v;
-        return Value::of(v.data().is_number_float() ? Json(-v.data().get<double>()) : Json(-v.data().get<std::int64_t>()));
+        if (v.data().is_number_float()) return Value::of(-v.data().get<double>());
+        const std::int64_t n = v.data().get<std::int64_t>();
+        if (n == std::numeric_limits<std::int64_t>::min()) error(e.line, "integer overflow");
+        return Value::of(-n);
       }
       case Expr::Kind::binary: return binary(e, scope);
       case Expr::Kind::test: return Value::of(test(e, scope) != e.negated);
@@ -1058,10 +1074,16 @@ class Renderer {
     if (op == ">=") return Value::of(x.get<double>() >= y.get<double>());
     if (integers && op != "/") {
       const std::int64_t p = x.get<std::int64_t>(), q = y.get<std::int64_t>();
-      if (op == "+") return Value::of(p + q);
-      if (op == "-") return Value::of(p - q);
-      if (op == "*") return Value::of(p * q);
+      std::int64_t r = 0;
+      if (op == "+" || op == "-" || op == "*") {
+        const bool overflow = op == "+" ? __builtin_add_overflow(p, q, &r)
+                              : op == "-" ? __builtin_sub_overflow(p, q, &r)
+                                          : __builtin_mul_overflow(p, q, &r);
+        if (overflow) error(e.line, "integer overflow in '" + op + "'");
+        return Value::of(r);
+      }
       if (q == 0) error(e.line, "division by zero");
+      if (q == -1 && p == std::numeric_limits<std::int64_t>::min()) error(e.line, "integer overflow in '" + op + "'");
       const std::int64_t floor_div = p / q - ((p % q != 0) && ((p < 0) != (q < 0)));
       if (op == "//") return Value::of(floor_div);
       if (op == "%") return Value::of(p - floor_div * q);
@@ -1119,7 +1141,9 @@ class Renderer {
       for (const auto& [key, value] : e.kwargs)
         if (key == "indent") indent = static_cast<int>(as_int(eval(*value, scope), e.line, *this, "tojson's indent"));
       if (v.undefined) error(e.line, "tojson of an undefined value");
-      return Value::of(python_json(d, indent));
+      std::string text = python_json(d, indent);
+      check_size(text.size(), e.line);
+      return Value::of(std::move(text));
     }
     if (f == "trim") {
       const std::string s = text_of(v, e.line, "trim's value");
@@ -1193,7 +1217,8 @@ class Renderer {
           to = as_int(args[1], e.line, *this, "range's stop");
           if (args.size() > 2) step = as_int(args[2], e.line, *this, "range's step");
         }
-        if (step == 0 || (to - from) / step > 100000) error(e.line, "range() of this size is not supported");
+        if (step == 0 || (static_cast<double>(to) - static_cast<double>(from)) / static_cast<double>(step) > 100000)
+          error(e.line, "range() of this size is not supported");
         Json list = Json::array();
         for (std::int64_t i = from; step > 0 ? i < to : i > to; i += step) list.push_back(i);
         return Value::of(std::move(list));
@@ -1221,7 +1246,7 @@ class Renderer {
     error(e.line, "the method '" + m + "' of a " + type_name(self) + " is not supported");
   }
 
-  Value string_method(const std::string& s, const std::string& m, const std::vector<Value>& args, int line) const {
+  Value string_method(const std::string& s, const std::string& m, const std::vector<Value>& args, int line) {
     auto text_arg = [&](std::size_t i, const char* what) { return text_of(args.at(i), line, what); };
     if (m == "startswith" || m == "endswith") {
       if (args.empty()) error(line, m + "() needs an argument");
@@ -1287,8 +1312,10 @@ class Renderer {
   }
 
   // A string or list that a template builds may not pass the output's bound either.
-  void check_size(std::size_t size, int line) const {
+  void check_size(std::size_t size, int line) {
     if (size > kMaxOutputBytes) error(line, "a value passed " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
+    work_ += size;
+    if (work_ > kMaxWorkBytes) error(line, "the template built more than " + std::to_string(kMaxWorkBytes >> 20) + " MiB of text");
   }
   void check_output(int line) const {
     if (out_.size() > kMaxOutputBytes) error(line, "the rendered text passed " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
@@ -1297,6 +1324,7 @@ class Renderer {
   const std::string& name_;
   std::string& out_;
   std::int64_t iterations_ = 0;
+  std::size_t work_ = 0;
 };
 
 }  // namespace

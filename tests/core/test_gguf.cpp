@@ -18,6 +18,7 @@
 
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
+#include "text/byte_level.h"
 #include "tests/core_test_support.h"
 
 namespace sy = switchyard;
@@ -778,6 +779,23 @@ TEST_CASE("gguf fuzz seeds are valid GGUF files") {
       w.add_tensor("f32", sy::DType::f32, {2, 3}, [&](std::byte* o) { fill_random(o, 24); });
       w.add_tensor("q6_k", sy::DType::q6_k, {256}, [&](std::byte* o) { fill_random(o, 210); });
       w.write(corpus / "alignment1-unaligned-offsets.gguf");
+    }
+    {
+      // A vocabulary (text/gguf_vocabulary.h): the 256 byte-level symbols, a few merges and a BOS.
+      sy::GgufWriter w;
+      w.set_string("general.architecture", "deepseek2");
+      w.set_string("tokenizer.ggml.model", "gpt2");
+      w.set_string("tokenizer.ggml.pre", "deepseek-v3");
+      std::vector<std::string> tokens;
+      for (int b = 0; b < 256; ++b) tokens.emplace_back(sy::text::byte_symbol(static_cast<std::uint8_t>(b)));
+      const std::vector<std::string> merges = {"H e", "l l", "He ll", "Hell o", "o r"};
+      for (const std::string& m : merges) tokens.push_back(m.substr(0, m.find(' ')) + m.substr(m.find(' ') + 1));
+      tokens.emplace_back("<|bos|>");
+      w.set_strings("tokenizer.ggml.tokens", tokens);
+      w.set_strings("tokenizer.ggml.merges", merges);
+      w.set_u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(tokens.size() - 1));
+      w.set_bool("tokenizer.ggml.add_bos_token", true);
+      w.write(corpus / "vocabulary-deepseek-v3.gguf");
     }
   }
   std::size_t seeds = 0;
