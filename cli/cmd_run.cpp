@@ -85,6 +85,8 @@ struct RunCommand {
   float temperature = 0.0f;
   int top_k = 0;
   float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
   bool dry_run = false;
   std::string nvtx_layers = "none";
   bool profile = false;
@@ -118,6 +120,8 @@ struct RunCommand {
     generation.sampling.temperature = temperature;
     generation.sampling.top_k = top_k;
     generation.sampling.top_p = top_p;
+    generation.sampling.min_p = min_p;
+    generation.sampling.repetition_penalty = repetition_penalty;
     check_generation_options(generation);
     std::vector<std::int32_t> ids = prompt.empty() ? parse_ids(prompt_ids) : std::vector<std::int32_t>{};
     apply_cpu_threads(cpu_infer);  // before the embedded model's generation, the first parallel work
@@ -272,6 +276,11 @@ Runner add_run_command(CLI::App& app) {
       ->capture_default_str()
       ->transform(whole_number<int>());
   sub->add_option("--top_p", command->top_p, "nucleus sampling mass, 0 to 1 (1: all)")->capture_default_str();
+  sub->add_option("--min_p", command->min_p, "drop tokens less likely than min_p times the most likely, 0 to 1 (0: off)")
+      ->capture_default_str();
+  sub->add_option("--repetition_penalty", command->repetition_penalty,
+                  "divide the logits of tokens already seen (prompt and output) by this, as transformers does (1: off)")
+      ->capture_default_str();
   sub->add_flag("--dry_run", command->dry_run, "check the placement and stop (same output as `switchyard check`)");
   sub->add_option("--nvtx_layers", command->nvtx_layers, "NVTX ranges for these layers: 3,22,50 | 0-5 | all | none")
       ->capture_default_str();

@@ -32,6 +32,10 @@ void check_generation_options(const GenerationOptions& options) {
     throw InputError("--top_k " + std::to_string(s.top_k) + " is negative; give 0 (all tokens) or the tokens to keep");
   if (!(s.top_p >= 0 && s.top_p <= 1))  // NaN fails both comparisons
     throw InputError("--top_p " + float_text(s.top_p) + " is outside 0 to 1 (the probability mass kept; 1: all tokens)");
+  if (!(s.min_p >= 0 && s.min_p <= 1))
+    throw InputError("--min_p " + float_text(s.min_p) + " is outside 0 to 1 (relative to the most likely token; 0: off)");
+  if (!std::isfinite(s.repetition_penalty) || !(s.repetition_penalty > 0))
+    throw InputError("--repetition_penalty " + float_text(s.repetition_penalty) + " is not a positive finite factor (1: off)");
 }
 
 void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options) {
@@ -54,12 +58,20 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     return std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end();
   };
 
-  // Greedy choices are made where the head runs (on a GPU only the id comes back); sampling takes
-  // the logits.
-  const bool greedy = cpu::is_greedy(options.sampling);
+  // Greedy choices are made where the head runs (on a GPU only the id comes back); sampling and
+  // the repetition penalty take the logits.
+  const bool penalised = options.sampling.repetition_penalty != 1.0f;
+  const bool greedy = cpu::is_greedy(options.sampling) && !penalised;
+  std::vector<std::int32_t> seen;  // the prompt and the tokens so far, for the repetition penalty
+  if (penalised) seen.assign(prompt.begin(), prompt.end());
   auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
     if (greedy) return model.forward_greedy(ids, position);
-    const std::vector<float> logits = model.forward(ids, position);
+    std::vector<float> logits = model.forward(ids, position);
+    if (penalised) {
+      if (position > 0) seen.insert(seen.end(), ids.begin(), ids.end());
+      cpu::apply_repetition_penalty(logits.data(), model.vocab_size(), seen, options.sampling.repetition_penalty);
+      if (cpu::is_greedy(options.sampling)) return cpu::argmax(logits.data(), model.vocab_size());
+    }
     return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
   };
   auto start = Clock::now();

@@ -224,6 +224,10 @@ TEST_CASE("generation options: the library refuses what the command line refuses
   CHECK(contains(message_for([negative](auto& o) { o.sampling.top_k = negative; }), "--top_k"));
   CHECK(contains(message_for([negative](auto& o) { o.max_new_tokens = negative; }), "--max_new_tokens"));
   CHECK(contains(message_for([](auto& o) { o.max_new_tokens = 0; }), "--max_new_tokens"));
+  for (const float p : {-0.1f, 1.5f, nan, inf})
+    CHECK(contains(message_for([p](auto& o) { o.sampling.min_p = p; }), "--min_p"));
+  for (const float p : {0.0f, -1.0f, nan, inf, -inf})
+    CHECK(contains(message_for([p](auto& o) { o.sampling.repetition_penalty = p; }), "--repetition_penalty"));
   // In range: no error.
   for (int i = 0; i < 100; ++i) {
     sy::GenerationOptions options;

@@ -210,6 +210,13 @@ std::vector<double> sampling_probabilities(const float* logits, std::int64_t voc
     sum = std::accumulate(p.begin(), p.end(), 0.0);
     for (double& v : p) v /= sum;
   }
+  if (params.min_p > 0) {  // MinPLogitsWarper: below min_p times the top probability, gone
+    const double top = *std::max_element(p.begin(), p.end());
+    for (double& v : p)
+      if (v < params.min_p * top) v = 0;
+    sum = std::accumulate(p.begin(), p.end(), 0.0);
+    for (double& v : p) v /= sum;
+  }
   return p;
 }
 

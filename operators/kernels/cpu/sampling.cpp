@@ -77,13 +77,34 @@ std::vector<TokenProbability> sampling_distribution(const float* logits, std::in
     sum = keep_nucleus(tokens, params.top_p, sum);
   else
     std::sort(tokens.begin(), tokens.end(), more_likely);
+  if (params.min_p > 0.0f) {
+    // Relative to the most likely token, which top-k and top-p always keep: the ratio of weights
+    // is the ratio of probabilities.
+    const double floor = static_cast<double>(params.min_p) * tokens.front().probability;
+    std::size_t keep = 1;
+    while (keep < tokens.size() && tokens[keep].probability >= floor) ++keep;
+    tokens.resize(keep);
+    sum = 0;
+    for (const TokenProbability& t : tokens) sum += t.probability;
+  }
   for (TokenProbability& t : tokens) t.probability /= sum;
   return tokens;
 }
 
+void apply_repetition_penalty(float* logits, std::int64_t vocab, std::span<const std::int32_t> seen, float penalty) {
+  if (penalty == 1.0f) return;
+  std::vector<bool> done(static_cast<std::size_t>(vocab), false);
+  for (const std::int32_t id : seen) {
+    if (id < 0 || id >= vocab || done[static_cast<std::size_t>(id)]) continue;
+    done[static_cast<std::size_t>(id)] = true;
+    float& v = logits[id];
+    v = v < 0 ? v * penalty : v / penalty;
+  }
+}
+
 std::int32_t Sampler::sample(const float* logits, std::int64_t vocab, const SamplingParams& params) {
   if (is_greedy(params)) return argmax(logits, vocab);
-  const bool truncated = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0f;
+  const bool truncated = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0f || params.min_p > 0.0f;
   if (!truncated) {  // no ranking needed: walk the vocabulary in index order
     const float max_logit = logits[argmax(logits, vocab)];
     weights_.resize(vocab);

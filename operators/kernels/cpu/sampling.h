@@ -1,11 +1,13 @@
 #pragma once
-// Choosing the next token from a row of logits: greedy, or sampling with temperature, top-k and
-// top-p (nucleus), applied in that order as transformers' generate() does (TemperatureLogitsWarper,
-// TopKLogitsWarper, TopPLogitsWarper). Deterministic for a seed: std::mt19937_64 is specified
+// Choosing the next token from a row of logits: greedy, or sampling with temperature, top-k, top-p
+// (nucleus) and min-p, applied in that order as transformers' generate() does
+// (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, MinPLogitsWarper); the repetition
+// penalty (RepetitionPenaltyLogitsProcessor) changes the logits before any of them. Deterministic for a seed: std::mt19937_64 is specified
 // exactly by the standard, and the uniform draw is made from its bits here, not by a library
 // distribution.
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace switchyard::cpu {
@@ -14,7 +16,14 @@ struct SamplingParams {
   float temperature = 1.0f;  // <= 0: greedy
   int top_k = 0;             // keep the top_k most likely tokens (and any tied with the last); <= 0: all
   float top_p = 1.0f;        // keep the smallest most-likely set with mass >= top_p; >= 1: all
+  float min_p = 0.0f;        // then drop tokens less likely than min_p times the most likely; 0: none
+  float repetition_penalty = 1.0f;  // apply_repetition_penalty's factor (generate applies it); 1: none
 };
+
+// transformers' repetition penalty on `logits` [vocab], for every distinct id in `seen` (the prompt
+// and the tokens generated so far): a positive logit is divided by `penalty`, a negative one
+// multiplied. Ids outside [0, vocab) are ignored.
+void apply_repetition_penalty(float* logits, std::int64_t vocab, std::span<const std::int32_t> seen, float penalty);
 
 // Whether these parameters choose greedily (temperature <= 0 or top_k == 1): the argmax below.
 bool is_greedy(const SamplingParams& params);

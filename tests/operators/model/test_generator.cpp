@@ -56,6 +56,38 @@ void check_generate(CausalLM& model, const Reference& ref) {
 
 }  // namespace
 
+TEST_CASE("generate: a repetition penalty changes the greedy choice exactly as a plain loop over the logits does (CPU)") {
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml");
+  CausalLM& model = *l.model;
+  for (const float penalty : {1.8f, 0.6f}) {
+    INFO("penalty " << penalty);
+    GenerationOptions options;
+    options.sampling.temperature = 0;
+    options.sampling.repetition_penalty = penalty;
+    options.max_new_tokens = 12;
+    const std::vector<std::int32_t> got = generate(model, ref.prompt, options).tokens;
+    // The reference: the model's logits, transformers' penalty over the prompt and the output so far, argmax.
+    std::vector<std::int32_t> seen(ref.prompt.begin(), ref.prompt.end()), expected;
+    std::vector<float> logits = model.forward(ref.prompt, 0);
+    auto position = static_cast<std::int64_t>(ref.prompt.size());
+    for (int i = 0; i < options.max_new_tokens; ++i) {
+      std::vector<std::int32_t> distinct = seen;
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      for (std::int32_t id : distinct) logits[id] = logits[id] < 0 ? logits[id] * penalty : logits[id] / penalty;
+      const std::int32_t next = cpu::argmax(logits.data(), model.vocab_size());
+      expected.push_back(next);
+      seen.push_back(next);
+      if (i + 1 < options.max_new_tokens) logits = model.forward(std::span(&next, 1), position++);
+    }
+    CHECK(got == expected);
+    // Penalised, the continuation leaves transformers' plain greedy one (the fixture's).
+    const std::size_t n = std::min(ref.generated.size(), got.size());
+    if (penalty > 1) CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + n) != std::vector<std::int32_t>(ref.generated.begin(), ref.generated.begin() + n));
+  }
+}
+
 TEST_CASE("generate: the greedy continuation, each token as it comes, stop tokens and the token limit (CPU)") {
   const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
   Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml");

@@ -153,3 +153,39 @@ TEST_CASE("cpu kernels: sampling frequencies fit the distribution (chi-square)")
     check_frequencies(sampler, logits, params, probabilities, 100000);
   }
 }
+
+TEST_CASE("cpu kernels: min-p keeps the tokens within min_p of the most likely, after top-k and top-p") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> temperature(0.3f, 2.0f), top_p(0.3f, 0.99f), min_p(0.001f, 0.5f);
+  for (int round = 0; round < 40; ++round) {
+    const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 3000)(random);
+    const std::vector<float> logits = random_logits(vocab, 2.5f, random);
+    cpu::SamplingParams params{temperature(random), 0, 1.0f};
+    params.min_p = min_p(random);
+    if (round % 2) params.top_p = top_p(random);
+    if (round % 3 == 0) params.top_k = std::uniform_int_distribution<int>(2, 100)(random);
+    INFO("vocab " << vocab << ", temperature " << params.temperature << ", top_k " << params.top_k << ", top_p "
+                  << params.top_p << ", min_p " << params.min_p);
+    const std::vector<double> expected = cpu::reference::sampling_probabilities(logits.data(), vocab, params);
+    const std::vector<cpu::TokenProbability> got = cpu::sampling_distribution(logits.data(), vocab, params);
+    CHECK(got.size() ==
+          static_cast<std::size_t>(std::count_if(expected.begin(), expected.end(), [](double p) { return p > 0; })));
+    for (const cpu::TokenProbability& t : got) CHECK(t.probability == doctest::Approx(expected[t.token]).epsilon(1e-9));
+    // min_p alone narrows the set: every kept token is at least min_p of the best.
+    for (const cpu::TokenProbability& t : got) CHECK(t.probability >= params.min_p * got.front().probability * (1 - 1e-12));
+    cpu::Sampler sampler(random());
+    for (int i = 0; i < 200; ++i) REQUIRE(expected[sampler.sample(logits.data(), vocab, params)] > 0);
+  }
+}
+
+TEST_CASE("cpu kernels: the repetition penalty divides seen positive logits and multiplies negative ones, once each") {
+  std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, -4.0f};
+  const std::vector<std::int32_t> seen = {0, 1, 1, 4, 4, 4, 99, -3};  // repeats count once; out of range ignored
+  cpu::apply_repetition_penalty(logits.data(), 5, seen, 2.0f);
+  CHECK(logits == std::vector<float>{1.0f, -2.0f, 0.5f, 3.0f, -8.0f});
+  std::vector<float> same = {1.0f, -1.0f};
+  cpu::apply_repetition_penalty(same.data(), 2, std::vector<std::int32_t>{0, 1}, 1.0f);
+  CHECK(same == std::vector<float>{1.0f, -1.0f});
+}
