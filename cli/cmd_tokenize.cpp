@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_input.h"
-#include "text/chat_format.h"
+#include "text/model_text.h"
 #include "text/tokenizer.h"
 
 namespace switchyard::cli {
@@ -28,9 +28,10 @@ struct TokenizeCommand {
   int run() const {
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json");
     if (prompt.empty() == messages.empty()) throw InputError("give --prompt TEXT or --messages FILE.json (one of them)");
-    const text::Tokenizer t = text::Tokenizer::from_file(tokenizer);
     if (!messages.empty()) {
-      const std::optional<text::ChatFormat> chat = text::load_chat_format(tokenizer);
+      const text::ModelText model_text = text::ModelText::load(tokenizer);  // a GGUF opened once
+      const text::Tokenizer& t = model_text.tokenizer;
+      const std::optional<text::ChatFormat>& chat = model_text.chat;
       if (!chat) throw InputError("--messages: the tokenizer at " + tokenizer + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's tokenizer.chat_template)");
       nlohmann::ordered_json list;
       try {
@@ -52,6 +53,7 @@ struct TokenizeCommand {
       print_table(t, ids);
       return 0;
     }
+    const text::Tokenizer t = text::Tokenizer::from_file(tokenizer);
     const std::vector<std::int32_t> ids = t.encode(prompt, add_special);
     if (format == "json") {
       nlohmann::json pieces = nlohmann::json::array();

@@ -15,5 +15,6 @@ Runner add_split_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_make_model_command(CLI::App& app);
 Runner add_tokenize_command(CLI::App& app);
+Runner add_serve_command(CLI::App& app);
 
 }  // namespace switchyard::cli

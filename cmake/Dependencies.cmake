@@ -3,6 +3,9 @@ find_package(PkgConfig REQUIRED)
 find_package(yaml-cpp REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(nlohmann_json 3.10 REQUIRED)
+# serve's HTTP server (Debian's libcpp-httplib-dev, a compiled library; its flags name the TLS and
+# compression support it was built with, which its headers' types depend on).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 find_package(CLI11 REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)

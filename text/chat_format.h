@@ -5,10 +5,15 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "text/chat_template.h"
+
+namespace switchyard {
+class GgufFile;
+}
 
 namespace switchyard::text {
 
@@ -28,5 +33,9 @@ struct ChatFormat {
 // nullopt where the model has no chat template. Throws InputError for a template that does not
 // parse or a config that is not JSON.
 std::optional<ChatFormat> load_chat_format(const std::filesystem::path& tokenizer_path);
+// The same from a tokenizer_config.json's text; `source` names it in messages.
+std::optional<ChatFormat> chat_format_from_config(std::string_view config_text, const std::string& source);
+// The same from a GGUF's tokenizer.chat_template and tokenizer.ggml.bos/eos ids.
+std::optional<ChatFormat> load_chat_format(const GgufFile& gguf);
 
 }  // namespace switchyard::text

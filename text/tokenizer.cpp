@@ -30,20 +30,24 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
+bool is_gguf_tokenizer_path(const std::filesystem::path& path) {
   std::error_code error;
-  const bool directory = std::filesystem::is_directory(path, error);
-  // A GGUF (or a directory holding one and no tokenizer.json): its tokenizer.ggml.* keys.
-  if ((!directory && path.extension() == ".gguf") ||
-      (directory && !std::filesystem::exists(path / "tokenizer.json", error) &&
-       std::any_of(std::filesystem::directory_iterator(path, error), std::filesystem::directory_iterator(),
-                   [](const std::filesystem::directory_entry& e) { return e.path().extension() == ".gguf"; }))) {
-    const GgufFile gguf = GgufFile::open(path);
-    return from_json(tokenizer_json_from_gguf(gguf), gguf.files().front().string());
-  }
-  const std::filesystem::path file = directory ? path / "tokenizer.json" : path;
+  if (!std::filesystem::is_directory(path, error)) return path.extension() == ".gguf";
+  return !std::filesystem::exists(path / "tokenizer.json", error) &&
+         std::any_of(std::filesystem::directory_iterator(path, error), std::filesystem::directory_iterator(),
+                     [](const std::filesystem::directory_entry& e) { return e.path().extension() == ".gguf"; });
+}
+
+Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
+  if (is_gguf_tokenizer_path(path)) return from_gguf(GgufFile::open(path));
+  std::error_code error;
+  const std::filesystem::path file = std::filesystem::is_directory(path, error) ? path / "tokenizer.json" : path;
   const std::string text = read_input_file(file, "tokenizer", kMaxTokenizerJsonBytes);
   return from_json(text, file.string());
+}
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
+  return from_json(tokenizer_json_from_gguf(file), file.files().front().string());
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source) {

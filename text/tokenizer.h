@@ -14,6 +14,10 @@
 #include <string_view>
 #include <vector>
 
+namespace switchyard {
+class GgufFile;
+}
+
 namespace switchyard::text {
 
 class BpeModel;
@@ -36,6 +40,8 @@ class Tokenizer {
   // InputError: exit 2 for a file that cannot be read, 1 (kExitBadContent) for one that is not a
   // tokenizer this reads.
   static Tokenizer from_file(const std::filesystem::path& path);
+  // From a GGUF's tokenizer.ggml.* keys.
+  static Tokenizer from_gguf(const GgufFile& file);
   // From the file's text; `source` names it in errors.
   static Tokenizer from_json(std::string_view json, const std::string& source);
   ~Tokenizer();
@@ -72,6 +78,10 @@ class Tokenizer {
   std::vector<std::int32_t> prefix_ids_, suffix_ids_;     // the post-processor's single-sequence template
   std::int32_t vocab_size_ = 0;
 };
+
+// Whether the tokenizer readers (Tokenizer::from_file, load_chat_format) read `path` as a GGUF: a
+// .gguf file, or a directory holding one and no tokenizer.json.
+bool is_gguf_tokenizer_path(const std::filesystem::path& path);
 
 // Text out of a stream of ids, in whole UTF-8 characters: push() returns what has become
 // complete (possibly ""), finish() the rest (an incomplete tail as U+FFFD).

@@ -49,7 +49,7 @@ void check_generation(const CausalLM& model, std::span<const std::int32_t> promp
 }
 
 GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
-                          const std::function<void(std::int32_t)>& on_token) {
+                          const std::function<bool(std::int32_t)>& on_token) {
   using Clock = std::chrono::steady_clock;
   check_generation(model, prompt, options);
   GenerationResult result;
@@ -62,14 +62,14 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   // the repetition penalty take the logits.
   const bool penalised = options.sampling.repetition_penalty != 1.0f;
   const bool greedy = cpu::is_greedy(options.sampling) && !penalised;
-  std::vector<std::int32_t> seen;  // the prompt and the tokens so far, for the repetition penalty
-  if (penalised) seen.assign(prompt.begin(), prompt.end());
+  cpu::RepetitionPenalty penalty(model.vocab_size(), options.sampling.repetition_penalty);
+  if (penalised) penalty.see(prompt);
   auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
     if (greedy) return model.forward_greedy(ids, position);
     std::vector<float> logits = model.forward(ids, position);
     if (penalised) {
-      if (position > 0) seen.insert(seen.end(), ids.begin(), ids.end());
-      cpu::apply_repetition_penalty(logits.data(), model.vocab_size(), seen, options.sampling.repetition_penalty);
+      if (position > 0) penalty.see(ids);
+      penalty.apply(logits.data());
       if (cpu::is_greedy(options.sampling)) return cpu::argmax(logits.data(), model.vocab_size());
     }
     return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
@@ -83,19 +83,23 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   }
   result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   result.stats.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.tokens.push_back(next);
-  if (on_token) on_token(next);
+  // Each new token: kept, shown, and whether to go on (the caller's word first, then the stop ids).
+  auto keep = [&](std::int32_t id) {
+    result.tokens.push_back(id);
+    const bool go_on = on_token ? on_token(id) : true;
+    if (is_stop(id)) result.finish = FinishReason::stop_token;
+    else if (!go_on) result.finish = FinishReason::caller;
+    return result.finish == FinishReason::length;
+  };
+  const bool first_goes_on = keep(next);
 
   start = Clock::now();
   auto position = static_cast<std::int64_t>(prompt.size());
-  // Each new token: kept, shown, and whether to go on.
   auto take = [&](std::int32_t id) {
-    result.tokens.push_back(id);
     ++result.stats.generated_tokens;
-    if (on_token) on_token(id);
-    return !is_stop(id);
+    return keep(id);
   };
-  const int steps = is_stop(next) ? 0 : options.max_new_tokens - 1;
+  const int steps = first_goes_on ? options.max_new_tokens - 1 : 0;
   // Greedy decode without per-step tracing: the model may run the steps back to back on the device
   // (CausalLM::decode_greedy), each token reaching `take` while the next step runs.
   if (greedy && (options.tracer == nullptr || !options.tracer->marks_steps())) {

@@ -27,9 +27,14 @@ struct GenerationStats {
   double decode_seconds = 0;
 };
 
+// Why a generation ended: max_new_tokens reached, a stop id emitted (kept as the last token), or
+// the caller's on_token said stop (a stop string, a client gone).
+enum class FinishReason { length, stop_token, caller };
+
 struct GenerationResult {
   std::vector<std::int32_t> tokens;  // generated ids, prompt excluded
   GenerationStats stats;
+  FinishReason finish = FinishReason::length;
 };
 
 // The ranges of the generation options, named by their command-line flags; outside them an
@@ -44,8 +49,10 @@ void check_generation_options(const GenerationOptions& options);
 // any work: callers that print a header before the tokens check first.
 void check_generation(const CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options);
 
-// check_generation, then the run. `on_token` sees each generated id as soon as it is chosen.
+// check_generation, then the run. `on_token` sees each generated id as soon as it is chosen and
+// returns whether to go on; the step that may already run on the device when it says stop is
+// discarded.
 GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt, const GenerationOptions& options,
-                          const std::function<void(std::int32_t)>& on_token = {});
+                          const std::function<bool(std::int32_t)>& on_token = {});
 
 }  // namespace switchyard

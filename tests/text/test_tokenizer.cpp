@@ -260,7 +260,7 @@ TEST_CASE("tokenizer: run --prompt encodes text with the checkpoint's tokenizer 
   const std::string profile = " --optimize_config_path " + source_path("optimize_rules/Qwen3-MoE-cpu.yaml");
   const auto none = run_switchyard_with_env("", "run --model_path " + plain + profile + " --prompt hi", true);
   CHECK(none.exit_code == 2);
-  CHECK(none.output.find("--prompt needs a tokenizer") != std::string::npos);
+  CHECK(none.output.find("the model has no tokenizer: give --tokenizer DIR") != std::string::npos);
   const auto larger = run_switchyard_with_env(
       "", "run --model_path " + plain + profile + " --prompt hi --tokenizer " + real_tokenizer("qwen3").string(), true);
   CHECK(larger.exit_code == 2);

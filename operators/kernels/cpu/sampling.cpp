@@ -91,14 +91,22 @@ std::vector<TokenProbability> sampling_distribution(const float* logits, std::in
   return tokens;
 }
 
-void apply_repetition_penalty(float* logits, std::int64_t vocab, std::span<const std::int32_t> seen, float penalty) {
-  if (penalty == 1.0f) return;
-  std::vector<bool> done(static_cast<std::size_t>(vocab), false);
-  for (const std::int32_t id : seen) {
-    if (id < 0 || id >= vocab || done[static_cast<std::size_t>(id)]) continue;
-    done[static_cast<std::size_t>(id)] = true;
+RepetitionPenalty::RepetitionPenalty(std::int64_t vocab, float penalty)
+    : penalty_(penalty), seen_(static_cast<std::size_t>(std::max<std::int64_t>(vocab, 0)), 0) {}
+
+void RepetitionPenalty::see(std::span<const std::int32_t> ids) {
+  for (const std::int32_t id : ids) {
+    if (id < 0 || static_cast<std::size_t>(id) >= seen_.size() || seen_[static_cast<std::size_t>(id)]) continue;
+    seen_[static_cast<std::size_t>(id)] = 1;
+    distinct_.push_back(id);
+  }
+}
+
+void RepetitionPenalty::apply(float* logits) const {
+  if (penalty_ == 1.0f) return;
+  for (const std::int32_t id : distinct_) {
     float& v = logits[id];
-    v = v < 0 ? v * penalty : v / penalty;
+    v = v < 0 ? v * penalty_ : v / penalty_;
   }
 }
 

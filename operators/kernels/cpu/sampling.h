@@ -17,13 +17,24 @@ struct SamplingParams {
   int top_k = 0;             // keep the top_k most likely tokens (and any tied with the last); <= 0: all
   float top_p = 1.0f;        // keep the smallest most-likely set with mass >= top_p; >= 1: all
   float min_p = 0.0f;        // then drop tokens less likely than min_p times the most likely; 0: none
-  float repetition_penalty = 1.0f;  // apply_repetition_penalty's factor (generate applies it); 1: none
+  float repetition_penalty = 1.0f;  // RepetitionPenalty's factor (generate applies it); 1: none
 };
 
-// transformers' repetition penalty on `logits` [vocab], for every distinct id in `seen` (the prompt
-// and the tokens generated so far): a positive logit is divided by `penalty`, a negative one
-// multiplied. Ids outside [0, vocab) are ignored.
-void apply_repetition_penalty(float* logits, std::int64_t vocab, std::span<const std::int32_t> seen, float penalty);
+// transformers' repetition penalty: every distinct id seen so far (the prompt and the tokens
+// generated) has its logit divided by `penalty` where positive, multiplied where negative. Ids
+// outside [0, vocab) are ignored. Keeps the distinct ids and a mask of them, so that a step costs
+// the ids seen, not the vocabulary.
+class RepetitionPenalty {
+ public:
+  RepetitionPenalty(std::int64_t vocab, float penalty);
+  void see(std::span<const std::int32_t> ids);
+  void apply(float* logits) const;  // logits: [vocab]
+
+ private:
+  float penalty_;
+  std::vector<std::uint8_t> seen_;  // [vocab]: 1 where `distinct_` holds the id
+  std::vector<std::int32_t> distinct_;
+};
 
 // Whether these parameters choose greedily (temperature <= 0 or top_k == 1): the argmax below.
 bool is_greedy(const SamplingParams& params);

@@ -16,13 +16,8 @@
 namespace switchyard::cuda {
 namespace {
 
-struct Rows {
-  std::int64_t in, rows, rows_per_group, weight_group_stride, weight_row_offset, x_group_stride, x_token_stride,
-      y_token_stride;
-};
-
 template <typename W, int T>
-__global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2) gemv_kernel(Rows s, const W* weight, const float* x, float* y) {
+__global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2) gemv_kernel(GemvRows s, const W* weight, const float* x, float* y) {
   constexpr int kStagedChunks = staged_chunks<W>(1, T, 16);
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kGemvWarps + threadIdx.x / 32;
@@ -71,7 +66,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2) gemv_kernel(R
 constexpr std::int64_t kSharedRowBytes = 6 * 1024;  // 8 rows: 48 KiB, the static limit
 
 __global__ void __launch_bounds__(kGemvWarps * 32, 4)
-    gemv_shared_kernel(Rows s, const __nv_bfloat16* weight, const float* x, float* y) {
+    gemv_shared_kernel(GemvRows s, const __nv_bfloat16* weight, const float* x, float* y) {
   extern __shared__ uint4 staged_rows[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kGemvWarps + warp;
@@ -131,7 +126,7 @@ void launch_swiglu(std::int64_t tokens, std::int64_t in, std::int64_t rows, cons
 }
 
 template <typename W>
-void launch(const Rows& s, std::int64_t tokens, const void* weight, const float* x, float* y, cudaStream_t stream) {
+void launch(const GemvRows& s, std::int64_t tokens, const void* weight, const float* x, float* y, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((s.rows + kGemvWarps - 1) / kGemvWarps);
   const auto* w = static_cast<const W*>(weight);
   if constexpr (sizeof(W) == 2) {
@@ -160,24 +155,13 @@ void launch(const Rows& s, std::int64_t tokens, const void* weight, const float*
   }
 }
 
-Rows rows_of(const GemvShape& shape) {
-  return Rows{shape.in,
-              shape.rows,
-              shape.rows_per_group > 0 ? shape.rows_per_group : shape.rows,
-              shape.weight_group_stride,
-              shape.weight_row_offset,
-              shape.x_group_stride,
-              shape.x_token_stride > 0 ? shape.x_token_stride : shape.in,
-              shape.y_token_stride > 0 ? shape.y_token_stride : shape.rows};
-}
-
 }  // namespace
 
 bool gemv_supports(const GemvShape& shape, DType weight_dtype, const void* weight, const float* x) {
   if (quant_gemv_dtype(weight_dtype)) return quant_gemv_supports(shape, weight_dtype, weight, x);
   if (shape.tokens < 1 || shape.tokens > kGemvMaxTokens || shape.in <= 0 || shape.rows <= 0) return false;
   if (weight_dtype != DType::bf16 && weight_dtype != DType::f32) return false;
-  const Rows s = rows_of(shape);
+  const GemvRows s = gemv_rows_of(shape);
   const std::int64_t element = weight_dtype == DType::bf16 ? 2 : 4;
   auto multiple = [](std::int64_t v, std::int64_t m) { return v % m == 0; };
   return multiple(s.in, 8) && aligned_16(weight) && aligned_16(x) && multiple(s.weight_group_stride * element, 16) &&
@@ -189,7 +173,7 @@ void gemv(const GemvShape& shape, const void* weight, DType weight_dtype, const 
   if (quant_gemv_dtype(weight_dtype)) return quant_gemv(shape, weight, weight_dtype, x, y, stream);
   if (!gemv_supports(shape, weight_dtype, weight, x))
     throw std::invalid_argument("cuda::gemv: unsupported shape, dtype or alignment");
-  const Rows s = rows_of(shape);
+  const GemvRows s = gemv_rows_of(shape);
   if (weight_dtype == DType::bf16) launch<__nv_bfloat16>(s, shape.tokens, weight, x, y, stream);
   else launch<float>(s, shape.tokens, weight, x, y, stream);
 }

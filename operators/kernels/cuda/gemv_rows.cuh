@@ -5,12 +5,31 @@
 
 #include <cstdint>
 
+#include "operators/kernels/cuda/gemv.h"
 #include "operators/kernels/cuda/launch.cuh"
 #include "operators/kernels/cuda/widen.cuh"
 
 namespace switchyard::cuda {
 
 constexpr int kGemvWarps = 8;  // rows per block
+
+// GemvShape with its defaults filled in, passed to the kernels by value; offsets and strides in
+// weights (elements) and floats, as GemvShape's.
+struct GemvRows {
+  std::int64_t in, rows, rows_per_group, weight_group_stride, weight_row_offset, x_group_stride, x_token_stride,
+      y_token_stride;
+};
+
+inline GemvRows gemv_rows_of(const GemvShape& shape) {
+  return GemvRows{shape.in,
+                  shape.rows,
+                  shape.rows_per_group > 0 ? shape.rows_per_group : shape.rows,
+                  shape.weight_group_stride,
+                  shape.weight_row_offset,
+                  shape.x_group_stride,
+                  shape.x_token_stride > 0 ? shape.x_token_stride : shape.in,
+                  shape.y_token_stride > 0 ? shape.y_token_stride : shape.rows};
+}
 
 // 8 weights of a row at element k: loaded raw into registers, widened to f32 when used.
 template <typename W>

@@ -13,23 +13,6 @@
 namespace switchyard::cuda {
 namespace {
 
-// GemvShape with its defaults filled in; offsets and strides in weights, as GemvShape's.
-struct QuantRows {
-  std::int64_t in, rows, rows_per_group, weight_group_stride, weight_row_offset, x_group_stride, x_token_stride,
-      y_token_stride;
-};
-
-QuantRows rows_of(const GemvShape& shape) {
-  return QuantRows{shape.in,
-                   shape.rows,
-                   shape.rows_per_group > 0 ? shape.rows_per_group : shape.rows,
-                   shape.weight_group_stride,
-                   shape.weight_row_offset,
-                   shape.x_group_stride,
-                   shape.x_token_stride > 0 ? shape.x_token_stride : shape.in,
-                   shape.y_token_stride > 0 ? shape.y_token_stride : shape.rows};
-}
-
 // The byte address of weight `element` (a block boundary) of a row-major matrix of blocks.
 template <DType D>
 __device__ inline const std::uint8_t* at_element(const std::uint8_t* weight, std::int64_t element) {
@@ -45,7 +28,7 @@ constexpr int kStagedPieces = T == 1 ? 2 : 0;
 // each), so a warp's loads cover neighbouring bytes of the same blocks.
 template <DType D, int T>
 __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2)
-    quant_gemv_kernel(QuantRows s, const std::uint8_t* weight, const float* x, float* y) {
+    quant_gemv_kernel(GemvRows s, const std::uint8_t* weight, const float* x, float* y) {
   constexpr int kStaged = kStagedPieces<T>;
   const int lane = threadIdx.x % 32;
   const std::int64_t r = std::int64_t{blockIdx.x} * kGemvWarps + threadIdx.x / 32;
@@ -179,7 +162,7 @@ bool quant_gemv_supports(const GemvShape& shape, DType dtype, const void* weight
   bool ok = false;
   visit_block_type(dtype, [&] <DType D>() {
     using Q = QuantRow<D>;
-    const QuantRows s = rows_of(shape);
+    const GemvRows s = gemv_rows_of(shape);
     ok = s.in % Q::kElements == 0 && s.weight_group_stride % Q::kElements == 0 &&
          s.weight_row_offset % Q::kElements == 0 && aligned_to(weight, Q::kAlign) && aligned_16(x) &&
          s.x_group_stride % 4 == 0 && s.x_token_stride % 4 == 0;
@@ -191,7 +174,7 @@ void quant_gemv(const GemvShape& shape, const void* weight, DType dtype, const f
                 cudaStream_t stream) {
   if (!quant_gemv_supports(shape, dtype, weight, x))
     throw std::invalid_argument("cuda::gemv: unsupported shape or alignment for " + std::string(dtype_name(dtype)));
-  const QuantRows s = rows_of(shape);
+  const GemvRows s = gemv_rows_of(shape);
   const auto blocks = static_cast<unsigned>((s.rows + kGemvWarps - 1) / kGemvWarps);
   const auto* w = static_cast<const std::uint8_t*>(weight);
   for_block_type(dtype, "cuda::gemv", [&] <DType D>() {

@@ -19,7 +19,10 @@ namespace {
 
 GenerationResult generate_seen(CausalLM& model, const Reference& ref, const GenerationOptions& options) {
   std::vector<std::int32_t> seen;
-  GenerationResult result = generate(model, ref.prompt, options, [&](std::int32_t id) { seen.push_back(id); });
+  GenerationResult result = generate(model, ref.prompt, options, [&](std::int32_t id) {
+    seen.push_back(id);
+    return true;
+  });
   CHECK(seen == result.tokens);
   CHECK(result.stats.prompt_tokens == static_cast<std::int64_t>(ref.prompt.size()));
   CHECK(result.stats.generated_tokens == static_cast<std::int64_t>(result.tokens.size()) - 1);
@@ -32,7 +35,16 @@ void check_generate(CausalLM& model, const Reference& ref) {
   GenerationOptions options;
   options.sampling.temperature = 0;  // greedy
   options.max_new_tokens = n;
-  CHECK(generate_seen(model, ref, options).tokens == ref.generated);
+  const GenerationResult all = generate_seen(model, ref, options);
+  CHECK(all.tokens == ref.generated);
+  CHECK(all.finish == FinishReason::length);
+
+  // The caller says stop at its 5th token: five tokens, the caller's reason, whichever way the steps run.
+  int calls = 0;
+  const GenerationResult told = generate(model, ref.prompt, options, [&](std::int32_t) { return ++calls < 5; });
+  CHECK(told.tokens == std::vector<std::int32_t>(ref.generated.begin(), ref.generated.begin() + 5));
+  CHECK(told.finish == FinishReason::caller);
+  CHECK(calls == 5);
 
   // A stop token first chosen at step k >= 3: the tokens up to it, and no more.
   int k = 3;
@@ -43,8 +55,9 @@ void check_generate(CausalLM& model, const Reference& ref) {
   REQUIRE(!seen_before(k));
   options.stop_tokens = {ref.generated[k]};
   INFO("stop token " << ref.generated[k] << " at step " << k);
-  CHECK(generate_seen(model, ref, options).tokens ==
-        std::vector<std::int32_t>(ref.generated.begin(), ref.generated.begin() + k + 1));
+  const GenerationResult stopped = generate_seen(model, ref, options);
+  CHECK(stopped.tokens == std::vector<std::int32_t>(ref.generated.begin(), ref.generated.begin() + k + 1));
+  CHECK(stopped.finish == FinishReason::stop_token);
 
   // The prompt's own choice as the stop token, then a limit of one token: the prefill's token only.
   options.stop_tokens = {ref.generated[0]};

@@ -183,9 +183,14 @@ TEST_CASE("cpu kernels: min-p keeps the tokens within min_p of the most likely, 
 TEST_CASE("cpu kernels: the repetition penalty divides seen positive logits and multiplies negative ones, once each") {
   std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, -4.0f};
   const std::vector<std::int32_t> seen = {0, 1, 1, 4, 4, 4, 99, -3};  // repeats count once; out of range ignored
-  cpu::apply_repetition_penalty(logits.data(), 5, seen, 2.0f);
+  cpu::RepetitionPenalty penalty(5, 2.0f);
+  penalty.see(seen);
+  penalty.see(std::vector<std::int32_t>{1, 4});  // seen again, in a later step: still once
+  penalty.apply(logits.data());
   CHECK(logits == std::vector<float>{1.0f, -2.0f, 0.5f, 3.0f, -8.0f});
   std::vector<float> same = {1.0f, -1.0f};
-  cpu::apply_repetition_penalty(same.data(), 2, std::vector<std::int32_t>{0, 1}, 1.0f);
+  cpu::RepetitionPenalty none(2, 1.0f);
+  none.see(std::vector<std::int32_t>{0, 1});
+  none.apply(same.data());
   CHECK(same == std::vector<float>{1.0f, -1.0f});
 }

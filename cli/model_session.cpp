@@ -1,0 +1,191 @@
+#include "cli/model_session.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/embedded_tokenizer.h"
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/make_model.h"
+#include "text/gguf_vocabulary.h"
+#include "placement/report.h"
+
+namespace switchyard::cli {
+namespace {
+
+constexpr const char* kEmbeddedPreset = "tiny-deepseek-v3";
+constexpr std::uint64_t kEmbeddedSeed = 20261129;
+// The profile used when given none: every module on the CPU with its own implementation.
+constexpr const char* kCpuProfile = R"(- match:
+    name: ""
+  replace:
+    class: default
+    kwargs: {generate_device: "cpu", prefill_device: "cpu"}
+)";
+
+}  // namespace
+
+void SamplingFlags::add_to(CLI::App& sub, const std::string& max_new_tokens_help) {
+  // The ranges are check_generation_options'; here the values are read as numbers.
+  if (!max_new_tokens_help.empty())
+    sub.add_option("--max_new_tokens", max_new_tokens, max_new_tokens_help)->capture_default_str()->transform(whole_number<int>());
+  sub.add_option("--seed", seed, "sampling seed, 0 to 2^64 - 1")->capture_default_str()->transform(whole_number<std::uint64_t>());
+  sub.add_option("--temperature", temperature, "a finite number >= 0; 0: greedy")->capture_default_str();
+  sub.add_option("--top_k", top_k, "sample from the k most likely tokens (0: all)")->capture_default_str()->transform(whole_number<int>());
+  sub.add_option("--top_p", top_p, "nucleus sampling mass, 0 to 1 (1: all)")->capture_default_str();
+  sub.add_option("--min_p", min_p, "drop tokens less likely than min_p times the most likely, 0 to 1 (0: off)")->capture_default_str();
+  sub.add_option("--repetition_penalty", repetition_penalty,
+                 "divide the logits of tokens already seen (prompt and output) by this, as transformers does (1: off)")
+      ->capture_default_str();
+}
+
+GenerationOptions SamplingFlags::options() const {
+  GenerationOptions g;
+  g.max_new_tokens = max_new_tokens;
+  g.seed = seed;
+  g.sampling.temperature = temperature;
+  g.sampling.top_k = top_k;
+  g.sampling.top_p = top_p;
+  g.sampling.min_p = min_p;
+  g.sampling.repetition_penalty = repetition_penalty;
+  check_generation_options(g);
+  return g;
+}
+
+void EngineFlags::add_to(CLI::App& sub) {
+  add_cpu_threads_option(sub, "--cpu_infer", cpu_infer, "CPU threads (default: all cores)");
+  add_cpu_kernels_option(sub, cpu_kernels);
+  sub.add_option("--use_cuda_graph", use_cuda_graph, "decode each token as one CUDA graph when the layers run on one GPU (true|false)")
+      ->capture_default_str();
+  sub.add_option("--prefill_chunk", prefill_chunk, "most prompt tokens per forward pass")
+      ->capture_default_str()
+      ->transform(integer_range(1, 1 << 20));
+}
+
+SessionSettings EngineFlags::settings() const {
+  SessionSettings s;
+  s.prefill_chunk = prefill_chunk;
+  s.use_cuda_graph = use_cuda_graph;
+  s.cpu_kernels = cpu_kernels;
+  return s;
+}
+
+ScratchDir::ScratchDir() {
+  const std::filesystem::path base = std::filesystem::is_directory("/dev/shm") && access("/dev/shm", W_OK) == 0
+                                         ? std::filesystem::path("/dev/shm")
+                                         : std::filesystem::temp_directory_path();
+  path = base / ("switchyard-embedded-" + std::to_string(getpid()));
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
+
+ModelSession::ModelSession(const ModelOptions& model, int prefill_chunk) : chosen_(model) {
+  embedded_ = chosen_.model_path.empty() && chosen_.arch.empty() && chosen_.gguf_path.empty();
+  if (embedded_) chosen_.model_path = scratch_.path.string();
+  if (chosen_.model_path.empty() && chosen_.gguf_path.empty())
+    throw InputError("this needs weights: give --model_path DIR or --gguf_path FILE (make one with `switchyard make-model`)");
+  options_ = chosen_.to_check_options();
+  options_.budget.prefill_chunk = prefill_chunk;
+  if (chosen_.profile.empty() && options_.quick_rules.empty() && !options_.fit.enabled) {
+    options_.profile = "<built-in CPU profile>";
+    options_.profile_text = kCpuProfile;
+  }
+}
+
+ModelSession::~ModelSession() = default;
+
+text::ModelText ModelSession::open_text(const std::string& tokenizer_flag) const {
+  if (!tokenizer_flag.empty()) return text::ModelText::load(tokenizer_flag);
+  std::error_code error;
+  if (!embedded_)
+    for (const std::string& where : {chosen_.model_path, chosen_.gguf_path}) {
+      if (where.empty()) continue;
+      const std::filesystem::path dir = std::filesystem::is_directory(where, error) ? std::filesystem::path(where)
+                                                                                    : std::filesystem::path(where).parent_path();
+      if (std::filesystem::is_regular_file(dir / "tokenizer.json", error)) return text::ModelText::load(dir / "tokenizer.json");
+    }
+  if (!chosen_.gguf_path.empty()) {
+    const GgufFile gguf = GgufFile::open(chosen_.gguf_path);
+    if (text::gguf_has_vocabulary(gguf)) return text::ModelText::load(chosen_.gguf_path);
+  }
+  if (embedded_) {
+    if (const std::optional<EmbeddedTokenizer> t = embedded_tokenizer())
+      return text::ModelText::from_texts(t->tokenizer_json, t->tokenizer_config_json, "the built-in DeepSeek-V3 tokenizer");
+    throw InputError("the built-in model has no tokenizer in this build (it is built in when scripts/install-deps.sh has "
+                     "fetched the tokenizers before cmake runs); give --tokenizer DIR, or --prompt_ids 1,2,3");
+  }
+  throw InputError("the model has no tokenizer: give --tokenizer DIR (a tokenizer.json, or a directory holding one), "
+                   "put tokenizer.json beside the weights (make-model --tokenizer DIR does; a GGUF may carry its own), or pass --prompt_ids 1,2,3");
+}
+
+void ModelSession::make_embedded(const text::Tokenizer* tokenizer) {
+  MakeModelOptions make;
+  make.preset = kEmbeddedPreset;
+  make.out_dir = scratch_.path;
+  make.seed = kEmbeddedSeed;
+  make.dtype = "bf16";
+  if (tokenizer) make.vocab_size = tokenizer->vocab_size();
+  make_model(make);
+  std::printf("model: built-in %s (random weights, seed %llu)\n", kEmbeddedPreset,
+              static_cast<unsigned long long>(kEmbeddedSeed));
+}
+
+void ModelSession::check_vocabulary(const text::Tokenizer& tokenizer) const {
+  const std::int64_t vocab = check_->tree->config().vocab_size;
+  if (tokenizer.vocab_size() > vocab)
+    throw InputError("the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
+                     " tokens) is larger than the model's (vocab_size " + std::to_string(vocab) +
+                     "): it is not this model's tokenizer");
+}
+
+std::optional<int> ModelSession::place(bool dry_run) {
+  check_.emplace(run_check(options_));
+  const CheckResult& check = *check_;
+  // A checkpoint that disagrees with its config.json is a problem of the model's content (exit 1),
+  // not of the profile.
+  bool broken_model = false;
+  for (const Diagnostic& d : check.diagnostics.items())
+    if (d.code == "missing-tensor" || d.code == "tensor-shape-mismatch") broken_model = true;
+  if (broken_model) {
+    for (const Diagnostic& d : check.diagnostics.sorted())
+      if (d.severity == Severity::error) std::cerr << format_diagnostic(d) << "\n";
+    if (options_.model.gguf_path.empty())
+      std::cerr << "switchyard: the checkpoint in " << options_.model.model_path.string() << " does not match its config.json\n";
+    else
+      std::cerr << "switchyard: the GGUF file " << options_.model.gguf_path.string() << " does not match "
+                << (options_.model.model_path.empty() ? "its metadata" : "the config.json beside it") << "\n";
+    return kExitBadContent;
+  }
+  if (dry_run || check.diagnostics.has_errors()) {
+    std::cout << format_check_table(check, options_.budget);
+    return check.diagnostics.has_errors() ? 1 : 0;
+  }
+  return std::nullopt;
+}
+
+CausalLM& ModelSession::build(const SessionSettings& settings) {
+  const CheckResult& check = *check_;
+  for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
+  apply_cpu_kernels(settings.cpu_kernels);
+  const auto load_start = std::chrono::steady_clock::now();
+  weights_.emplace(open_model_weights(options_.model, check.tree->config()));
+  tracer_ = std::make_unique<Tracer>(parse_layer_selection(settings.nvtx_layers, check.tree->num_layers()), settings.tracing);
+  context_ = std::make_unique<BuildContext>(BuildContext{*check.tree, check.plan, *weights_, options_.budget.max_context, tracer_.get()});
+  context_->kv_cache_dtype = options_.budget.kv_cache_dtype;  // the caches check estimated
+  CausalLMOptions lm_options;
+  lm_options.use_cuda_graph = settings.use_cuda_graph;
+  lm_options.prefill_chunk = options_.budget.prefill_chunk;
+  lm_ = build_model(*context_, lm_options, check);
+  // Mapping the weights, the copies the plan makes (GPU uploads, dequantized bf16 copies of
+  // quantised weights for operators that multiply floats) and the caches, as ollama's "load duration".
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  return *lm_;
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,114 @@
+#pragma once
+// A model made ready for generation, the way run, chat and serve share: the built-in tiny model
+// generated where no weights are given, the plan (`check`'s), the weights mapped and the operators
+// built. Everything the built model refers to lives here, at a fixed address.
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/model_options.h"
+#include "core/model_description.h"
+#include "core/trace.h"
+#include "operators/model/causal_lm.h"
+#include "operators/model/generator.h"
+#include "placement/check.h"
+#include "text/model_text.h"
+
+namespace switchyard::cli {
+
+// A directory for the built-in model, in memory (/dev/shm) where the system has it; removed with it.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir();
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
+struct SessionSettings {
+  int prefill_chunk = 512;
+  bool use_cuda_graph = true;
+  std::string cpu_kernels = "auto";
+  std::string nvtx_layers = "none";
+  bool tracing = false;  // profile steps and events (--profile, --trace_out)
+};
+
+// The sampling flags of run, chat and serve: --max_new_tokens --seed --temperature --top_k --top_p
+// --min_p --repetition_penalty (ranges: check_generation_options').
+struct SamplingFlags {
+  int max_new_tokens = 16;
+  std::uint64_t seed = 0;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+
+  // "" for max_new_tokens_help: no --max_new_tokens (serve's requests say their own).
+  void add_to(CLI::App& command, const std::string& max_new_tokens_help);
+  // Checked: an InputError (exit 2) names the flag out of range.
+  GenerationOptions options() const;
+};
+
+// The engine flags of run, chat and serve: --cpu_infer --cpu_kernels --use_cuda_graph --prefill_chunk.
+struct EngineFlags {
+  int cpu_infer = 0;
+  std::string cpu_kernels = "auto";
+  bool use_cuda_graph = true;
+  int prefill_chunk = 512;
+
+  void add_to(CLI::App& command);
+  SessionSettings settings() const;
+};
+
+class ModelSession {
+ public:
+  // The plan of `model` (the built-in model when it names no weights and no --arch; the built-in
+  // CPU profile when it gives no profile, quick rule or --fit). No weights are read yet.
+  explicit ModelSession(const ModelOptions& model, int prefill_chunk);
+  ~ModelSession();
+  ModelSession(const ModelSession&) = delete;
+  ModelSession& operator=(const ModelSession&) = delete;
+
+  bool embedded() const { return embedded_; }
+  // Where the model's own tokenizer may be: its weights' directory or GGUF ("" for --arch alone).
+  const ModelOptions& chosen() const { return chosen_; }
+  const CheckOptions& options() const { return options_; }
+  const CheckResult& check() const { return *check_; }
+  // The model's text interface (text/model_text.h): `tokenizer_flag` (--tokenizer) where given,
+  // else the tokenizer.json beside the weights, else a GGUF's own vocabulary, else the built-in
+  // model's tokenizer. Throws InputError saying where a tokenizer may come from when none is found.
+  text::ModelText open_text(const std::string& tokenizer_flag) const;
+  // Generates the built-in model's files (before place(): its config.json is what check reads),
+  // with its vocabulary sized to `tokenizer` where given (the built-in tokenizer).
+  void make_embedded(const text::Tokenizer* tokenizer = nullptr);
+  // Throws InputError when the tokenizer's vocabulary is larger than the placed model's.
+  void check_vocabulary(const text::Tokenizer& tokenizer) const;
+  // Runs check. Returns an exit status where the run cannot go on: the checkpoint disagrees with
+  // its config (1, printed), or, unless `dry_run` prints the table, the plan has errors.
+  std::optional<int> place(bool dry_run);
+  // Maps the weights and builds the operators (place() first); prints the check's warnings.
+  CausalLM& build(const SessionSettings& settings);
+
+  CausalLM& lm() { return *lm_; }
+  const Checkpoint& weights() const { return *weights_; }
+  Tracer& tracer() { return *tracer_; }
+  const BuildContext& context() const { return *context_; }
+  double load_seconds() const { return load_seconds_; }
+
+ private:
+  ScratchDir scratch_;
+  ModelOptions chosen_;
+  bool embedded_ = false;
+  CheckOptions options_;
+  std::optional<CheckResult> check_;
+  std::optional<Checkpoint> weights_;
+  std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<BuildContext> context_;
+  std::unique_ptr<CausalLM> lm_;
+  double load_seconds_ = 0;
+};
+
+}  // namespace switchyard::cli

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ctest: `switchyard serve` on the built-in model (a real DeepSeek-V3 tokenizer and chat template)
+# on a free loopback port, driven by the openai npm client (tests/serve/openai_client.mjs).
+#   usage: openai_client_test.sh SWITCHYARD_BINARY SOURCE_DIR
+set -euo pipefail
+binary=$1 source=$2
+client=$source/.npm-clients/node_modules/openai
+[[ -d $client ]] || { echo "openai client missing: run scripts/fetch-openai-client.sh (install-deps.sh does)" >&2; exit 1; }
+command -v node > /dev/null || { echo "node is missing (apt-get install npm)" >&2; exit 1; }
+log=$(mktemp)
+"$binary" serve --port 0 --api_key test-key --served_model_name tiny > "$log" 2>&1 &
+server=$!
+trap 'kill $server 2> /dev/null; wait $server 2> /dev/null; rm -f "$log"' EXIT
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\)/v1.*|\1|p' "$log")
+  [[ -n $port ]] && break
+  kill -0 $server 2> /dev/null || { cat "$log"; echo "serve exited early" >&2; exit 1; }
+  sleep 0.1
+done
+[[ -n $port ]] || { cat "$log"; echo "serve did not start listening" >&2; exit 1; }
+SWITCHYARD_URL="http://127.0.0.1:$port/v1" SWITCHYARD_API_KEY=test-key SWITCHYARD_OPENAI=$client \
+  node "$source/tests/serve/openai_client.mjs"
+# The server stops on SIGTERM, cleanly.
+kill -TERM $server
+status=0
+wait $server || status=$?
+[[ $status == 0 ]] || { cat "$log"; echo "serve exited with $status after SIGTERM" >&2; }
+trap 'rm -f "$log"' EXIT
+grep -q "cancelled (the client went away)" "$log" || { cat "$log"; echo "serve did not notice the client that aborted" >&2; exit 1; }
+grep -q "serve: stopped" "$log" || { cat "$log"; echo "serve did not stop cleanly" >&2; exit 1; }
+exit $status

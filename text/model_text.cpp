@@ -1,0 +1,82 @@
+#include "text/model_text.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/input_file.h"
+
+namespace switchyard::text {
+namespace {
+
+void add_end_id(ModelText& m, std::int64_t id, const std::string& where) {
+  if (id < 0 || id >= m.tokenizer.vocab_size())
+    throw InputError(where + ": eos token id " + std::to_string(id) + " is outside the tokenizer's vocabulary of " +
+                         std::to_string(m.tokenizer.vocab_size()),
+                     kExitBadContent);
+  if (std::find(m.end_ids.begin(), m.end_ids.end(), id) == m.end_ids.end())
+    m.end_ids.push_back(static_cast<std::int32_t>(id));
+}
+
+// config.json and generation_config.json write eos_token_id as one id or a list of them.
+void add_end_ids_from(ModelText& m, const std::filesystem::path& file) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error)) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_input_file(file, file.filename().string(), std::uint64_t{64} << 20));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(file.string() + ": not JSON: " + e.what(), kExitBadContent);
+  }
+  if (!j.is_object()) return;
+  const auto it = j.find("eos_token_id");
+  if (it == j.end() || it->is_null()) return;
+  const auto add = [&](const nlohmann::json& v) {
+    if (!v.is_number_integer()) throw InputError(file.string() + ": eos_token_id holds " + v.dump() + ", not a token id", kExitBadContent);
+    add_end_id(m, v.get<std::int64_t>(), file.string());
+  };
+  if (it->is_array()) for (const nlohmann::json& v : *it) add(v);
+  else add(*it);
+}
+
+// The chat format's eos_token (tokenizer_config.json) by its spelling among the added tokens.
+void add_chat_eos(ModelText& m) {
+  if (m.chat && !m.chat->eos_token.empty())
+    for (const AddedToken& t : m.tokenizer.added_tokens())
+      if (t.content == m.chat->eos_token) add_end_id(m, t.id, m.chat->source);
+}
+
+}  // namespace
+
+ModelText ModelText::from_texts(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                                const std::string& source) {
+  ModelText m{Tokenizer::from_json(tokenizer_json, source + " tokenizer.json"),
+              tokenizer_config_json.empty() ? std::nullopt
+                                            : chat_format_from_config(tokenizer_config_json, source + " tokenizer_config.json"),
+              {}, source};
+  add_chat_eos(m);
+  return m;
+}
+
+ModelText ModelText::load(const std::filesystem::path& path) {
+  if (is_gguf_tokenizer_path(path)) {
+    const GgufFile gguf = GgufFile::open(path);
+    ModelText m{Tokenizer::from_gguf(gguf), load_chat_format(gguf), {}, gguf.files().front().string()};
+    for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
+      if (const std::optional<std::int64_t> id = gguf.integer(key)) add_end_id(m, *id, m.source + ": " + key);
+    return m;
+  }
+  std::error_code error;
+  const bool directory = std::filesystem::is_directory(path, error);
+  const std::filesystem::path file = directory ? path / "tokenizer.json" : path;
+  ModelText m{Tokenizer::from_file(path), load_chat_format(path), {}, file.string()};
+  add_chat_eos(m);
+  const std::filesystem::path dir = file.parent_path();
+  add_end_ids_from(m, dir / "generation_config.json");
+  add_end_ids_from(m, dir / "config.json");
+  return m;
+}
+
+}  // namespace switchyard::text
