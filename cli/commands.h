@@ -16,5 +16,6 @@ Runner add_bench_command(CLI::App& app);
 Runner add_make_model_command(CLI::App& app);
 Runner add_tokenize_command(CLI::App& app);
 Runner add_serve_command(CLI::App& app);
+Runner add_chat_command(CLI::App& app);
 
 }  // namespace switchyard::cli

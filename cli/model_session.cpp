@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/embedded_tokenizer.h"
+#include "cli/load_progress.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/make_model.h"
@@ -181,6 +182,7 @@ CausalLM& ModelSession::build(const SessionSettings& settings) {
   CausalLMOptions lm_options;
   lm_options.use_cuda_graph = settings.use_cuda_graph;
   lm_options.prefill_chunk = options_.budget.prefill_chunk;
+  lm_options.on_progress = LoadProgress();
   lm_ = build_model(*context_, lm_options, check);
   // Mapping the weights, the copies the plan makes (GPU uploads, dequantized bf16 copies of
   // quantised weights for operators that multiply floats) and the caches, as ollama's "load duration".

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   runners["make-model"] = switchyard::cli::add_make_model_command(app);
   runners["tokenize"] = switchyard::cli::add_tokenize_command(app);
   runners["serve"] = switchyard::cli::add_serve_command(app);
+  runners["chat"] = switchyard::cli::add_chat_command(app);
   try {
     // llama.cpp's -ot, which CLI11 cannot name; the arguments are parsed from the back.
     std::vector<std::string> args = switchyard::cli::rewrite_llama_cpp_flags(argc, argv);

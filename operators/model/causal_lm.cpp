@@ -67,16 +67,26 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   const Module& root = tree.at(0);
   const Module& model = context.child(root, "model");
   const Module& embed = context.child(model, "embed_tokens");
+  const std::uint64_t total_bytes = tree.subtree_bytes(0);
+  std::uint64_t done_bytes = 0;
+  auto progress = [&](int index) {
+    done_bytes += tree.subtree_bytes(index);
+    if (options_.on_progress) options_.on_progress(std::min(done_bytes, total_bytes), total_bytes);
+  };
   embedding_ = context.param(embed, "weight", {DType::f32, DType::bf16, DType::f16});
   embed_device_ = context.device_of(embed);
-  for (int layer : context.child(model, "layers").children)
+  progress(static_cast<int>(&embed - &tree.at(0)));  // modules are one vector: the index by address
+  for (int layer : context.child(model, "layers").children) {
     layers_.push_back(std::make_unique<DecoderLayer>(context, tree.at(layer)));
+    progress(layer);
+  }
   const Module& head = context.child(root, "lm_head");
   if (tree.config().tie_word_embeddings)
     throw InputError(tree.config().source + ": tie_word_embeddings is not supported yet");
   final_device_ = context.device_of(head);
   final_norm_ = NormOp(context, context.child(model, "norm"), static_cast<float>(tree.config().rms_norm_eps), final_device_);
   lm_head_ = LinearOp(context, head, final_device_);
+  if (options_.on_progress) options_.on_progress(total_bytes, total_bytes);
 #if SWITCHYARD_HAVE_CUDA
   if (GpuRuntime* gpu = context.gpu(embed_device_)) {
     auto table = std::make_shared<DeviceTensor>();

@@ -30,6 +30,9 @@ class GpuLogits;
 struct CausalLMOptions {
   bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU
   std::int64_t prefill_chunk = 512;  // most tokens per forward pass; longer prompts run in chunks
+  // Called as the model is built: the parameter bytes of the parts built so far (the embedding,
+  // each decoder layer, the head) and of all of them.
+  std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> on_progress;
 };
 
 class CausalLM {

@@ -111,7 +111,7 @@ try {
       { model: "tiny", messages, max_tokens: 2000, temperature: 0, stream: true, ignore_eos: true }, { signal: controller.signal });
     let chunks = 0;
     try {
-      for await (const _ of stream) if (++chunks === 3) controller.abort();
+      for await (const _ of stream) if (++chunks === 3) { controller.abort(); break; }
     } catch (e) {
       if (!(e instanceof OpenAI.APIUserAbortError) && e.name !== "AbortError") throw e;
     }

@@ -1,0 +1,123 @@
+// switchyard chat: an interactive chat on a terminal, over a model placed and built as `run` does
+// it. Each line typed is a user turn; the model's answer streams as it is generated, then a stats
+// line. /clear forgets the conversation, /exit (or end of input) leaves; Ctrl-C stops an answer
+// (at the prompt, it leaves). The whole conversation is rendered by the chat template each turn.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_session.h"
+#include "core/error.h"
+#include "serve/text_generation.h"
+
+namespace switchyard::cli {
+namespace {
+
+std::atomic<bool> interrupted{false};
+extern "C" void on_interrupt(int) { interrupted = true; }
+
+struct ChatCommand {
+  ModelOptions model;
+  SamplingFlags sampling;
+  EngineFlags engine;
+  std::string tokenizer;
+  std::string system;
+  std::vector<std::string> stop;
+  std::optional<bool> think;
+  bool force_think = false;
+
+  int run() {
+    GenerationOptions generation = sampling.options();
+    apply_cpu_threads(engine.cpu_infer);
+    ModelSession session(model, engine.prefill_chunk);
+    const text::ModelText model_text = session.open_text(tokenizer);
+    if (!model_text.chat)
+      throw InputError(model_text.source + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's "
+                       "tokenizer.chat_template): chat needs one; `run --prompt` continues plain text");
+    if (session.embedded()) session.make_embedded(&model_text.tokenizer);
+    if (const std::optional<int> status = session.place(/*dry_run=*/false)) return *status;
+    session.check_vocabulary(model_text.tokenizer);
+    CausalLM& lm = session.build(engine.settings());
+    std::printf("load duration: %.4fs\nplacement: %s\n", session.load_seconds(), lm.placement_summary().c_str());
+    std::printf("chat: type a message and Enter; /clear forgets the conversation, /exit leaves; Ctrl-C stops an answer\n");
+    // Ctrl-C without SA_RESTART: it ends an answer, or the read of the prompt (which leaves).
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+
+    const serve::ThinkOptions think_options{think, force_think};
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    const std::size_t kept = messages.size();
+    for (;;) {
+      std::printf("\n> ");
+      std::fflush(stdout);
+      std::string line;
+      interrupted = false;
+      if (!std::getline(std::cin, line) || line == "/exit" || line == "/quit") break;
+      if (line.empty()) continue;
+      if (line == "/clear") {
+        messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(kept), messages.end());
+        std::printf("(conversation cleared)\n");
+        continue;
+      }
+      messages.push_back({{"role", "user"}, {"content", line}});
+      const serve::ChatPrompt prompt = serve::chat_prompt(model_text, messages, think_options);
+      serve::TextRequest request;
+      request.prompt = model_text.tokenizer.encode(prompt.text, /*add_special=*/false);
+      request.generation = generation;
+      const std::int64_t room = lm.max_context() - static_cast<std::int64_t>(request.prompt.size());
+      if (room < 1) {
+        std::printf("(the conversation is %zu tokens, past the context of %lld: /clear it)\n", request.prompt.size(),
+                    static_cast<long long>(lm.max_context()));
+        messages.erase(messages.end() - 1);
+        continue;
+      }
+      request.generation.max_new_tokens = static_cast<int>(std::min<std::int64_t>(generation.max_new_tokens, room));
+      request.stop = stop;
+      std::printf("%s", prompt.opening.c_str());
+      const serve::TextResult answer = serve::generate_text(lm, model_text, request, [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return !interrupted.load();
+      });
+      messages.push_back({{"role", "assistant"}, {"content", prompt.opening + answer.text}});
+      const GenerationStats& s = answer.stats;
+      std::printf("\n[%lld prompt tokens in %.2f s, %lld answer tokens at %.2f tokens/s; %s]\n",
+                  static_cast<long long>(answer.prompt_tokens), s.prompt_seconds,
+                  static_cast<long long>(answer.completion_tokens),
+                  s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0,
+                  answer.finish == serve::TextFinish::cancelled ? "stopped" :
+                  answer.finish == serve::TextFinish::length ? "--max_new_tokens reached" : "end of turn");
+    }
+    std::printf("\n");
+    return 0;
+  }
+};
+
+}  // namespace
+
+Runner add_chat_command(CLI::App& app) {
+  auto command = std::make_shared<ChatCommand>();
+  CLI::App* sub = app.add_subcommand("chat", "an interactive chat on the terminal, with the model's chat template");
+  command->model.add_to(*sub, /*profile_required=*/false);
+  sub->add_option("--tokenizer", command->tokenizer, "a tokenizer.json or a directory holding one (default: beside the weights)");
+  sub->add_option("--system", command->system, "a system message that opens the conversation");
+  sub->add_option("--stop", command->stop, "end an answer where this text appears (repeatable)");
+  sub->add_option("--think", command->think, "false: render the chat template with enable_thinking=false (Qwen3)");
+  sub->add_flag("--force_think", command->force_think, "open every answer with <think>\\n (DeepSeek-R1)");
+  command->sampling.max_new_tokens = 512;
+  command->sampling.add_to(*sub, "most tokens in one answer (the context bounds it too)");
+  command->engine.add_to(*sub);
+  return [command] { return command->run(); };
+}
+
+}  // namespace switchyard::cli
