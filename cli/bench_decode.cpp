@@ -18,6 +18,7 @@
 #include "core/units.h"
 #include "operators/model/causal_lm.h"
 #include "operators/kernels/cpu/isa.h"
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/measure/kernel_timeline.h"
 #include "operators/kernels/cpu/sampling.h"
 #include "placement/memory_estimate.h"
@@ -158,6 +159,7 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
   // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
   auto switch_to = [&](bool variant) {
     for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
+    cpu::refresh_kernel_variants();
     steps.lm.discard_decode_graph();
   };
   // Per side: the GPU side (us per layer) and, in a hybrid placement, the whole step with the CPU

@@ -18,10 +18,14 @@ struct ExpertsBenchOptions {
   int min_experts = 16;             // experts allocated at least (so decode reads come from DRAM)
   std::size_t stream_bytes = std::size_t{512} << 20;
   unsigned seed = 1;
+  // A kernel variant's environment variable (operators/kernels/cpu/kernel_variants.h, "VAR" or
+  // "VAR=VALUE"): decode timed with it unset and set, alternating A B B A, in this process.
+  std::string ab_env;
 };
 
 struct ExpertsBenchDecode {
   std::int64_t tokens = 0;
+  std::string variant;  // with ab_env: "unset" or "set"
   double seconds = 0, bytes = 0;  // median step; bytes of the distinct experts' weights it touched (mean)
 };
 

@@ -146,6 +146,8 @@ Runner add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->transform(integer_range(1, 10000));
   // A prefill's activations and outputs: 2 x tokens x hidden f32, 0.9 GiB at 16384 tokens of DeepSeek-V3.
+  experts_sub->add_option("--ab_env", experts->ab_env,
+                          "a CPU kernel variant's variable (VAR or VAR=VALUE): decode timed unset and set, alternating, in this process");
   experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")
       ->capture_default_str()
       ->transform(integer_range<std::int64_t>(1, 16384));

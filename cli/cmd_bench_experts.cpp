@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/stream_triad.h"
 #include "cli/bench_experts.h"
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "cli/model_options.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/linear.h"
@@ -111,18 +112,33 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
   ExpertsBenchRow row;
   row.config = config;
   row.pool = pool;
+  // With ab_env, the variable unset (A) and set (B) in turns A B B A, each side its own median.
+  const std::size_t equals = options.ab_env.find('=');
+  const std::string variable = options.ab_env.substr(0, equals);
+  const std::string value = equals == std::string::npos ? "1" : options.ab_env.substr(equals + 1);
+  auto use_variant = [&](bool set) {
+    if (variable.empty()) return;
+    set ? setenv(variable.c_str(), value.c_str(), 1) : unsetenv(variable.c_str());
+    cpu::refresh_kernel_variants();  // no kernel runs between the steps
+  };
   for (const std::int64_t tokens : options.decode_tokens) {
-    std::vector<double> seconds;
-    double touched = 0;
-    for (int r = 0; r < options.repeat + 3; ++r) {
+    std::vector<double> seconds[2];
+    double touched[2] = {0, 0};
+    const int sides = variable.empty() ? 1 : 2;
+    for (int r = 0; r < sides * options.repeat + 3; ++r) {
+      const int side = sides == 2 && (r % 4 == 1 || r % 4 == 2) ? 1 : 0;
+      use_variant(side == 1);
       route(tokens, ids, weights);
       const auto start = Clock::now();
       op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
       if (r < 3) continue;
-      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-      touched += static_cast<double>(std::set<std::int32_t>(ids.begin(), ids.end()).size());
+      seconds[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      touched[side] += static_cast<double>(std::set<std::int32_t>(ids.begin(), ids.end()).size());
     }
-    row.decode.push_back({tokens, median(seconds), touched / options.repeat * expert_bytes});
+    use_variant(false);
+    for (int side = 0; side < sides; ++side)
+      row.decode.push_back({tokens, sides == 1 ? "" : side == 0 ? "unset" : "set", median(seconds[side]),
+                            touched[side] / static_cast<double>(seconds[side].size()) * expert_bytes});
   }
   std::vector<double> prefill;
   for (int r = 0; r < std::max(2, options.repeat / 4) + 1; ++r) {
@@ -189,6 +205,7 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
                   row.config.num_experts_per_tok, static_cast<long long>(row.config.hidden_size),
                   static_cast<long long>(row.config.moe_intermediate_size), static_cast<long long>(d.tokens), d.seconds * 1e3,
                   gbps, 100.0 * gbps * 1e9 / stream.bytes_per_second);
+      if (!d.variant.empty()) std::printf(" %s %s |", options.ab_env.c_str(), d.variant.c_str());
       if (i == 0)
         std::printf(" %12.2f %9.3f %10.1f\n", row.prefill_seconds * 1e3, row.prefill_flops / row.prefill_seconds / 1e12,
                     static_cast<double>(options.prefill_tokens) / row.prefill_seconds);

@@ -10,6 +10,10 @@
 #                                   on one machine (S9-7)
 #   scripts/gpu-machine.sh ab-cpu VAR1 VAR2 ...   one in-process A/B per variable on the hybrid profile
 #                                   alone (a CPU-side variant: bench decode --ab_env times the whole step)
+#   scripts/gpu-machine.sh ab-experts VAR1 VAR2 ...   tests, then per CPU kernel variant
+#                                   (operators/kernels/cpu/kernel_variants.h) `bench experts --ab_env`
+#                                   on Q4_K and Q6_K (DeepSeek-V3 shape, 16 threads) and the hybrid
+#                                   decode of a 14-layer V2-Lite-shaped Q4_K_M GGUF, both A/B in one process
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
@@ -106,6 +110,24 @@ if [[ $what == ab-cpu ]]; then  # ab-cpu VAR1 VAR2 ...: a CPU-side A/B per varia
     timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
       --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-cpu-$variable.log" 2>&1
     echo "$variable exit $?: $(grep -E '^A/B |STREAM' "$out/ab-cpu-$variable.log" | tr '\n' ' ')"
+  done
+fi
+if [[ $what == ab-experts ]]; then
+  shift
+  timeout 400 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
+  echo "tests exit $? at $(date +%T)"; grep -E "test cases|assertions|ERROR" "$out/tests.log" | head -20
+  gguf=$models/v2lite-14-q4_k_m
+  [[ -f $gguf/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers 14 --format gguf --dtype q4_k_m --seed 7 \
+    --out $gguf > "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
+  for variable in "$@"; do
+    for dtype in q4_k q6_k; do
+      timeout 200 $bin bench experts --weight_dtype $dtype --shape deepseek-v3 --decode_tokens 1 --threads 16 --repeat 40 \
+        --prefill_tokens 16 --ab_env "$variable" > "$out/ab-experts-$dtype-$variable.log" 2>&1
+      echo "bench experts $dtype $variable exit $?"; grep -E 'STREAM|set \|' "$out/ab-experts-$dtype-$variable.log" | tr -s ' '
+    done
+    timeout 300 $bin bench decode --gguf_path $gguf/model.gguf --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
+      --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-decode-$variable.log" 2>&1
+    echo "bench decode q4_k_m $variable exit $?: $(grep -E '^A/B |STREAM|^decode' "$out/ab-decode-$variable.log" | tr '\n' ' ')"
   done
 fi
 if [[ $what == ncu ]]; then  # per-kernel GPU times of eager decode steps (all-GPU V2-Lite)

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,7 @@
 #include "core/tensor.h"
 #include "operators/blocks/routed_experts.h"
 #include "operators/kernels/cpu/half.h"
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
@@ -457,4 +459,32 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
       }
     }
   }
+}
+
+TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the default's results bit for bit") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  constexpr std::int64_t in = 1024, out = 29;
+  const std::pair<const char*, const char*> variants[] = {
+      {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QK_PREFETCH", "1"}, {"SWITCHYARD_CPU_QK_PREFETCH", "3"}};
+  for (sy::DType dtype : sy::testing::kBlockTypes)
+    for (const std::int64_t tokens : {1, 3, 8, 9})
+      for (cpu::Isa isa : supported_isas()) {
+        INFO("weights " << std::string(sy::dtype_name(dtype)) << ", tokens " << tokens << ", isa " << std::string(cpu::isa_name(isa)));
+        const std::vector<std::uint8_t> weight = sy::testing::random_blocks(dtype, out * in, random);
+        const std::vector<float> x = random_x(random, tokens * in);
+        std::vector<float> base(static_cast<std::size_t>(tokens * out), NAN);
+        cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, base.data());
+        for (const auto& [name, value] : variants) {
+          INFO(name << "=" << value);
+          setenv(name, value, 1);
+          cpu::refresh_kernel_variants();
+          std::vector<float> y(base.size(), NAN);
+          cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, y.data());
+          unsetenv(name);
+          cpu::refresh_kernel_variants();
+          CHECK(std::memcmp(y.data(), base.data(), y.size() * sizeof(float)) == 0);
+        }
+      }
 }

@@ -1,0 +1,29 @@
+#include "operators/kernels/cpu/kernel_variants.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace switchyard::cpu {
+namespace {
+
+KernelVariants read_variants() {
+  KernelVariants v;
+  if (const char* p = std::getenv("SWITCHYARD_CPU_QK_PREFETCH")) {
+    const int n = std::atoi(p);
+    v.qk_prefetch_blocks = n == 1 ? 8 : n < 0 ? 0 : n > 64 ? 64 : n;
+  }
+  if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
+  return v;
+}
+
+KernelVariants& variants() {
+  static KernelVariants v = read_variants();
+  return v;
+}
+
+}  // namespace
+
+const KernelVariants& kernel_variants() { return variants(); }
+void refresh_kernel_variants() { variants() = read_variants(); }
+
+}  // namespace switchyard::cpu
