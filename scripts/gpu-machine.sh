@@ -121,12 +121,13 @@ if [[ $what == ab-experts ]]; then
   gguf=$models/v2lite-14-q4_k_m
   [[ -f $gguf/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers 14 --format gguf --dtype q4_k_m --seed 7 \
     --out $gguf > "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
-  for variable in "$@"; do
-    for dtype in q4_k q6_k; do
+  for variable in "$@"; do  # VAR or VAR=VALUE
+    for dtype in ${AB_DTYPES:-q4_k q6_k}; do
       timeout 200 $bin bench experts --weight_dtype $dtype --shape deepseek-v3 --decode_tokens 1 --threads 16 --repeat 40 \
         --prefill_tokens 16 --ab_env "$variable" > "$out/ab-experts-$dtype-$variable.log" 2>&1
       echo "bench experts $dtype $variable exit $?"; grep -E 'STREAM|set \|' "$out/ab-experts-$dtype-$variable.log" | tr -s ' '
     done
+    [[ $variable == *=* && $variable != *=1 ]] && continue  # bench decode sets a variable to 1
     timeout 300 $bin bench decode --gguf_path $gguf/model.gguf --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
       --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-decode-$variable.log" 2>&1
     echo "bench decode q4_k_m $variable exit $?: $(grep -E '^A/B |STREAM|^decode' "$out/ab-decode-$variable.log" | tr '\n' ' ')"

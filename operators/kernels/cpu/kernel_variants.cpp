@@ -8,9 +8,9 @@ namespace {
 
 KernelVariants read_variants() {
   KernelVariants v;
-  if (const char* p = std::getenv("SWITCHYARD_CPU_QK_PREFETCH")) {
+  if (const char* p = std::getenv("SWITCHYARD_CPU_QUANT_PREFETCH")) {
     const int n = std::atoi(p);
-    v.qk_prefetch_blocks = n == 1 ? 8 : n < 0 ? 0 : n > 64 ? 64 : n;
+    v.quant_prefetch_bytes = n == 1 ? 1024 : n <= 0 ? 0 : n < 64 ? 64 : n > (1 << 16) ? 1 << 16 : n;
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
   return v;

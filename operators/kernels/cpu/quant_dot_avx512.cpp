@@ -50,7 +50,7 @@ inline __m512i unpack_pair(const BlockQ8_0* b) {
 // and minimum go with the token's block sum as a float term, (m - offset d) * d_x * sum(q); Q8_0's
 // signed weights instead multiply as |w| times x with w's sign.
 template <class Block, int Tokens>
-void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0) {
+void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0, int prefetch) {
   const auto* weight = static_cast<const Block*>(p.weight);
   const std::int64_t blocks = p.in / quant::kBlock;
   const ActivationBlock32* xs[Tokens];
@@ -71,6 +71,11 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
     }
     for (std::int64_t b = 0; b < blocks; b += 2) {
       const bool pair = b + 1 < blocks;
+      if (prefetch > 0) {  // a pair is 36 to 68 bytes: one line, or two
+        const char* ahead = reinterpret_cast<const char*>(row + b) + prefetch;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        if constexpr (2 * sizeof(Block) > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      }
       // Both blocks' d (and m) in one conversion: [d0, d1, m0, m1] (zeros for a missing block).
       std::uint64_t half_bits = row[b].d | (pair ? std::uint64_t{row[b + 1].d} << 16 : 0);
       if constexpr (kHasMin<Block>) half_bits |= std::uint64_t{row[b].m} << 32 | (pair ? std::uint64_t{row[b + 1].m} << 48 : 0);
@@ -113,17 +118,18 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
 // The 32-weight types, eight tokens at a time (the rows of the block stay in L2 between groups).
 template <class Block>
 void rows32_all(const LinearProblem& p, const LinearBlock& block) {
+  const int prefetch = kernel_variants().quant_prefetch_bytes;
   for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
     const std::int64_t r0 = block.row_begin, r1 = block.row_end;
     switch (block.token_end - t) {
-      case 1: rows32<Block, 1>(p, r0, r1, t); break;
-      case 2: rows32<Block, 2>(p, r0, r1, t); break;
-      case 3: rows32<Block, 3>(p, r0, r1, t); break;
-      case 4: rows32<Block, 4>(p, r0, r1, t); break;
-      case 5: rows32<Block, 5>(p, r0, r1, t); break;
-      case 6: rows32<Block, 6>(p, r0, r1, t); break;
-      case 7: rows32<Block, 7>(p, r0, r1, t); break;
-      default: rows32<Block, 8>(p, r0, r1, t); break;
+      case 1: rows32<Block, 1>(p, r0, r1, t, prefetch); break;
+      case 2: rows32<Block, 2>(p, r0, r1, t, prefetch); break;
+      case 3: rows32<Block, 3>(p, r0, r1, t, prefetch); break;
+      case 4: rows32<Block, 4>(p, r0, r1, t, prefetch); break;
+      case 5: rows32<Block, 5>(p, r0, r1, t, prefetch); break;
+      case 6: rows32<Block, 6>(p, r0, r1, t, prefetch); break;
+      case 7: rows32<Block, 7>(p, r0, r1, t, prefetch); break;
+      default: rows32<Block, 8>(p, r0, r1, t, prefetch); break;
     }
   }
 }
@@ -218,7 +224,7 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
       if (prefetch > 0) {  // rows are consecutive: past the row's end is the next row's start
-        const char* ahead = reinterpret_cast<const char*>(&w + prefetch);
+        const char* ahead = reinterpret_cast<const char*>(&w) + prefetch;
         for (std::size_t at = 0; at < sizeof(Block); at += 64) _mm_prefetch(ahead + at, _MM_HINT_T0);
       }
       __m512i u[4];
@@ -268,8 +274,8 @@ void rows_k_tokens(const LinearProblem& p, const LinearBlock& block, int prefetc
 template <class Block>
 void rows_k_all(const LinearProblem& p, const LinearBlock& block) {
   const KernelVariants& v = kernel_variants();
-  if (v.qk_simd_scales) rows_k_tokens<Block, true>(p, block, v.qk_prefetch_blocks);
-  else rows_k_tokens<Block, false>(p, block, v.qk_prefetch_blocks);
+  if (v.qk_simd_scales) rows_k_tokens<Block, true>(p, block, v.quant_prefetch_bytes);
+  else rows_k_tokens<Block, false>(p, block, v.quant_prefetch_bytes);
 }
 
 void dequantize_rows(DType dtype, const void* rows, std::int64_t in, std::int64_t count, float* out) {
