@@ -10,7 +10,7 @@ KernelVariants read_variants() {
   KernelVariants v;
   if (const char* p = std::getenv("SWITCHYARD_CPU_QUANT_PREFETCH")) {
     const int n = std::atoi(p);
-    v.quant_prefetch_bytes = n == 1 ? 1024 : n <= 0 ? 0 : n < 64 ? 64 : n > (1 << 16) ? 1 << 16 : n;
+    v.quant_prefetch_bytes = n == 1 ? KernelVariants{}.quant_prefetch_bytes : n <= 0 ? 0 : n < 64 ? 64 : n > (1 << 16) ? 1 << 16 : n;
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
   return v;
