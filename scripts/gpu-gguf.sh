@@ -118,7 +118,7 @@ if want bench; then
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
   grep -c 'KExpertsCPU' $m/v2lite-cpu-experts.yaml
-  for dtype in q4_k_m q8_0; do
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
     ls -la "$f" | awk '{print $5}'
     timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
