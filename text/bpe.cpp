@@ -1,6 +1,7 @@
 #include "text/bpe.h"
 
 #include <bit>
+#include <cstdio>
 #include <queue>
 
 #include <nlohmann/json.hpp>
@@ -29,8 +30,14 @@ BpeModel::BpeModel(const nlohmann::json& model, const std::string& source) {
     if (it != model.end() && !it->is_null() && !(it->is_string() && it->get_ref<const std::string&>().empty()))
       bad(source, std::string(option) + " " + json_excerpt(*it) + " is not supported");
   }
-  if (const auto it = model.find("byte_fallback"); it != model.end() && it->is_boolean() && it->get<bool>())
-    bad(source, "byte_fallback (sentencepiece-style BPE) is not supported yet");
+  const auto flag = [&](const char* name) {
+    const auto it = model.find(name);
+    if (it == model.end() || it->is_null()) return false;
+    if (!it->is_boolean()) bad(source, std::string(name) + " " + json_excerpt(*it) + " is not true or false");
+    return it->get<bool>();
+  };
+  byte_fallback_ = flag("byte_fallback");
+  fuse_unk_ = flag("fuse_unk");
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) bad(source, "vocab is not an object of token -> id");
   tokens_.resize(vocab->size());
@@ -72,6 +79,16 @@ BpeModel::BpeModel(const nlohmann::json& model, const std::string& source) {
       bad(source, "merge #" + std::to_string(rank) + " " + json_excerpt(entry) + " names a token the vocabulary lacks");
     add_merge(left, right, Merge{rank, result});  // the first (lowest) rank wins
     ++rank;
+  }
+  if (const auto unk = model.find("unk_token"); unk != model.end() && !unk->is_null()) {
+    if (!unk->is_string() || (unk_id_ = id_of(unk->get<std::string>())) < 0)
+      bad(source, "unk_token " + json_excerpt(*unk) + " is not a token of the vocabulary");
+  }
+  // Sentencepiece's byte tokens "<0x00>" .. "<0xFF>", for the characters the vocabulary lacks.
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    fallback_ids_[b] = byte_fallback_ ? id_of(name) : -1;
   }
   has_byte_symbols_ = true;
   for (int b = 0; b < 256; ++b) {
@@ -208,12 +225,25 @@ void BpeModel::encode(std::string_view piece, std::vector<std::int32_t>& out) co
   for (std::size_t at = 0; at < piece.size();) {
     const std::size_t start = at;
     next_code_point(piece, at);
-    const std::int32_t id = id_of(piece.substr(start, at - start));
-    if (id < 0)
-      throw InputError("tokenizer: the symbol " + std::string(piece.substr(start, at - start)) +
-                           " has no vocabulary entry (a byte-level vocabulary holds all 256 byte symbols)",
+    const std::string_view symbol = piece.substr(start, at - start);
+    const std::int32_t id = id_of(symbol);
+    if (id >= 0) {
+      symbols.push_back(id);
+      continue;
+    }
+    // Not in the vocabulary: its bytes' tokens (byte_fallback), else the unknown token (consecutive
+    // ones fused with fuse_unk), as HF tokenizers' BPE does.
+    bool all_bytes = byte_fallback_;
+    for (char c : symbol) all_bytes = all_bytes && fallback_ids_[static_cast<std::uint8_t>(c)] >= 0;
+    if (all_bytes) {
+      for (char c : symbol) symbols.push_back(fallback_ids_[static_cast<std::uint8_t>(c)]);
+    } else if (unk_id_ >= 0) {
+      if (!(fuse_unk_ && !symbols.empty() && symbols.back() == unk_id_)) symbols.push_back(unk_id_);
+    } else {
+      throw InputError("tokenizer: the symbol " + std::string(symbol) +
+                           " has no vocabulary entry, and the model has no byte_fallback or unk_token for it",
                        kExitBadContent);
-    symbols.push_back(id);
+    }
   }
   merge_symbols(symbols);
   out.insert(out.end(), symbols.begin(), symbols.end());

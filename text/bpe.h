@@ -20,11 +20,14 @@ class BpeModel {
   // From the "model" object; `source` names the file for errors. Throws InputError
   // (kExitBadContent) naming the entry for a vocabulary or a merge that is not what the format
   // says (a merge whose parts or result are not in the vocabulary, an id out of range), and for
-  // options this implementation does not have (dropout, byte_fallback, an end-of-word suffix).
+  // options this implementation does not have (dropout, an end-of-word suffix, a subword prefix).
+  // byte_fallback (sentencepiece-style BPE, Llama's and Mixtral's): a character the vocabulary
+  // lacks becomes the tokens of its bytes, "<0xE3>" ...; without it, unk_token (fuse_unk: one for
+  // a run of them).
   BpeModel(const nlohmann::json& model, const std::string& source);
 
   // Appends the ids of one pre-tokenized piece spelled in code points (each one symbol). A code
-  // point with no vocabulary entry is an InputError (kExitBadContent).
+  // point with no vocabulary entry, no byte tokens and no unk_token is an InputError (kExitBadContent).
   void encode(std::string_view piece, std::vector<std::int32_t>& out) const;
   // The same for a piece of raw bytes that a ByteLevel pre-tokenizer would spell: each byte is
   // the symbol of its byte-level code point (text/byte_level.h), looked up in a 256-entry table.
@@ -73,6 +76,9 @@ class BpeModel {
   int merge_shift_ = 64;
   std::int32_t byte_ids_[256] = {};
   bool has_byte_symbols_ = false;
+  bool byte_fallback_ = false, fuse_unk_ = false;
+  std::int32_t unk_id_ = -1;
+  std::int32_t fallback_ids_[256] = {};  // "<0xHH>"'s id, or -1
   // Pieces seen before (most words repeat): bounded, cleared when full.
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<std::int32_t>, StringHash, std::equal_to<>> cache_;

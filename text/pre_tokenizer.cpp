@@ -244,38 +244,77 @@ Normalizer::Normalizer(const nlohmann::json& spec, const std::string& source) {
     } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
       if (!SWITCHYARD_HAVE_ICU)
         bad(where, type + " needs Unicode normalization, which this build lacks (configure with ICU: libicu-dev)");
-      forms_.push_back(type);
+      steps_.push_back({type, "", ""});
+    } else if (type == "Prepend") {
+      const auto prepend = s.find("prepend");
+      if (prepend == s.end() || !prepend->is_string()) bad(where, "Prepend has no string \"prepend\"");
+      steps_.push_back({type, "", prepend->get<std::string>()});
+    } else if (type == "Replace") {
+      const auto pattern = s.find("pattern");
+      const auto content = s.find("content");
+      if (pattern == s.end() || !pattern->is_object() || content == s.end() || !content->is_string())
+        bad(where, "Replace needs a pattern object and a string content");
+      const auto literal = pattern->find("String");
+      if (literal == pattern->end() || !literal->is_string() || literal->get_ref<const std::string&>().empty())
+        bad(where, "Replace pattern " + json_excerpt(*pattern) + " is not supported (a non-empty String)");
+      steps_.push_back({type, literal->get<std::string>(), content->get<std::string>()});
     } else {
-      bad(where, "type " + json_excerpt(s.value("type", nlohmann::json())) + " is not supported (Sequence, NFC, NFD, NFKC, NFKD)");
+      bad(where, "type " + json_excerpt(s.value("type", nlohmann::json())) +
+                     " is not supported (Sequence, NFC, NFD, NFKC, NFKD, Prepend, Replace)");
     }
   }
 }
 
-std::string Normalizer::apply(std::string_view text) const {
-  if (forms_.empty()) return std::string(text);
-  std::size_t bad_at = 0;
-  if (!valid_utf8(text, bad_at)) throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+namespace {
+
 #if SWITCHYARD_HAVE_ICU
+std::string unicode_normalized(const std::string& text, const std::string& form) {
   icu::UnicodeString s = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<std::int32_t>(text.size())));
-  for (const std::string& form : forms_) {
-    UErrorCode status = U_ZERO_ERROR;
-    const icu::Normalizer2* n = form == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
-                                : form == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
-                                : form == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
-                                                 : icu::Normalizer2::getNFKDInstance(status);
-    if (U_FAILURE(status)) throw InputError("tokenizer: ICU has no " + form + " normalizer: " + u_errorName(status));
-    // Text already in the form (the common case) is returned as it is.
-    if (n->isNormalized(s, status) && U_SUCCESS(status)) continue;
-    status = U_ZERO_ERROR;
-    s = n->normalize(s, status);
-    if (U_FAILURE(status)) throw InputError("tokenizer: " + form + " normalization failed: " + u_errorName(status));
-  }
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* n = form == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
+                              : form == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
+                              : form == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
+                                               : icu::Normalizer2::getNFKDInstance(status);
+  if (U_FAILURE(status)) throw InputError("tokenizer: ICU has no " + form + " normalizer: " + u_errorName(status));
+  // Text already in the form (the common case) is returned as it is.
+  if (n->isNormalized(s, status) && U_SUCCESS(status)) return text;
+  status = U_ZERO_ERROR;
+  s = n->normalize(s, status);
+  if (U_FAILURE(status)) throw InputError("tokenizer: " + form + " normalization failed: " + u_errorName(status));
   std::string out;
   s.toUTF8String(out);
   return out;
-#else
-  return std::string(text);
+}
 #endif
+
+}  // namespace
+
+std::string Normalizer::apply(std::string_view text) const {
+  if (steps_.empty()) return std::string(text);
+  std::size_t bad_at = 0;
+  if (!valid_utf8(text, bad_at)) throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+  std::string out(text);
+  for (const Step& step : steps_) {
+    if (step.type == "Prepend") {
+      if (!out.empty()) out.insert(0, step.to);
+    } else if (step.type == "Replace") {
+      std::string replaced;
+      replaced.reserve(out.size());
+      for (std::size_t at = 0;;) {
+        const std::size_t found = out.find(step.from, at);
+        replaced.append(out, at, found == std::string::npos ? std::string::npos : found - at);
+        if (found == std::string::npos) break;
+        replaced += step.to;
+        at = found + step.from.size();
+      }
+      out.swap(replaced);
+    } else {
+#if SWITCHYARD_HAVE_ICU
+      out = unicode_normalized(out, step.type);
+#endif
+    }
+  }
+  return out;
 }
 
 }  // namespace switchyard::text

@@ -3,7 +3,8 @@
 // Pre-tokenizers: Split (a regex, PCRE2 in UTF and Unicode-property mode, so \p{L}, \p{N} and
 // \s mean what the Rust regex crate means by them; behavior Isolated or Removed), ByteLevel
 // (each piece's bytes spelled in the byte-level alphabet, optionally after GPT-2's own split),
-// and Sequence of those. Normalizers: NFC, NFD, NFKC, NFKD (through ICU) and Sequence. Anything
+// and Sequence of those. Normalizers: NFC, NFD, NFKC, NFKD (through ICU), Prepend, Replace of a
+// String (sentencepiece-style tokenizers: Prepend "▁", then spaces to "▁") and Sequence. Anything
 // else is an InputError naming the type, so a tokenizer never silently encodes differently.
 #include <functional>
 #include <memory>
@@ -21,10 +22,14 @@ class Normalizer {
   Normalizer(const nlohmann::json& spec, const std::string& source);
   // The text normalized (unchanged without a normalizer). Invalid UTF-8 is an InputError.
   std::string apply(std::string_view text) const;
-  bool identity() const { return forms_.empty(); }
+  bool identity() const { return steps_.empty(); }
 
  private:
-  std::vector<std::string> forms_;  // "NFC", ... in order
+  struct Step {
+    std::string type;      // "NFC", "NFD", "NFKC", "NFKD", "Prepend", "Replace"
+    std::string from, to;  // Prepend: to; Replace: from -> to
+  };
+  std::vector<Step> steps_;  // in order
 };
 
 class PreTokenizer {

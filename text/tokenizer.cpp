@@ -1,6 +1,7 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -65,14 +66,12 @@ Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source)
   t.model_ = std::make_unique<BpeModel>(*model, source);
   t.normalizer_ = std::make_unique<Normalizer>(root.value("normalizer", nlohmann::json()), source);
   t.pre_tokenizer_ = std::make_unique<PreTokenizer>(root.value("pre_tokenizer", nlohmann::json()), source);
-  const nlohmann::json decoder = root.value("decoder", nlohmann::json());
-  if (type_of(decoder) != "ByteLevel")
-    bad(source, "decoder " + (decoder.is_null() ? std::string("null") : json_excerpt(decoder.value("type", nlohmann::json()))) +
-                    " is not supported (ByteLevel)");
+  t.read_decoder(root.value("decoder", nlohmann::json()), source);
   // Byte-level: every byte's symbol must be a token, or some text cannot be encoded.
-  for (int b = 0; b < 256; ++b)
-    if (t.model_->id_of(byte_symbol(static_cast<std::uint8_t>(b))) < 0)
-      bad(source, "model: the vocabulary lacks the byte-level symbol of byte " + std::to_string(b));
+  if (t.byte_level_decoder_ || t.pre_tokenizer_->byte_level())
+    for (int b = 0; b < 256; ++b)
+      if (t.model_->id_of(byte_symbol(static_cast<std::uint8_t>(b))) < 0)
+        bad(source, "model: the vocabulary lacks the byte-level symbol of byte " + std::to_string(b));
 
   t.vocab_size_ = t.model_->size();
   const nlohmann::json added = root.value("added_tokens", nlohmann::json::array());
@@ -132,6 +131,52 @@ Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source)
   return t;
 }
 
+void Tokenizer::read_decoder(const nlohmann::json& decoder, const std::string& source) {
+  const std::string type = type_of(decoder);
+  if (type == "ByteLevel") {
+    byte_level_decoder_ = true;
+    return;
+  }
+  auto unsupported = [&](const nlohmann::json& d) {
+    bad(source, "decoder " + (d.is_null() ? std::string("null") : json_excerpt(d.value("type", nlohmann::json()))) +
+                    " is not supported (ByteLevel; or sentencepiece's Replace, ByteFallback, Fuse, Strip, Metaspace)");
+  };
+  // Sentencepiece-style: the steps of a Sequence, in order. Tokens are decoded one at a time, so a
+  // Strip is honoured only after Fuse (then it strips the whole text's start, once).
+  std::vector<nlohmann::json> steps;
+  if (type == "Sequence" && decoder.contains("decoders") && decoder["decoders"].is_array())
+    for (const auto& d : decoder["decoders"]) steps.push_back(d);
+  else if (type == "Metaspace" || type == "Replace" || type == "ByteFallback")
+    steps.push_back(decoder);
+  else
+    unsupported(decoder);
+  bool fused = false;
+  for (const nlohmann::json& d : steps) {
+    const std::string step = type_of(d);
+    if (step == "Replace") {
+      const nlohmann::json pattern = d.value("pattern", nlohmann::json());
+      if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string() || !d.contains("content") ||
+          !d["content"].is_string() || pattern["String"].get_ref<const std::string&>().empty())
+        bad(source, "decoder: Replace " + json_excerpt(d) + " is not supported (a non-empty String pattern)");
+      decode_replaces_.emplace_back(pattern["String"].get<std::string>(), d["content"].get<std::string>());
+    } else if (step == "ByteFallback") {
+      decode_byte_fallback_ = true;
+    } else if (step == "Fuse") {
+      fused = true;
+    } else if (step == "Strip") {
+      if (!fused || d.value("content", "") != " " || d.value("stop", 0) != 0 || !d.contains("start") || !d["start"].is_number_integer())
+        bad(source, "decoder: Strip " + json_excerpt(d) + " is not supported (after Fuse, of spaces at the start)");
+      strip_leading_ = d["start"].get<int>();
+    } else if (step == "Metaspace") {
+      const std::string replacement = d.value("replacement", "\u2581");
+      decode_replaces_.emplace_back(replacement.empty() ? "\u2581" : replacement, " ");
+      if (d.value("prepend_scheme", "always") != "never" && d.value("add_prefix_space", true)) strip_leading_ = 1;
+    } else {
+      unsupported(d);
+    }
+  }
+}
+
 bool Tokenizer::is_special(std::int32_t id) const {
   if (id < 0 || id >= vocab_size_) return false;
   const std::int32_t index = added_index_[static_cast<std::size_t>(id)];
@@ -188,7 +233,27 @@ std::string Tokenizer::token_bytes(std::int32_t id) const {
   const std::string_view symbols = model_->token(id);
   if (symbols.empty()) throw InputError("token id " + std::to_string(id) + " has no vocabulary entry");
   std::string out;
-  if (!append_symbol_bytes(symbols, out)) return std::string(symbols);  // not byte-level spelled: as it is
+  if (byte_level_decoder_) {
+    if (!append_symbol_bytes(symbols, out)) return std::string(symbols);  // not byte-level spelled: as it is
+    return out;
+  }
+  // Sentencepiece: "<0xHH>" is byte HH; other tokens have their replacements applied ("▁" -> " ").
+  if (decode_byte_fallback_ && symbols.size() == 6 && symbols.starts_with("<0x") && symbols.back() == '>') {
+    unsigned value = 0;
+    if (std::sscanf(std::string(symbols.substr(3, 2)).c_str(), "%2x", &value) == 1) return std::string(1, static_cast<char>(value));
+  }
+  out = symbols;
+  for (const auto& [from, to] : decode_replaces_) {
+    std::string replaced;
+    for (std::size_t at = 0;;) {
+      const std::size_t found = out.find(from, at);
+      replaced.append(out, at, found == std::string::npos ? std::string::npos : found - at);
+      if (found == std::string::npos) break;
+      replaced += to;
+      at = found + from.size();
+    }
+    out.swap(replaced);
+  }
   return out;
 }
 
@@ -198,7 +263,9 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
     if (skip_special && is_special(id)) continue;
     out += token_bytes(id);
   }
-  return out;
+  std::size_t strip = 0;
+  while (strip < out.size() && strip < static_cast<std::size_t>(strip_leading_) && out[strip] == ' ') ++strip;
+  return out.substr(strip);
 }
 
 std::size_t complete_utf8_prefix(std::string_view bytes) {
@@ -215,7 +282,17 @@ std::size_t complete_utf8_prefix(std::string_view bytes) {
 
 std::string StreamDecoder::push(std::int32_t id) {
   if (skip_special_ && tokenizer_.is_special(id)) return {};
-  pending_ += tokenizer_.token_bytes(id);
+  std::string bytes = tokenizer_.token_bytes(id);
+  // The decoder's Strip: the stream's first spaces, as decode() strips the text's.
+  while (strip_left_ > 0 && !bytes.empty()) {
+    if (bytes[0] != ' ') {
+      strip_left_ = 0;
+      break;
+    }
+    bytes.erase(0, 1);
+    --strip_left_;
+  }
+  pending_ += bytes;
   const std::size_t whole = complete_utf8_prefix(pending_);
   std::string out = pending_.substr(0, whole);
   pending_.erase(0, whole);

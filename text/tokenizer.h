@@ -4,15 +4,20 @@
 // pre-tokenizer (text/pre_tokenizer.h) and the BPE model (text/bpe.h) on the text between them,
 // then the post-processor's special tokens. Decoding reverses the byte-level spelling; a
 // StreamDecoder hands out text only in whole UTF-8 characters, whatever the tokens split.
-// Reads the byte-level BPE tokenizers of DeepSeek-V3, Qwen3 and GLM-4.5; anything the file asks
-// for that this does not implement is an InputError naming it, never a silently different encoding.
+// Reads the byte-level BPE tokenizers of DeepSeek-V3, Qwen3 and GLM-4.5, and the sentencepiece-style
+// BPE with byte fallback of Llama and Mixtral (Prepend/Replace normalizers, no pre-tokenizer, the
+// Replace/ByteFallback/Fuse/Strip decoder); anything the file asks for that this does not
+// implement is an InputError naming it, never a silently different encoding.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace switchyard {
 class GgufFile;
@@ -67,6 +72,7 @@ class Tokenizer {
  private:
   Tokenizer();
   void add_added_token_ids(std::string_view text, std::vector<std::int32_t>& out) const;
+  void read_decoder(const nlohmann::json& decoder, const std::string& source);
   void encode_plain(std::string_view text, std::vector<std::int32_t>& out) const;
 
   std::unique_ptr<BpeModel> model_;
@@ -77,6 +83,13 @@ class Tokenizer {
   std::vector<std::vector<std::int32_t>> added_by_byte_;  // first byte -> added_ indices, longest first
   std::vector<std::int32_t> prefix_ids_, suffix_ids_;     // the post-processor's single-sequence template
   std::int32_t vocab_size_ = 0;
+  // The decoder: ByteLevel, or sentencepiece's steps (string replacements, byte tokens, and how
+  // many leading spaces of the whole text Strip removes).
+  bool byte_level_decoder_ = false;
+  std::vector<std::pair<std::string, std::string>> decode_replaces_;
+  bool decode_byte_fallback_ = false;
+  int strip_leading_ = 0;
+  friend class StreamDecoder;
 };
 
 // Whether the tokenizer readers (Tokenizer::from_file, load_chat_format) read `path` as a GGUF: a
@@ -88,13 +101,14 @@ bool is_gguf_tokenizer_path(const std::filesystem::path& path);
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = true)
-      : tokenizer_(tokenizer), skip_special_(skip_special) {}
+      : tokenizer_(tokenizer), skip_special_(skip_special), strip_left_(tokenizer.strip_leading_) {}
   std::string push(std::int32_t id);
   std::string finish();
 
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
+  int strip_left_;       // leading spaces still to strip (the decoder's Strip)
   std::string pending_;  // bytes of a character not yet whole
 };
 

@@ -55,8 +55,8 @@ std::string small_tokenizer(const std::vector<std::string>& extra, const std::ve
 
 }  // namespace
 
-TEST_CASE("tokenizer: DeepSeek-V3's and Qwen3's tokenizer.json encode the corpus as HF tokenizers does") {
-  for (const std::string name : {"deepseek_v3", "qwen3"}) {
+TEST_CASE("tokenizer: DeepSeek-V3's, Qwen3's and Llama 2's (sentencepiece-style) tokenizer.json encode the corpus as HF tokenizers does") {
+  for (const std::string name : {"deepseek_v3", "qwen3", "llama2"}) {
     const std::string& package = name;  // .tokenizers/NAME holds the fixture NAME's tokenizer
     INFO(name);
     const tx::Tokenizer t = tx::Tokenizer::from_file(real_tokenizer(package));
@@ -158,11 +158,13 @@ TEST_CASE("tokenizer: a file this cannot read faithfully is an error naming what
   };
   CHECK(with("/model/type", "Unigram").find("type \"Unigram\" is not a model this tokenizer reads") != std::string::npos);
   CHECK(with("/model/merges", nlohmann::json::array({"a c"})).find("merge #0") != std::string::npos);
-  CHECK(with("/model/byte_fallback", true).find("byte_fallback") != std::string::npos);
+  CHECK(with("/model/byte_fallback", "yes").find("byte_fallback \"yes\" is not true or false") != std::string::npos);
+  CHECK(with("/model/unk_token", "<nope>").find("unk_token") != std::string::npos);
   CHECK(with("/pre_tokenizer", {{"type", "Metaspace"}}).find("\"Metaspace\" is not supported") != std::string::npos);
   CHECK(with("/pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}})
             .find("does not compile") != std::string::npos);
-  CHECK(with("/decoder", {{"type", "Metaspace"}}).find("decoder") != std::string::npos);
+  CHECK(with("/decoder", {{"type", "CTC"}}).find("decoder \"CTC\" is not supported") != std::string::npos);
+  CHECK(with("/normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", " "}}).find("Replace pattern") != std::string::npos);
   CHECK(with("/normalizer", {{"type", "Lowercase"}}).find("\"Lowercase\" is not supported") != std::string::npos);
   nlohmann::json missing_byte = j;
   missing_byte["model"]["vocab"].erase("A");
@@ -265,4 +267,28 @@ TEST_CASE("tokenizer: run --prompt encodes text with the checkpoint's tokenizer 
       "", "run --model_path " + plain + profile + " --prompt hi --tokenizer " + real_tokenizer("qwen3").string(), true);
   CHECK(larger.exit_code == 2);
   CHECK(larger.output.find("is larger than the model's") != std::string::npos);
+}
+
+TEST_CASE("tokenizer: sentencepiece-style BPE without byte tokens takes unk_token for an unknown character, fused with fuse_unk") {
+  auto make = [](bool fuse) {
+    const nlohmann::json root = {
+        {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                               {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+        {"pre_tokenizer", nullptr},
+        {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                                          {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                                          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+        {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", fuse}, {"byte_fallback", false},
+                   {"vocab", {{"<unk>", 0}, {"\u2581", 1}, {"a", 2}, {"b", 3}, {"\u2581a", 4}}},
+                   {"merges", {"\u2581 a"}}}}};
+    return tx::Tokenizer::from_json(root.dump(), "test");
+  };
+  const tx::Tokenizer fused = make(true), separate = make(false);
+  CHECK(fused.encode("a \u2603\u2603b") == std::vector<std::int32_t>{4, 1, 0, 3});  // ▁a ▁ <unk> b
+  CHECK(separate.encode("a \u2603\u2603b") == std::vector<std::int32_t>{4, 1, 0, 0, 3});
+  CHECK(fused.decode(std::vector<std::int32_t>{4, 1, 3}) == "a b");  // the leading space stripped once
+  // A Strip before Fuse would strip every token: refused by name.
+  nlohmann::json bad = nlohmann::json::parse(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+      "decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": " ", "start": 1, "stop": 0}]}})");
+  CHECK_THROWS_WITH(tx::Tokenizer::from_json(bad.dump(), "test"), doctest::Contains("Strip"));
 }
