@@ -4,21 +4,7 @@
 #   usage: openai_client_test.sh SWITCHYARD_BINARY SOURCE_DIR
 set -euo pipefail
 binary=$1 source=$2
-client=$source/.npm-clients/node_modules/openai
-[[ -d $client ]] || { echo "openai client missing: run scripts/fetch-openai-client.sh (install-deps.sh does)" >&2; exit 1; }
-command -v node > /dev/null || { echo "node is missing (apt-get install npm)" >&2; exit 1; }
-log=$(mktemp)
-"$binary" serve --port 0 --api_key test-key --served_model_name tiny > "$log" 2>&1 &
-server=$!
-trap 'kill $server 2> /dev/null; wait $server 2> /dev/null; rm -f "$log"' EXIT
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\)/v1.*|\1|p' "$log")
-  [[ -n $port ]] && break
-  kill -0 $server 2> /dev/null || { cat "$log"; echo "serve exited early" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n $port ]] || { cat "$log"; echo "serve did not start listening" >&2; exit 1; }
+. "$(dirname "$0")/start_server.sh" --api_key test-key --served_model_name tiny
 SWITCHYARD_URL="http://127.0.0.1:$port/v1" SWITCHYARD_API_KEY=test-key SWITCHYARD_OPENAI=$client \
   node "$source/tests/serve/openai_client.mjs"
 # The server stops on SIGTERM, cleanly.
