@@ -95,9 +95,10 @@ TEST_CASE("openai api: each bad field is a 400 that names it") {
       {json{{"messages", kMessages}, {"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
       {json{{"messages", kMessages}, {"seed", "7"}}, "seed"},
   };
-  for (const auto& [body, param] : cases) {
+  for (const auto& c : cases) {
+    const json& body = c.first;  // not a structured binding: INFO's lambda captures it
     INFO(body.dump());
-    CHECK(refusal(body.dump()) == std::pair<int, std::string>{400, param});
+    CHECK(refusal(body.dump()) == std::pair<int, std::string>{400, c.second});
   }
   // Not JSON, not an object, nested past the bound: 400 with no param.
   for (const std::string& body : {std::string("{bad"), std::string("[1]"), std::string(""), std::string(100000, '[')}) {

@@ -476,7 +476,9 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
         const std::vector<float> x = random_x(random, tokens * in);
         std::vector<float> base(static_cast<std::size_t>(tokens * out), NAN);
         cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, base.data());
-        for (const auto& [name, value] : variants) {
+        for (const auto& variant : variants) {
+          const char* const name = variant.first;  // not a structured binding: INFO's lambda captures it
+          const char* const value = variant.second;
           INFO(name << "=" << value);
           setenv(name, value, 1);
           cpu::refresh_kernel_variants();
