@@ -41,9 +41,7 @@ struct ChatCommand {
     if (!model_text.chat)
       throw InputError(model_text.source + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's "
                        "tokenizer.chat_template): chat needs one; `run --prompt` continues plain text");
-    if (session.embedded()) session.make_embedded(&model_text.tokenizer);
-    if (const std::optional<int> status = session.place(/*dry_run=*/false)) return *status;
-    session.check_vocabulary(model_text.tokenizer);
+    if (const std::optional<int> status = session.place(&model_text.tokenizer, /*dry_run=*/false)) return *status;
     CausalLM& lm = session.build(engine.settings());
     std::printf("load duration: %.4fs\nplacement: %s\n", session.load_seconds(), lm.placement_summary().c_str());
     std::printf("chat: type a message and Enter; /clear forgets the conversation, /exit leaves; Ctrl-C stops an answer\n");

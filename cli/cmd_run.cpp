@@ -90,10 +90,8 @@ struct RunCommand {
       generation.stop_tokens = model_text->end_ids;
       if (ids.empty()) throw InputError("--prompt: the text encodes to no tokens");
     }
-    if (session.embedded()) session.make_embedded(model_text ? &model_text->tokenizer : nullptr);
-    if (const std::optional<int> status = session.place(dry_run)) return *status;
+    if (const std::optional<int> status = session.place(model_text ? &model_text->tokenizer : nullptr, dry_run)) return *status;
     const CheckResult& check = session.check();
-    if (model_text) session.check_vocabulary(model_text->tokenizer);
     SessionSettings settings = engine.settings();
     settings.nvtx_layers = nvtx_layers;
     settings.tracing = profile || !trace_out.empty();

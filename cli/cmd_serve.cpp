@@ -43,9 +43,7 @@ struct ServeCommand {
     apply_cpu_threads(engine.cpu_infer);
     ModelSession session(model, engine.prefill_chunk);
     const text::ModelText model_text = session.open_text(tokenizer);
-    if (session.embedded()) session.make_embedded(&model_text.tokenizer);
-    if (const std::optional<int> status = session.place(/*dry_run=*/false)) return *status;
-    session.check_vocabulary(model_text.tokenizer);
+    if (const std::optional<int> status = session.place(&model_text.tokenizer, /*dry_run=*/false)) return *status;
     CausalLM& lm = session.build(engine.settings());
     std::printf("load duration: %.4fs\nplacement: %s\n", session.load_seconds(), lm.placement_summary().c_str());
     std::printf("tokenizer: %s (%d tokens%s)\n", model_text.source.c_str(), model_text.tokenizer.vocab_size(),

@@ -125,10 +125,13 @@ text::ModelText ModelSession::open_text(const std::string& tokenizer_flag) const
                    "put tokenizer.json beside the weights (make-model --tokenizer DIR does; a GGUF may carry its own), or pass --prompt_ids 1,2,3");
 }
 
-void ModelSession::make_embedded(const text::Tokenizer* tokenizer) {
+namespace {
+
+// The built-in model's files (its config.json is what check reads).
+void make_embedded(const std::filesystem::path& dir, const text::Tokenizer* tokenizer) {
   MakeModelOptions make;
   make.preset = kEmbeddedPreset;
-  make.out_dir = scratch_.path;
+  make.out_dir = dir;
   make.seed = kEmbeddedSeed;
   make.dtype = "bf16";
   if (tokenizer) make.vocab_size = tokenizer->vocab_size();
@@ -137,15 +140,10 @@ void ModelSession::make_embedded(const text::Tokenizer* tokenizer) {
               static_cast<unsigned long long>(kEmbeddedSeed));
 }
 
-void ModelSession::check_vocabulary(const text::Tokenizer& tokenizer) const {
-  const std::int64_t vocab = check_->tree->config().vocab_size;
-  if (tokenizer.vocab_size() > vocab)
-    throw InputError("the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
-                     " tokens) is larger than the model's (vocab_size " + std::to_string(vocab) +
-                     "): it is not this model's tokenizer");
-}
+}  // namespace
 
-std::optional<int> ModelSession::place(bool dry_run) {
+std::optional<int> ModelSession::place(const text::Tokenizer* tokenizer, bool dry_run) {
+  if (embedded_) make_embedded(scratch_.path, tokenizer);
   check_.emplace(run_check(options_));
   const CheckResult& check = *check_;
   // A checkpoint that disagrees with its config.json is a problem of the model's content (exit 1),
@@ -167,6 +165,11 @@ std::optional<int> ModelSession::place(bool dry_run) {
     std::cout << format_check_table(check, options_.budget);
     return check.diagnostics.has_errors() ? 1 : 0;
   }
+  const std::int64_t vocab = check.tree->config().vocab_size;
+  if (tokenizer && tokenizer->vocab_size() > vocab)
+    throw InputError("the tokenizer's vocabulary (" + std::to_string(tokenizer->vocab_size()) +
+                     " tokens) is larger than the model's (vocab_size " + std::to_string(vocab) +
+                     "): it is not this model's tokenizer");
   return std::nullopt;
 }
 

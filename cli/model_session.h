@@ -81,14 +81,12 @@ class ModelSession {
   // else the tokenizer.json beside the weights, else a GGUF's own vocabulary, else the built-in
   // model's tokenizer. Throws InputError saying where a tokenizer may come from when none is found.
   text::ModelText open_text(const std::string& tokenizer_flag) const;
-  // Generates the built-in model's files (before place(): its config.json is what check reads),
-  // with its vocabulary sized to `tokenizer` where given (the built-in tokenizer).
-  void make_embedded(const text::Tokenizer* tokenizer = nullptr);
-  // Throws InputError when the tokenizer's vocabulary is larger than the placed model's.
-  void check_vocabulary(const text::Tokenizer& tokenizer) const;
-  // Runs check. Returns an exit status where the run cannot go on: the checkpoint disagrees with
-  // its config (1, printed), or, unless `dry_run` prints the table, the plan has errors.
-  std::optional<int> place(bool dry_run);
+  // The plan, before any weight is read: the built-in model generated first where it is the one
+  // (its vocabulary sized to `tokenizer` where given, the built-in tokenizer), then check. Returns
+  // an exit status where the run cannot go on: the checkpoint disagrees with its config (1,
+  // printed), or, unless `dry_run` prints the table, the plan has errors. A tokenizer whose
+  // vocabulary is larger than the placed model's is an InputError.
+  std::optional<int> place(const text::Tokenizer* tokenizer, bool dry_run);
   // Maps the weights and builds the operators (place() first); prints the check's warnings.
   CausalLM& build(const SessionSettings& settings);
 

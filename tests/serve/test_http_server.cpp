@@ -130,8 +130,7 @@ struct Served {
 
   explicit Served(std::size_t max_queue)
       : session(options(), 512), text(text::ModelText::load(testing::real_tokenizer("deepseek_v3") / "tokenizer.json")) {
-    session.make_embedded(&text.tokenizer);
-    REQUIRE_FALSE(session.place(false));
+    REQUIRE_FALSE(session.place(&text.tokenizer, false));
     CausalLM& lm = session.build(cli::SessionSettings{});
     serve::ServerOptions o;
     o.port = 0;
