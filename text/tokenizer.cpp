@@ -24,6 +24,15 @@ std::string type_of(const nlohmann::json& spec) {
   return it != spec.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// A member of a JSON object, or null where `j` is not an object or lacks it: hostile files may hold
+// anything where a field is expected, and nlohmann's value() throws on a mismatch.
+const nlohmann::json& member(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json null;
+  if (!j.is_object()) return null;
+  const auto it = j.find(key);
+  return it == j.end() ? null : *it;
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer() = default;
@@ -83,8 +92,8 @@ Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source)
     const std::int64_t id = entry["id"].get<std::int64_t>();
     if (id < 0 || id >= (std::int64_t{1} << 24)) bad(source, "added token id " + std::to_string(id) + " is out of range");
     for (const char* option : {"lstrip", "rstrip", "single_word"})
-      if (entry.value(option, false)) bad(source, "added token " + json_excerpt(entry["content"]) + ": " + option + " is not supported");
-    t.added_.push_back({static_cast<std::int32_t>(id), entry["content"].get<std::string>(), entry.value("special", false)});
+      if (member(entry, option) == true) bad(source, "added token " + json_excerpt(entry["content"]) + ": " + option + " is not supported");
+    t.added_.push_back({static_cast<std::int32_t>(id), entry["content"].get<std::string>(), member(entry, "special") == true});
     t.vocab_size_ = std::max(t.vocab_size_, static_cast<std::int32_t>(id + 1));
   }
   t.added_index_.assign(static_cast<std::size_t>(t.vocab_size_), -1);
@@ -138,7 +147,7 @@ void Tokenizer::read_decoder(const nlohmann::json& decoder, const std::string& s
     return;
   }
   auto unsupported = [&](const nlohmann::json& d) {
-    bad(source, "decoder " + (d.is_null() ? std::string("null") : json_excerpt(d.value("type", nlohmann::json()))) +
+    bad(source, "decoder " + (d.is_null() ? std::string("null") : json_excerpt(member(d, "type"))) +
                     " is not supported (ByteLevel; or sentencepiece's Replace, ByteFallback, Fuse, Strip, Metaspace)");
   };
   // Sentencepiece-style: the steps of a Sequence, in order. Tokens are decoded one at a time, so a
@@ -154,23 +163,27 @@ void Tokenizer::read_decoder(const nlohmann::json& decoder, const std::string& s
   for (const nlohmann::json& d : steps) {
     const std::string step = type_of(d);
     if (step == "Replace") {
-      const nlohmann::json pattern = d.value("pattern", nlohmann::json());
-      if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string() || !d.contains("content") ||
-          !d["content"].is_string() || pattern["String"].get_ref<const std::string&>().empty())
+      const nlohmann::json& literal = member(member(d, "pattern"), "String");
+      const nlohmann::json& content = member(d, "content");
+      if (!literal.is_string() || !content.is_string() || literal.get_ref<const std::string&>().empty())
         bad(source, "decoder: Replace " + json_excerpt(d) + " is not supported (a non-empty String pattern)");
-      decode_replaces_.emplace_back(pattern["String"].get<std::string>(), d["content"].get<std::string>());
+      decode_replaces_.emplace_back(literal.get<std::string>(), content.get<std::string>());
     } else if (step == "ByteFallback") {
       decode_byte_fallback_ = true;
     } else if (step == "Fuse") {
       fused = true;
     } else if (step == "Strip") {
-      if (!fused || d.value("content", "") != " " || d.value("stop", 0) != 0 || !d.contains("start") || !d["start"].is_number_integer())
-        bad(source, "decoder: Strip " + json_excerpt(d) + " is not supported (after Fuse, of spaces at the start)");
-      strip_leading_ = d["start"].get<int>();
+      const nlohmann::json &content = member(d, "content"), &start = member(d, "start"), &stop = member(d, "stop");
+      if (!fused || content != " " || !(stop.is_null() || stop == 0) || !start.is_number_integer() ||
+          start.get<std::int64_t>() < 0 || start.get<std::int64_t>() > 1024)
+        bad(source, "decoder: Strip " + json_excerpt(d) + " is not supported (after Fuse, of up to 1024 spaces at the start)");
+      strip_leading_ = static_cast<int>(start.get<std::int64_t>());
     } else if (step == "Metaspace") {
-      const std::string replacement = d.value("replacement", "\u2581");
-      decode_replaces_.emplace_back(replacement.empty() ? "\u2581" : replacement, " ");
-      if (d.value("prepend_scheme", "always") != "never" && d.value("add_prefix_space", true)) strip_leading_ = 1;
+      const nlohmann::json &replacement = member(d, "replacement"), &scheme = member(d, "prepend_scheme"),
+                           &prefix = member(d, "add_prefix_space");
+      const bool named = replacement.is_string() && !replacement.get_ref<const std::string&>().empty();
+      decode_replaces_.emplace_back(named ? replacement.get<std::string>() : std::string("\u2581"), " ");
+      if (scheme != "never" && prefix != false) strip_leading_ = 1;
     } else {
       unsupported(d);
     }

@@ -287,6 +287,20 @@ TEST_CASE("tokenizer: sentencepiece-style BPE without byte tokens takes unk_toke
   CHECK(fused.encode("a \u2603\u2603b") == std::vector<std::int32_t>{4, 1, 0, 3});  // ▁a ▁ <unk> b
   CHECK(separate.encode("a \u2603\u2603b") == std::vector<std::int32_t>{4, 1, 0, 0, 3});
   CHECK(fused.decode(std::vector<std::int32_t>{4, 1, 3}) == "a b");  // the leading space stripped once
+  // Fields of the wrong type anywhere in the decoder or the added tokens: errors, never a throw of
+  // the JSON library's own.
+  for (const char* decoder : {R"({"type": "Sequence", "decoders": [5, {"type": "Fuse"}, {"type": "Strip", "content": 1, "start": "x", "stop": []}]})",
+                              R"({"type": "Metaspace", "replacement": 7, "prepend_scheme": 3, "add_prefix_space": "no"})",
+                              R"({"type": "Sequence", "decoders": [{"type": "Replace", "pattern": 3, "content": null}]})"}) {
+    nlohmann::json hostile = nlohmann::json::parse(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+        "added_tokens": [{"id": 1, "content": "<x>", "special": "yes", "lstrip": 2}]})");
+    hostile["decoder"] = nlohmann::json::parse(decoder);
+    INFO(decoder);
+    try {
+      tx::Tokenizer::from_json(hostile.dump(), "test");
+    } catch (const switchyard::InputError&) {
+    }
+  }
   // A Strip before Fuse would strip every token: refused by name.
   nlohmann::json bad = nlohmann::json::parse(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
       "decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": " ", "start": 1, "stop": 0}]}})");
