@@ -92,7 +92,8 @@ Json message_content(const Json& message, std::size_t i) {
   if (!it->is_array()) bad(where, std::string("must be a string or an array of text parts, not ") + kind(*it));
   std::string text;
   for (const Json& part : *it) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    // Compared as JSON: a "type" of another kind is simply not "text" (value() would throw).
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
       bad(where, "holds a part that is not {\"type\": \"text\", \"text\": \"...\"} (only text is supported)");
     text += part["text"].get<std::string>();
   }

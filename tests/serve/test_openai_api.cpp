@@ -76,6 +76,7 @@ TEST_CASE("openai api: each bad field is a 400 that names it") {
       {json{{"messages", {{{"content", "no role"}}}}}, "messages[0].role"},
       {json{{"messages", {{{"role", "user"}, {"content", 5}}}}}, "messages[0].content"},
       {json{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}, "messages[0].content"},
+      {json{{"messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "x"}}}}}}}}, "messages[0].content"},
       {json{{"messages", kMessages}, {"model", 3}}, "model"},
       {json{{"messages", kMessages}, {"temperature", "hot"}}, "temperature"},
       {json{{"messages", kMessages}, {"temperature", 2.5}}, "temperature"},
