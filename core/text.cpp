@@ -155,4 +155,16 @@ std::string printable_excerpt(std::string_view text, std::size_t max_characters)
   return out + "\u2026 (" + std::to_string(count_characters(text)) + " characters)";
 }
 
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0;;) {
+    const std::size_t found = text.find(from, at);
+    out.append(text.substr(at, found == std::string_view::npos ? std::string_view::npos : found - at));
+    if (found == std::string_view::npos) return out;
+    out.append(to);
+    at = found + from.size();
+  }
+}
+
 }  // namespace switchyard

@@ -17,6 +17,8 @@ std::string did_you_mean(std::string_view word, std::span<const std::string> can
 std::string join(std::span<const std::string> parts, std::string_view separator);
 bool starts_with(std::string_view text, std::string_view prefix);
 std::string to_lower(std::string_view text);
+// `text` with every occurrence of `from` (not empty) replaced by `to`, left to right.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
 // Compact ranges: {0,1,2,5,7,8} -> "0-2,5,7-8".
 std::string format_ranges(std::span<const int> sorted_values);
 

@@ -22,6 +22,11 @@ void send_error(httplib::Response& res, const ApiError& error) {
   res.set_content(error_body(error), "application/json");
 }
 
+// A failed job's error as OpenAI's body (its status already sent as 200 once streaming began).
+std::string job_error_body(const Job::Update& u) {
+  return error_body(ApiError(u.status, u.error, "", "", u.status >= 500 ? "server_error" : "invalid_request_error"));
+}
+
 // Writes all of `text`; false when the client is gone.
 bool write(httplib::DataSink& sink, std::string_view text) { return sink.write(text.data(), text.size()); }
 
@@ -157,7 +162,7 @@ struct OpenAiServer::Impl {
               }
               if (!u.done) continue;
               if (!u.error.empty()) {
-                write(sink, "data: " + error_body(ApiError(u.status, u.error, "", "", u.status >= 500 ? "server_error" : "invalid_request_error")) + "\n\n");
+                write(sink, "data: " + job_error_body(u) + "\n\n");
                 log("failed");
               } else {
                 if (first && !write(sink, stream_event(endpoint, ids, "", true))) return gone();
@@ -191,7 +196,7 @@ struct OpenAiServer::Impl {
           continue;
         }
         if (!u.error.empty()) {
-          write(sink, error_body(ApiError(u.status, u.error, "", "", u.status >= 500 ? "server_error" : "invalid_request_error")));
+          write(sink, job_error_body(u));
           log("failed");
         } else {
           TextResult r = *result;

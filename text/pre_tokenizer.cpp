@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/json_input.h"
 #include "text/byte_level.h"
 
@@ -298,16 +299,7 @@ std::string Normalizer::apply(std::string_view text) const {
     if (step.type == "Prepend") {
       if (!out.empty()) out.insert(0, step.to);
     } else if (step.type == "Replace") {
-      std::string replaced;
-      replaced.reserve(out.size());
-      for (std::size_t at = 0;;) {
-        const std::size_t found = out.find(step.from, at);
-        replaced.append(out, at, found == std::string::npos ? std::string::npos : found - at);
-        if (found == std::string::npos) break;
-        replaced += step.to;
-        at = found + step.from.size();
-      }
-      out.swap(replaced);
+      out = replace_all(out, step.from, step.to);
     } else {
 #if SWITCHYARD_HAVE_ICU
       out = unicode_normalized(out, step.type);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/gguf.h"
 #include "core/input_file.h"
 #include "core/json_input.h"
@@ -256,17 +257,7 @@ std::string Tokenizer::token_bytes(std::int32_t id) const {
     if (std::sscanf(std::string(symbols.substr(3, 2)).c_str(), "%2x", &value) == 1) return std::string(1, static_cast<char>(value));
   }
   out = symbols;
-  for (const auto& [from, to] : decode_replaces_) {
-    std::string replaced;
-    for (std::size_t at = 0;;) {
-      const std::size_t found = out.find(from, at);
-      replaced.append(out, at, found == std::string::npos ? std::string::npos : found - at);
-      if (found == std::string::npos) break;
-      replaced += to;
-      at = found + from.size();
-    }
-    out.swap(replaced);
-  }
+  for (const auto& [from, to] : decode_replaces_) out = replace_all(out, from, to);
   return out;
 }
 
