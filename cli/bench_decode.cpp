@@ -313,6 +313,7 @@ int DecodeBenchOptions::run() const {
   CausalLMOptions lm_options;
   lm_options.use_cuda_graph = use_cuda_graph;
   lm_options.prefill_chunk = options.budget.prefill_chunk;
+  lm_options.device_map = options.budget.device_map;
   auto start = Clock::now();
   const std::unique_ptr<CausalLM> built = build_model(context, lm_options, check);
   CausalLM& lm = *built;
@@ -323,8 +324,8 @@ int DecodeBenchOptions::run() const {
 #if SWITCHYARD_HAVE_CUDA
   for (const DeviceMemory& d : check.memory)
     if (d.device.is_cuda() && d.weight_bytes > 0) {
-      gpu_index = d.device.index;
-      hbm = cuda::measure_copy_bandwidth(d.device.index).bytes_per_second;
+      gpu_index = options.budget.device_map.physical(d.device.index);  // a CUDA ordinal
+      hbm = cuda::measure_copy_bandwidth(gpu_index).bytes_per_second;
       std::printf("GPU: %s device-to-device copy %.0f GB/s (read + write)\n", d.device.str().c_str(), hbm / 1e9);
       break;
     }

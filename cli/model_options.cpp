@@ -170,7 +170,12 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
                      "q5_1, q5_0, q4_1, q4_0, or a mix: q5_k_m, q4_k_m, q2_k")
       ->capture_default_str();
   command.add_option("--gpus", gpus, "number of GPUs (default: as many as the profile names)")->transform(whole_number<int>());
-  command.add_option("--gpu_memory", gpu_memory, "GPU memory budget, one for all or one per GPU: 24GiB,32GiB");
+  command.add_option("--gpu_memory", gpu_memory,
+                     "GPU memory budget, one for all or one per GPU: 24GiB,32GiB (with --device_map: per physical GPU)");
+  command.add_option("--device_map", device_map,
+                     "run the profile's GPUs on this machine's: cuda:1=0,cuda:2-3=1 or all=0 (a 4-, 6- or 8-GPU "
+                     "profile on fewer GPUs, with every boundary of the real layout; check adds the folded GPUs' "
+                     "memory against the physical GPU's budget)");
   command.add_option("--cpu_memory", cpu_memory, "CPU memory budget, e.g. 512GiB");
   // Its range is checked in to_check_options (a caller may set it without the command line).
   command.add_option("--max_context", max_context, "KV-cache length in tokens, 1 to 2^32")
@@ -241,10 +246,12 @@ CheckOptions ModelOptions::to_check_options() const {
       if (!bytes) throw InputError("--gpu_memory: " + quoted_argument(item) + " is not a size (write e.g. 24GiB or 80GB)");
       options.budget.gpu_bytes.push_back(*bytes);
     }
-    if (gpus && options.budget.gpu_bytes.size() > 1 && static_cast<int>(options.budget.gpu_bytes.size()) != *gpus)
+    if (device_map.empty() && gpus && options.budget.gpu_bytes.size() > 1 &&
+        static_cast<int>(options.budget.gpu_bytes.size()) != *gpus)
       throw InputError("--gpu_memory lists " + std::to_string(options.budget.gpu_bytes.size()) + " sizes but --gpus is " +
                        std::to_string(*gpus));
   }
+  if (!device_map.empty()) options.budget.device_map = DeviceMap::parse(device_map);
   // --fit without --gpu_memory: what the GPUs present have free now.
   if (fit && options.budget.gpu_bytes.empty()) {
 #if SWITCHYARD_HAVE_CUDA
@@ -277,8 +284,39 @@ CheckOptions ModelOptions::to_check_options() const {
   return options;
 }
 
+namespace {
+
+// Before a weight goes to a GPU: every GPU the plan puts bytes on must be present, after
+// --device_map. A 4-GPU profile on a 1-GPU machine fails here, naming the flag that folds it.
+void check_gpus_present(const CheckResult& check, const DeviceMap& map) {
+  if (!kWithCudaBackend) return;  // the builders say that this build has no CUDA backend
+  const int count = cuda::device_count();
+  std::string missing;
+  int needed = 0;
+  for (const DeviceMemory& m : check.memory) {
+    if (!m.device.is_cuda() || m.total_bytes() == 0) continue;
+    needed = std::max(needed, m.device.index + 1);
+    const int physical = map.physical(m.device.index);
+    if (physical < count) continue;
+    missing += (missing.empty() ? "" : ", ") + m.device.str() +
+               (physical == m.device.index ? std::string() : " (GPU " + std::to_string(physical) + " by --device_map)");
+  }
+  if (missing.empty()) return;
+  throw InputError("the plan runs on " + missing + ", which this machine does not have: it has " + std::to_string(count) +
+                       " CUDA device" + (count == 1 ? "" : "s") +
+                       (count > 0 ? ". Fold the profile's " + std::to_string(needed) +
+                                        " GPUs onto this machine's with --device_map (e.g. --device_map all=0, or "
+                                        "cuda:1=0), or use a profile for " + std::to_string(count) + " GPU" +
+                                        (count == 1 ? "" : "s")
+                                  : std::string()),
+                   1);
+}
+
+}  // namespace
+
 std::unique_ptr<CausalLM> build_model(const BuildContext& context, const CausalLMOptions& options,
                                       const CheckResult& check) {
+  check_gpus_present(check, options.device_map);
   try {
     return std::make_unique<CausalLM>(context, options);
   } catch (const InputError& error) {

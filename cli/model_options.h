@@ -38,6 +38,7 @@ struct ModelOptions {
   std::optional<int> n_gpu_layers;          // -ngl (placement/gpu_layers.h)
   std::optional<std::string> tensor_split;  // -ts, as typed
   std::optional<int> main_gpu;              // -mg
+  std::string device_map;         // --device_map (core/device_map.h), as typed
   bool fit = false;               // --fit (placement/fit.h)
   std::string fit_margin = "1GiB";
   bool profile_required = true;  // else a command without a profile or quick rules uses its own default

@@ -59,7 +59,7 @@ GenerationOptions SamplingFlags::options() const {
 void EngineFlags::add_to(CLI::App& sub) {
   add_cpu_threads_option(sub, "--cpu_infer", cpu_infer, "CPU threads (default: all cores)");
   add_cpu_kernels_option(sub, cpu_kernels);
-  sub.add_option("--use_cuda_graph", use_cuda_graph, "decode each token as one CUDA graph when the layers run on one GPU (true|false)")
+  sub.add_option("--use_cuda_graph", use_cuda_graph, "decode each token as one CUDA graph when the layers and the head run on GPUs (true|false)")
       ->capture_default_str();
   sub.add_option("--prefill_chunk", prefill_chunk, "most prompt tokens per forward pass")
       ->capture_default_str()
@@ -185,6 +185,7 @@ CausalLM& ModelSession::build(const SessionSettings& settings) {
   CausalLMOptions lm_options;
   lm_options.use_cuda_graph = settings.use_cuda_graph;
   lm_options.prefill_chunk = options_.budget.prefill_chunk;
+  lm_options.device_map = options_.budget.device_map;
   lm_options.on_progress = LoadProgress();
   lm_ = build_model(*context_, lm_options, check);
   // Mapping the weights, the copies the plan makes (GPU uploads, dequantized bf16 copies of

@@ -19,7 +19,8 @@ LayerTarget layer_target(const CheckOptions& options, bool no_profile) {
                      "-ngl, -ts and --main-gpu, or the profile (`switchyard split --gpus N` divides a profile's "
                      "layers over GPUs)");
   LayerTarget target;
-  const std::size_t listed = options.budget.gpu_bytes.size();
+  // --gpu_memory's list names the physical GPUs when a --device_map folds the plan's onto them.
+  const std::size_t listed = options.budget.device_map.identity() ? options.budget.gpu_bytes.size() : 0;
   target.gpus = options.gpus.value_or(listed > 1 ? static_cast<int>(listed) : gpus_named_by(flags));
   target.budgets_bytes = options.budget.gpu_bytes;
   target.divide = no_profile && (!flags.empty() || target.gpus > 1);
@@ -50,7 +51,8 @@ void place_described(CheckResult& result, const ModuleTree& tree, const CheckOpt
   result.quick_rules_yaml = std::move(quick.yaml);
 
   PlacementOptions placement;
-  const std::size_t listed = options.budget.gpu_bytes.size();
+  // --gpu_memory's list names the physical GPUs when a --device_map folds the plan's onto them.
+  const std::size_t listed = options.budget.device_map.identity() ? options.budget.gpu_bytes.size() : 0;
   // Without a profile file the quick rules place only what they name and the rest stays on the
   // GPU, as llama.cpp's -ngl 99 keeps it: one GPU unless --gpus or --gpu_memory say otherwise.
   const int named = result.rules->gpus_named();
@@ -60,12 +62,13 @@ void place_described(CheckResult& result, const ModuleTree& tree, const CheckOpt
       options.default_device.value_or(main_gpu ? Device::cuda(*main_gpu) : placement.gpus > 0 ? Device::cuda(0) : Device::cpu());
   result.plan = plan_placement(tree, *result.rules, placement, result.diagnostics);
   result.memory = estimate_memory(result.plan, options.budget);
+  result.physical_gpus = fold_memory(result.memory, options.budget);
   // A profile for another model family or another machine has had its one error; findings
   // about how it places this model would be noise.
   if (!validate || result.rules->for_unsupported_target) return;
   validate_plan(result.plan, result.diagnostics);
   if (first > 0) warn_quick_rule_overrides(result.plan, result.diagnostics);
-  check_memory(result.memory, result.diagnostics, result.rules->file.string());
+  check_memory(result.memory, result.diagnostics, result.rules->file.string(), result.physical_gpus);
 }
 
 CheckResult run_check(const CheckOptions& options) {

@@ -33,6 +33,7 @@ struct CheckResult {
   std::unique_ptr<RuleSet> rules;
   PlacementPlan plan;
   std::vector<DeviceMemory> memory;
+  std::vector<PhysicalGpuMemory> physical_gpus;  // with a --device_map that folds: fold_memory's
   Diagnostics diagnostics;
   std::string weight_dtype;
   std::optional<FitOutcome> fit;  // with --fit: what it chose

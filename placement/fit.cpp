@@ -90,6 +90,9 @@ std::string describe_fit(const FitOutcome& fit) {
 CheckResult run_fit_check(const CheckOptions& options) {
   if (options.budget.gpu_bytes.empty())
     throw InputError("--fit needs the GPUs' budgets: --gpu_memory 24GiB (one for all GPUs, or one per GPU)");
+  if (!options.budget.device_map.identity())
+    throw InputError("--fit fills each GPU by its own budget: it does not take --device_map (fit the profile to the "
+                     "GPUs it names, then fold it)");
   if (options.quick_rules.cpu_moe || options.quick_rules.n_cpu_moe)
     throw InputError("--fit chooses how many MoE layers' experts go to the CPU itself: leave out --cpu-moe and --n-cpu-moe");
   CheckOptions o = options;

@@ -84,7 +84,7 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
   }
   std::vector<DeviceMemory> out;
   for (auto& [device, memory] : by_device) {
-    if (device.is_cuda() && !budget.gpu_bytes.empty()) {
+    if (device.is_cuda() && !budget.gpu_bytes.empty() && budget.device_map.identity()) {
       const std::size_t slot = budget.gpu_bytes.size() == 1 ? 0 : static_cast<std::size_t>(device.index);
       if (slot < budget.gpu_bytes.size()) memory.budget_bytes = budget.gpu_bytes[slot];
     }
@@ -96,7 +96,41 @@ std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const Memor
   return out;
 }
 
-void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file) {
+std::vector<PhysicalGpuMemory> fold_memory(const std::vector<DeviceMemory>& devices, const MemoryBudget& budget) {
+  std::vector<PhysicalGpuMemory> out;
+  if (budget.device_map.identity()) return out;
+  std::map<int, PhysicalGpuMemory> by_gpu;
+  for (const DeviceMemory& m : devices) {
+    if (!m.device.is_cuda()) continue;
+    PhysicalGpuMemory& gpu = by_gpu[budget.device_map.physical(m.device.index)];
+    gpu.gpu = budget.device_map.physical(m.device.index);
+    gpu.logical.push_back(m.device);
+    gpu.total_bytes += m.total_bytes();
+  }
+  for (auto& [index, gpu] : by_gpu) {
+    if (!budget.gpu_bytes.empty()) {
+      const std::size_t slot = budget.gpu_bytes.size() == 1 ? 0 : static_cast<std::size_t>(index);
+      if (slot < budget.gpu_bytes.size()) gpu.budget_bytes = budget.gpu_bytes[slot];
+    }
+    out.push_back(std::move(gpu));
+  }
+  return out;
+}
+
+void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file,
+                  const std::vector<PhysicalGpuMemory>& physical) {
+  for (const PhysicalGpuMemory& gpu : physical) {
+    if (!gpu.budget_bytes || gpu.total_bytes <= *gpu.budget_bytes) continue;
+    std::string logical;
+    for (const Device d : gpu.logical) logical += (logical.empty() ? "" : ", ") + d.str();
+    diagnostics.error("over-budget",
+                      "GPU " + std::to_string(gpu.gpu) + " runs " + logical + " (--device_map), which need " +
+                          format_bytes(gpu.total_bytes) + " together, but its budget is " +
+                          format_bytes(*gpu.budget_bytes) + ", " + format_bytes(gpu.total_bytes - *gpu.budget_bytes) +
+                          " too much; fold fewer logical GPUs onto it, keep the routed experts on the CPU or "
+                          "shorten --max_context",
+                      SourceLocation{file, 0, 0});
+  }
   for (const DeviceMemory& m : devices) {
     if (!m.budget_bytes || m.total_bytes() <= *m.budget_bytes) continue;
     std::string advice = m.device.is_cuda()

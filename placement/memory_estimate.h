@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/device_map.h"
 #include "core/diagnostics.h"
 #include "core/kv_cache_layout.h"
 #include "placement/placement_plan.h"
@@ -35,11 +36,22 @@ struct DeviceMemory {
 };
 
 struct MemoryBudget {
-  std::vector<std::uint64_t> gpu_bytes;  // one per GPU, or one for all
+  // One per GPU, or one for all; with a device_map, per physical GPU (the logical ones folded onto
+  // a physical GPU share its budget).
+  std::vector<std::uint64_t> gpu_bytes;
   std::optional<std::uint64_t> cpu_bytes;
   std::int64_t max_context = 4096;       // tokens of KV cache per attention layer
   std::optional<DType> kv_cache_dtype = std::nullopt;  // f32 | bf16 (--kv_cache_dtype); nullopt: the checkpoint's
   std::int64_t prefill_chunk = 512;      // most prompt tokens a forward pass (run --prefill_chunk)
+  DeviceMap device_map;                  // --device_map: the physical GPU of each logical one
+};
+
+// A physical GPU that --device_map folds logical GPUs onto, and what they need together.
+struct PhysicalGpuMemory {
+  int gpu = 0;                  // CUDA ordinal
+  std::vector<Device> logical;  // the plan's GPUs it runs, in order
+  std::uint64_t total_bytes = 0;
+  std::optional<std::uint64_t> budget_bytes;
 };
 
 // The KV cache of one attention layer of `config` under `budget`: its max_context and dtype
@@ -51,10 +63,16 @@ KvCacheLayout kv_cache_layout(const ModelConfig& config, const MemoryBudget& bud
 // expert of a layer whose prefill_device is its GPU).
 std::vector<Device> weight_devices(const ModulePlacement& owner);
 
-// Devices in order: cuda:0.., then cpu. Every GPU below options.gpus is listed, used or not.
+// Devices in order: cuda:0.., then cpu. Every GPU below options.gpus is listed, used or not. With a
+// device_map that is not the identity, the GPU budgets are the physical GPUs' (fold_memory), and
+// the logical GPUs have none of their own.
 std::vector<DeviceMemory> estimate_memory(const PlacementPlan& plan, const MemoryBudget& budget);
-// Errors for devices over budget.
-void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file);
+// The logical GPUs' totals summed per physical GPU of budget.device_map, with those budgets;
+// empty for the identity map.
+std::vector<PhysicalGpuMemory> fold_memory(const std::vector<DeviceMemory>& devices, const MemoryBudget& budget);
+// Errors for devices over budget, and for physical GPUs whose folded devices are.
+void check_memory(const std::vector<DeviceMemory>& devices, Diagnostics& diagnostics, const std::string& file,
+                  const std::vector<PhysicalGpuMemory>& physical = {});
 
 // An out-of-memory message from building a model ("out of memory on cuda:0: allocating ..."), with
 // what the plan expected on that device and what to do; other messages come back unchanged.

@@ -88,6 +88,18 @@ ordered_json check_to_json(const CheckResult& result, const MemoryBudget& budget
                                    {"total_bytes", m.total_bytes()},
                                    {"budget_bytes", m.budget_bytes ? ordered_json(*m.budget_bytes) : ordered_json(nullptr)}});
   out["devices"] = std::move(devices);
+  if (!result.physical_gpus.empty()) {
+    ordered_json physical = ordered_json::array();
+    for (const PhysicalGpuMemory& g : result.physical_gpus) {
+      ordered_json logical = ordered_json::array();
+      for (const Device d : g.logical) logical.push_back(d.str());
+      physical.push_back(ordered_json{{"gpu", g.gpu},
+                                      {"runs", std::move(logical)},
+                                      {"total_bytes", g.total_bytes},
+                                      {"budget_bytes", g.budget_bytes ? ordered_json(*g.budget_bytes) : ordered_json(nullptr)}});
+    }
+    out["physical_gpus"] = std::move(physical);
+  }
   out["max_context"] = budget.max_context;
   out["kv_cache_dtype"] = dtype_name(kv_cache_layout(result.tree->config(), budget).dtype);
   ordered_json diagnostics = ordered_json::array();

@@ -167,6 +167,19 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
     devices.push_back({m.device.str(), format_bytes(m.weight_bytes), format_bytes(m.kv_cache_bytes),
                        format_bytes(m.total_bytes()), budget_text(m.budget_bytes), headroom_text(m)});
   out << render(devices);
+  if (!result.physical_gpus.empty()) {
+    std::vector<std::vector<std::string>> physical = {{"PHYSICAL GPU", "RUNS (--device_map)", "TOTAL", "BUDGET", "HEADROOM"}};
+    for (const PhysicalGpuMemory& g : result.physical_gpus) {
+      std::string logical;
+      for (const Device d : g.logical) logical += (logical.empty() ? "" : ",") + d.str();
+      const std::string headroom = !g.budget_bytes ? "-"
+                                   : g.total_bytes > *g.budget_bytes
+                                       ? "OVER by " + format_bytes(g.total_bytes - *g.budget_bytes)
+                                       : format_bytes(*g.budget_bytes - g.total_bytes);
+      physical.push_back({std::to_string(g.gpu), logical, format_bytes(g.total_bytes), budget_text(g.budget_bytes), headroom});
+    }
+    out << "\n" << render(physical);
+  }
   for (const DeviceMemory& m : result.memory)
     if (m.prefill_buffer_bytes > 0)
       out << m.device.str() << "'s total includes " << format_bytes(m.prefill_buffer_bytes)

@@ -14,6 +14,9 @@
 #                                   (operators/kernels/cpu/kernel_variants.h) `bench experts --ab_env`
 #                                   on Q4_K and Q6_K (DeepSeek-V3 shape, 16 threads) and the hybrid
 #                                   decode of a 14-layer V2-Lite-shaped Q4_K_M GGUF, both A/B in one process
+#   scripts/gpu-machine.sh folded   tests, then the V2-Lite decode bench of the 1-GPU profiles against
+#                                   `split --gpus 2` of them folded onto GPU 0 (--device_map all=0),
+#                                   hybrid and all-GPU, alternating ROUNDS times (default 3) in one call
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
@@ -89,6 +92,29 @@ if [[ $what == bench || $what == all ]]; then
       --cpu_infer 16 --profile_tokens 0 --timeline > "$out/timeline-$profile.log" 2>&1
     echo "timeline $profile exit $?"; sed -n '/GPU side with stamps/,$p' "$out/timeline-$profile.log" | head -60
   done
+fi
+if [[ $what == folded ]]; then
+  timeout 500 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
+  echo "tests exit $? at $(date +%T)"; grep -E "test cases|assertions|ERROR|FAILED" "$out/tests.log" | head -40
+  timeout 300 ./build-dev/tests/switchyard_tests -tc='gpu folded*' -s > "$out/tests-folded.log" 2>&1
+  echo "folded tests exit $?"; grep -E "MESSAGE|eager|graphs|logical" "$out/tests-folded.log" | grep -v "^ *$" | head -60
+  v2_lite $bin
+  for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
+    $bin split --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml --gpus 2 \
+      -o "$out/$profile-split2.yaml" > "$out/split-$profile.log" 2>&1 || { tail -5 "$out/split-$profile.log"; exit 1; }
+  done
+  for round in $(seq "${ROUNDS:-3}"); do
+    for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
+      for layout in one split2; do
+        if [[ $layout == one ]]; then flags=(--optimize_config_path optimize_rules/$profile.yaml)
+        else flags=(--optimize_config_path "$out/$profile-split2.yaml" --device_map all=0); fi
+        timeout 150 $bin bench decode --model_path $models/v2-lite "${flags[@]}" --cpu_infer 16 --profile_tokens 0 \
+          > "$out/folded.log" 2>&1
+        echo "round $round $profile $layout exit $?: $(bench_line "$out/folded.log")"
+      done
+    done
+  done
+  cp "$out/folded.log" "$out/folded-last.log"
 fi
 if [[ $what == ab ]]; then
   variable=${2:?"ab needs the name of the environment variable that switches the variant"}

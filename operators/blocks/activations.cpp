@@ -25,7 +25,7 @@ Scratch::Scratch(GpuRuntime* gpu, std::int64_t floats, std::string_view what) {
 
 CurrentDevice::CurrentDevice(GpuRuntime* gpu) {
 #if SWITCHYARD_HAVE_CUDA
-  if (gpu != nullptr) guard_.emplace(gpu->where().index);
+  if (gpu != nullptr) guard_.emplace(gpu->context().device());
 #else
   (void)gpu;
 #endif
@@ -34,7 +34,7 @@ CurrentDevice::CurrentDevice(GpuRuntime* gpu) {
 void CurrentDevice::switch_to(GpuRuntime* gpu) {
 #if SWITCHYARD_HAVE_CUDA
   guard_.reset();  // back to the device before this object
-  if (gpu != nullptr) guard_.emplace(gpu->where().index);
+  if (gpu != nullptr) guard_.emplace(gpu->context().device());
 #else
   (void)gpu;
 #endif

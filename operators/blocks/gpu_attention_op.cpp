@@ -123,7 +123,7 @@ GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self
   stacked_ = LinearOp::stack_on_device(first_projections);
   // Decode's attention kernel for one token (Hopper and later), where it takes these sizes.
   int major = 0;
-  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu_->where().index));
+  SWITCHYARD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu_->context().device()));
   const KvCacheLayout cache = context.kv_cache();
   cache_dtype_ = cache.dtype;
   if (major >= 9 && cuda::mla_decode_supports(heads_, latent_, rope_, max_context_, cache_dtype_))

@@ -63,7 +63,7 @@ void GpuTimer::report(const Step& step, Tracer& tracer, std::int64_t start_host_
     SWITCHYARD_CUDA_CHECK(cudaEventElapsedTime(&end_ms, step.start, mark.end));
     tracer.add_event(Tracer::Event{mark.region, mark.layer, tracer.step(),
                                    start_host_ns + static_cast<std::int64_t>(begin_ms * 1e6),
-                                   start_host_ns + static_cast<std::int64_t>(end_ms * 1e6), 1 + device_});
+                                   start_host_ns + static_cast<std::int64_t>(end_ms * 1e6), 1 + lane_});
   }
 }
 

@@ -25,7 +25,8 @@ class GpuTimer {
     std::vector<Mark> marks;
   };
 
-  explicit GpuTimer(int device) : device_(device) {}
+  // `device`: the CUDA ordinal; `lane`: the logical GPU whose lane the events go on (1 + lane).
+  GpuTimer(int device, int lane) : device_(device), lane_(lane) {}
   ~GpuTimer();
   GpuTimer(const GpuTimer&) = delete;
   GpuTimer& operator=(const GpuTimer&) = delete;
@@ -50,7 +51,7 @@ class GpuTimer {
   cudaEvent_t event();
   void record(cudaEvent_t event, cudaStream_t stream) const;
 
-  int device_;
+  int device_, lane_;
   bool capturing_ = false;
   Step current_;
   std::vector<cudaEvent_t> free_;

@@ -59,7 +59,7 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   if (options_.prefill_chunk <= 0) throw InputError("the prefill chunk must be at least 1 token");
   BuildContext context = build;
 #if SWITCHYARD_HAVE_CUDA
-  runtimes_ = std::make_unique<DeviceRuntimes>(options_.prefill_chunk);
+  runtimes_ = std::make_unique<DeviceRuntimes>(options_.prefill_chunk, options_.device_map);
   context.runtimes = runtimes_.get();
 #endif
   const ModuleTree& tree = context.tree;
@@ -96,15 +96,15 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     device_embedding_ = table;
   }
   if (GpuRuntime* gpu = context.gpu(final_device_)) gpu_logits_ = std::make_unique<GpuLogits>(*gpu, vocab_);
-  // One graph per decode step when the decoder stack and the head share one GPU (the embedding
-  // may be on the CPU: its row is the graph's input).
+  // One graph per decode step when the decoder stack and the head run on GPUs (the embedding may
+  // be on the CPU: its row is the graph's input).
   std::set<Device> devices{final_device_};
   for (const auto& layer : layers_) {
     devices.insert(layer->attention_device());
     devices.insert(layer->feed_forward_device());
   }
-  if (options_.use_cuda_graph && devices.size() == 1 && final_device_.is_cuda() &&
-      (embed_device_.is_cpu() || embed_device_ == final_device_))
+  const bool all_gpus = std::all_of(devices.begin(), devices.end(), [](Device d) { return d.is_cuda(); });
+  if (options_.use_cuda_graph && all_gpus && !layers_.empty() && (embed_device_.is_cpu() || devices.count(embed_device_) > 0))
     graph_gpu_ = &runtimes_->get(final_device_);
   if (graph_gpu_ != nullptr) chain_ = std::make_unique<DecodeChain>(embed_device_.is_cpu() ? &embedding_ : nullptr);
 #endif
@@ -156,6 +156,13 @@ std::optional<Device> CausalLM::graph_device() const {
   return std::nullopt;
 }
 
+std::size_t CausalLM::graph_gpus() const {
+#if SWITCHYARD_HAVE_CUDA
+  if (graph_) return graph_->gpus();
+#endif
+  return 0;
+}
+
 std::string CausalLM::placement_summary() const {
   std::map<std::string, std::vector<int>> attention, feed_forward;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -170,8 +177,10 @@ std::string CausalLM::placement_summary() const {
     }
     return out;
   };
-  return "embedding " + embed_device_.str() + "; attention " + list(attention) + "; MLP/MoE blocks " +
-         list(feed_forward) + "; head " + final_device_.str();
+  std::string summary = "embedding " + embed_device_.str() + "; attention " + list(attention) + "; MLP/MoE blocks " +
+                        list(feed_forward) + "; head " + final_device_.str();
+  if (!options_.device_map.identity()) summary += "; GPUs folded by --device_map " + options_.device_map.str();
+  return summary;
 }
 
 void CausalLM::check_token_ids(std::span<const std::int32_t> ids) const {
@@ -253,11 +262,12 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
     float* hidden = stream_->start(embed_device_, tokens);
     cuda::embedding(gpu->ids(), tokens, device_embedding_->buffer.data(), device_embedding_->dtype, vocab_, hidden_,
                     hidden, gpu->stream());
-  } else if (capturing_decode_) {  // the embedding on the CPU: its mapped table (DecodeChain)
-    const CurrentDevice current(graph_gpu_);
-    float* hidden = stream_->start(graph_gpu_->where(), tokens);
-    cuda::embedding(graph_gpu_->ids(), tokens, chain_->embedding_device_view(), embedding_.dtype(), vocab_, hidden_,
-                    hidden, graph_gpu_->stream());
+  } else if (capturing_decode_) {  // the embedding on the CPU: its mapped table (DecodeChain), on the first layer's GPU
+    GpuRuntime* first = &runtimes_->get(layers_.front()->attention_device());
+    const CurrentDevice current(first);
+    float* hidden = stream_->start(first->where(), tokens);
+    cuda::embedding(first->ids(), tokens, chain_->embedding_device_view(), embedding_.dtype(), vocab_, hidden_,
+                    hidden, first->stream());
   }
   cuda::mark_launches(cuda::kLayersMark);  // for bench decode --timeline: where the decoder layers begin and end
 #endif
@@ -355,12 +365,12 @@ void CausalLM::prepare_decode_graph(std::int32_t id, std::int64_t position) {
 }
 
 std::vector<float> CausalLM::decode_with_graph(std::int32_t id, std::int64_t position) {
-  GpuRuntime& gpu = *graph_gpu_;
   prepare_decode_graph(id, position);
   const std::int64_t start_ns = Tracer::now_ns();
   graph_->launch();
   runtimes_->synchronize();
-  if (graph_->kind().profiled) gpu.timer().report(graph_->marks(), *tracer_, start_ns);
+  if (graph_->kind().profiled)
+    for (const auto& [each, marks] : graph_->marks()) each->timer().report(marks, *tracer_, start_ns);
   if (greedy_) return {};  // forward_greedy reads the id
   return gpu_logits_->host_row();
 }

@@ -4,11 +4,13 @@
 // same tree the rules were written against, built from the PlacementPlan (there is no second
 // path around the rules) with weights from the checkpoint.
 //
-// Devices: every operator runs where the plan puts it; the residual stream moves between devices
-// at layer-half boundaries (operators/runtime/residual_stream.h). On GPUs, work is queued on each device's
-// stream, and CPU experts under a GPU MoE block are served by this thread while the GPU works.
-// When the whole decoder stack and the head run on one GPU, a decode step is one CUDA graph
-// (captured at the first decode step, replayed after) including the CPU-expert hand-offs.
+// Devices: every operator runs where the plan puts it; the residual stream moves to each layer's
+// device where the plan's transfer_map says (and to a layer half's, where the halves differ:
+// operators/runtime/residual_stream.h). On GPUs, work is queued on each device's stream, and CPU
+// experts under a GPU MoE block are served by the CPU worker while the GPUs work. When the decoder
+// stack and the head run on GPUs, one or several, a decode step is one CUDA graph (captured at the
+// first decode step, replayed after) including the CPU-expert hand-offs and the hand-overs
+// between GPUs (operators/model/decode_graph.h).
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "core/device_map.h"
 #include "operators/model/build_context.h"
 #include "operators/model/decoder_layer.h"
 #include "operators/blocks/linear_op.h"
@@ -30,6 +33,7 @@ class GpuLogits;
 struct CausalLMOptions {
   bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU
   std::int64_t prefill_chunk = 512;  // most tokens per forward pass; longer prompts run in chunks
+  DeviceMap device_map;  // the physical GPU of each of the plan's (logical) GPUs: --device_map
   // Called as the model is built: the parameter bytes of the parts built so far (the embedding,
   // each decoder layer, the head) and of all of them.
   std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> on_progress;
@@ -67,8 +71,10 @@ class CausalLM {
   // Bytes of KV cache the attention layers hold (allocated), in all or on `device`.
   std::size_t kv_cache_bytes() const;
   std::size_t kv_cache_bytes(Device device) const;
-  // The GPU whose decode steps are CUDA graphs, if any.
+  // The GPU whose stream launches the decode steps' CUDA graphs (the head's), if they are graphs.
   std::optional<Device> graph_device() const;
+  // How many GPUs a decode graph spans (0 before the first graph step or without graphs).
+  std::size_t graph_gpus() const;
   // Benchmarks: with skip, the CPU experts' hand-offs go on as usual but their work is not done
   // (the GPU reads back whatever the buffers hold), which times the GPU side of a hybrid step
   // alone. The logits are then meaningless.
@@ -118,7 +124,7 @@ class CausalLM {
     GreedyScope(const GreedyScope&) = delete;
     GreedyScope& operator=(const GreedyScope&) = delete;
   };
-  GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph
+  GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph: the head's GPU, where it launches
   bool capturing_decode_ = false;      // within the decode graph's capture
   std::unique_ptr<DecodeGraph> graph_;
   std::unique_ptr<DecodeChain> chain_;  // with graph_gpu_: what decode_greedy's steps hand on

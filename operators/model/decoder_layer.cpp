@@ -1,5 +1,6 @@
 #include "operators/model/decoder_layer.h"
 
+#include "core/error.h"
 #include "operators/blocks/activations.h"
 #include "operators/model/implementation_builders.h"
 #if SWITCHYARD_HAVE_CUDA
@@ -15,6 +16,13 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
   const Module& mlp = context.child(layer, context.tree.config().family->feed_forward_child);
   moe_ = mlp.cls->role == ModuleRole::moe;
   feed_forward_ = build_feed_forward(context, mlp);
+  // The transfer_map's device for this layer is where the hidden state goes first; check refuses a
+  // plan whose modules disagree with it, and a plan built without check gets the same refusal here.
+  device_ = context.plan.layer_device(layer_);
+  if (attention_->device() != device_)
+    throw InputError(std::string(layer.name) + ".self_attn runs on " + attention_->device().str() + ", but the " +
+                     (context.plan.transfer_map().empty() ? "model's device" : "transfer_map") + " puts layer " +
+                     std::to_string(layer_) + " on " + device_.str(), 1);
   attention_gpu_ = context.gpu(attention_->device());
   feed_forward_gpu_ = context.gpu(feed_forward_->device());
   // A layer's norms run with the half they lead.
@@ -24,7 +32,7 @@ DecoderLayer::DecoderLayer(const BuildContext& context, const Module& layer)
 
 void DecoderLayer::forward(ResidualStream& stream, std::int64_t tokens, std::int64_t position) {
   const std::int64_t n = tokens * hidden_size_;
-  float* hidden = stream.on(attention_->device());
+  float* hidden = stream.on(device_);  // the hand-over the transfer_map names, where the layer begins
   CurrentDevice current(attention_gpu_);
   Scratch normed(attention_gpu_, n, "normalised hidden states"), delta(attention_gpu_, n, "attention output");
   // The previous layer's MLP output is added here, in the norm's launch.

@@ -1,8 +1,9 @@
 #pragma once
 // One decoder layer: input norm, attention, post-attention norm and the feed-forward block (a
 // dense MLP or a MoE block), each built by the implementation the plan gives it
-// (operators/model/implementation_builders.h). The two halves may sit on different devices: the
-// residual stream moves to each half's device before it runs.
+// (operators/model/implementation_builders.h). The residual stream comes to the layer's device (the
+// transfer_map's) first; the two halves may sit on different devices, and the stream moves to the
+// feed-forward half's before it runs.
 #include <cstdint>
 #include <memory>
 
@@ -27,6 +28,7 @@ class DecoderLayer {
  private:
   Tracer* tracer_;
   int layer_;
+  Device device_;  // the plan's layer_device: where the residual stream comes to for this layer
   bool moe_;
   std::int64_t hidden_size_;
   std::unique_ptr<AttentionOp> attention_;

@@ -62,7 +62,7 @@ PendingDelta CpuExpertsHandOff::pending(int layer, const float* add) {
 }
 
 void CpuExpertsHandOff::run(const Job& job, const std::atomic<bool>* launching, bool compute) {
-  flags_.host_wait(2 * job.layer, 1, context_.stream(), launching);
+  flags_.host_wait(2 * job.layer, 1, job.watched != nullptr ? job.watched : context_.stream(), launching);
   flags_.host_write(2 * job.layer, 0);
   if (compute) {
     const Tracer::Scope scope(job.tracer, Region::routed_experts, job.layer);

@@ -37,6 +37,10 @@ class CpuExpertsHandOff {
     std::int64_t tokens;
     int top_k;
     Tracer* tracer;
+    // The stream whose work writes the job's flag, which the host watches for a fault or a missing
+    // write: the context's own, or (a graph spanning several GPUs) the stream the graph is
+    // launched on. nullptr: the context's.
+    cudaStream_t watched = nullptr;
   };
 
   // Pinned buffers for up to max_tokens tokens; flags for layers [0, layers).

@@ -13,11 +13,11 @@
 
 namespace switchyard {
 
-GpuRuntime::GpuRuntime(DeviceRuntimes& owner, int device)
+GpuRuntime::GpuRuntime(DeviceRuntimes& owner, int logical, int physical)
     : owner_(owner),
-      context_(device),
+      context_(logical, physical),
       step_host_(static_cast<std::size_t>(1 + owner.max_tokens()) * sizeof(std::int32_t), "the step's token ids"),
-      timer_(device) {
+      timer_(physical, logical) {
   step_device_ = context_.allocate(step_host_.bytes(), "the step's token ids");
 }
 
@@ -31,6 +31,11 @@ void GpuRuntime::write_step(std::int64_t position, std::span<const std::int32_t>
 }
 
 void GpuRuntime::upload_step() { context_.copy_to_device(step_device_.data(), step_host_.data(), step_bytes_); }
+
+void GpuRuntime::copy_step_from(GpuRuntime& other, std::int64_t tokens) {
+  context_.copy_from_peer(step_device_.data(), other.step_device_.data(), other.context_,
+                          static_cast<std::size_t>(1 + tokens) * sizeof(std::int32_t));
+}
 
 const GpuRuntime::RopeTables& GpuRuntime::rope_tables(const cpu::RopeFrequencies& frequencies,
                                                       std::int64_t max_context) {
@@ -91,7 +96,23 @@ GpuRuntime& DeviceRuntimes::get(Device device) {
   if (!device.is_cuda()) throw std::logic_error("DeviceRuntimes::get: " + device.str() + " is not a GPU");
   auto found = runtimes_.find(device.index);
   if (found != runtimes_.end()) return *found->second;
-  auto runtime = std::make_unique<GpuRuntime>(*this, device.index);
+  auto runtime = std::make_unique<GpuRuntime>(*this, device.index, map_.physical(device.index));
+  const int physical = runtime->context().device();
+  for (const auto& [index, other] : runtimes_) {
+    const int peer = other->context().device();
+    if (peer == physical) continue;
+    for (const auto [from, to] : {std::pair{physical, peer}, std::pair{peer, physical}}) {
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || can == 0) {
+        cudaGetLastError();
+        continue;
+      }
+      const cuda::DeviceGuard guard(from);
+      const cudaError_t enabled = cudaDeviceEnablePeerAccess(to, 0);
+      if (enabled != cudaSuccess && enabled != cudaErrorPeerAccessAlreadyEnabled) SWITCHYARD_CUDA_CHECK(enabled);
+      cudaGetLastError();  // clears cudaErrorPeerAccessAlreadyEnabled
+    }
+  }
   return *runtimes_.emplace(device.index, std::move(runtime)).first->second;
 }
 

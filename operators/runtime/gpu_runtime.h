@@ -25,13 +25,15 @@
 #include <exception>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <memory>
+#include <thread>
+#include <utility>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "core/device.h"
+#include "core/device_map.h"
 #include "core/tensor.h"
 #include "core/trace.h"
 #include "operators/kernels/cpu/rope.h"
@@ -45,7 +47,8 @@ class DeviceRuntimes;
 
 class GpuRuntime {
  public:
-  GpuRuntime(DeviceRuntimes& owner, int device);
+  // Logical GPU cuda:`logical` on this process's GPU `physical` (core/device_map.h).
+  GpuRuntime(DeviceRuntimes& owner, int logical, int physical);
   GpuRuntime(const GpuRuntime&) = delete;
   GpuRuntime& operator=(const GpuRuntime&) = delete;
 
@@ -66,6 +69,9 @@ class GpuRuntime {
   std::int32_t* step_record() const { return step_device_.as<std::int32_t>(); }
   void write_step(std::int64_t position, std::span<const std::int32_t> ids);
   void upload_step();
+  // Queued on this stream (after `other`'s work: DeviceContext::wait_for): `other`'s record, for
+  // `tokens` tokens, into this one's; a decode graph's GPUs take the origin's record this way.
+  void copy_step_from(GpuRuntime& other, std::int64_t tokens);
 
   // cos and sin for positions [0, max_context) at these frequencies, [max_context, rope_dim / 2],
   // made once per distinct frequency set.
@@ -110,13 +116,16 @@ class GpuRuntime {
 
 class DeviceRuntimes {
  public:
-  // max_tokens: the most tokens one forward pass runs (the prefill chunk).
-  explicit DeviceRuntimes(std::int64_t max_tokens) : max_tokens_(max_tokens) {}
+  // max_tokens: the most tokens one forward pass runs (the prefill chunk). `map`: the physical
+  // GPU of each logical one.
+  explicit DeviceRuntimes(std::int64_t max_tokens, DeviceMap map = {}) : max_tokens_(max_tokens), map_(std::move(map)) {}
   ~DeviceRuntimes();
   DeviceRuntimes(const DeviceRuntimes&) = delete;
   DeviceRuntimes& operator=(const DeviceRuntimes&) = delete;
 
-  // Created on first use; InputError when this build has no CUDA or the device is absent.
+  // Created on first use; InputError when this build has no CUDA or the device is absent. Logical
+  // GPUs on different physical ones can read each other's memory (peer access, where the GPUs
+  // allow it; otherwise their copies go through the host).
   GpuRuntime& get(Device device);
   GpuRuntime* find(Device device);
   std::int64_t max_tokens() const { return max_tokens_; }
@@ -149,7 +158,8 @@ class DeviceRuntimes {
   void work();
 
   std::int64_t max_tokens_;
-  std::map<int, std::unique_ptr<GpuRuntime>> runtimes_;
+  DeviceMap map_;
+  std::map<int, std::unique_ptr<GpuRuntime>> runtimes_;  // by logical index
   bool capturing_ = false;
   std::vector<CpuExpertsHandOff::Job> captured_;
   std::mutex mutex_;

@@ -1,6 +1,7 @@
 #include "operators/runtime/residual_stream.h"
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "operators/blocks/activations.h"
@@ -79,7 +80,11 @@ void ResidualStream::settle() {
   GpuRuntime* gpu = nullptr;
   const float* sum = pending.device;
 #if SWITCHYARD_HAVE_CUDA
-  if (device_.is_cuda()) gpu = &runtimes_->get(device_);
+  std::optional<cuda::DeviceGuard> on;  // the stream's GPU: settle runs between layers, under no layer's guard
+  if (device_.is_cuda()) {
+    gpu = &runtimes_->get(device_);
+    on.emplace(gpu->context().device());
+  }
   if (pending.host != nullptr) {  // host + device part into the delta buffer, after the host's flag
     float* into = delta(device_);
     cuda::add_from_host(pending.host, pending.device, tokens_ * width_, into, gpu->stream(), pending.flag,
@@ -111,8 +116,13 @@ float* ResidualStream::on(Device device) {
     runtimes_->get(device_).context().copy_to_host(to, from, bytes);
     runtimes_->synchronize();
   } else {
-    runtimes_->synchronize();
-    SWITCHYARD_CUDA_CHECK(cudaMemcpyPeer(to, device.index, from, device_.index, bytes));
+    // GPU to GPU on the receiving stream, after the sending stream's work: no host
+    // synchronisation, and a decode graph captures it. The sender's buffer is written again only
+    // after a later hand-over back to it, which waits for this stream.
+    cuda::DeviceContext& sender = runtimes_->get(device_).context();
+    cuda::DeviceContext& receiver = runtimes_->get(device).context();
+    receiver.wait_for(sender);
+    receiver.copy_from_peer(to, from, sender, bytes);
   }
 #else
   (void)from;

@@ -30,8 +30,9 @@ class ResidualStream {
 
   // Starts a pass of `tokens` tokens on `device`, returns its buffer there (contents undefined).
   float* start(Device device, std::int64_t tokens);
-  // The stream on `device`, copied there if it was elsewhere. CPU -> GPU is queued on the GPU's
-  // stream (capturable); GPU -> CPU and GPU -> GPU synchronise (DeviceRuntimes::synchronize).
+  // The stream on `device`, copied there if it was elsewhere. CPU -> GPU and GPU -> GPU are queued
+  // on the receiving GPU's stream (GPU -> GPU after an event of the sender's: capturable, no host
+  // wait); GPU -> CPU synchronises (DeviceRuntimes::synchronize).
   float* on(Device device);
   Device device() const { return device_; }
 

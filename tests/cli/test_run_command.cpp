@@ -266,3 +266,46 @@ TEST_CASE("run command: the KV cache is the checkpoint's dtype unless --kv_cache
   CHECK(dry.output.find("KV CACHE (512 tok, f32)") != std::string::npos);
   CHECK(run_switchyard("run --dry_run --kv_cache_dtype q8_0").exit_code == 2);
 }
+
+TEST_CASE("run command: a profile for more GPUs than the machine has names --device_map, and runs folded with it") {
+  const TempModel model("tiny-deepseek-v3", 11);
+  const std::string base = "run --model_path " + model.dir.string() + " --max_new_tokens 6 --prompt_ids 3,9,27";
+  const std::string two_gpus = " --optimize_config_path " + source_path("tests/fixtures/tiny-deepseek-v3-2gpu.yaml");
+  const auto refused = run_switchyard_with_env("", base + two_gpus, /*with_stderr=*/true);
+  INFO("without --device_map: " << refused.output);
+  if (gpu_count() < 2) {
+    CHECK(refused.exit_code == 1);  // before any weight reaches a GPU
+    CHECK(refused.output.find("cuda:1") != std::string::npos);
+    CHECK(refused.output.find("does not have") != std::string::npos);
+    if (gpu_count() == 1) CHECK(refused.output.find("--device_map") != std::string::npos);
+  }
+  CHECK(run_switchyard(base + two_gpus + " --device_map cuda:1=x").exit_code == 2);
+  if (gpu_count() == 0) {
+    MESSAGE("skipped the folded run: no CUDA device");
+    return;
+  }
+  const auto one_gpu = run_switchyard(base + " --optimize_config_path " + source_path("optimize_rules/DeepSeek-V3-Chat.yaml"));
+  REQUIRE(one_gpu.exit_code == 0);
+  for (const char* graphs : {"true", "false"}) {
+    const auto folded = run_switchyard(base + two_gpus + " --device_map all=0 --use_cuda_graph " + graphs);
+    INFO("folded, graphs " << graphs << ": " << folded.output);
+    CHECK(folded.exit_code == 0);
+    CHECK(generated_ids(folded.output) == generated_ids(one_gpu.output));
+  }
+}
+
+TEST_CASE("check command: --device_map adds the folded GPUs' memory against each physical GPU's budget") {
+  const std::string base = "check --arch deepseek-v3 --weight_dtype q4_k_m --optimize_config_path " +
+                           source_path("optimize_rules/DeepSeek-V3-Chat-multi-gpu-8.yaml");
+  const auto folded = run_switchyard(base + " --device_map cuda:0-3=0,cuda:4-7=1 --gpu_memory 141GiB");
+  INFO(folded.output);
+  CHECK(folded.exit_code == 0);
+  CHECK(folded.output.find("PHYSICAL GPU") != std::string::npos);
+  CHECK(folded.output.find("cuda:0,cuda:1,cuda:2,cuda:3") != std::string::npos);
+  CHECK(folded.output.find("cuda:4,cuda:5,cuda:6,cuda:7") != std::string::npos);
+  // All eight on one GPU of 8 GiB: over its budget, named, exit 1.
+  const auto over = run_switchyard_with_env("", base + " --device_map all=0 --gpu_memory 8GiB", true);
+  INFO(over.output);
+  CHECK(over.exit_code == 1);
+  CHECK(over.output.find("GPU 0 runs cuda:0, cuda:1") != std::string::npos);
+}

@@ -76,11 +76,15 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
   return *this;
 }
 
-DeviceContext::DeviceContext(int device) : device_(device) {
+DeviceContext::DeviceContext(int logical, int device) : logical_(logical), device_(device) {
   const int count = device_count();
   if (device < 0 || device >= count)
-    throw InputError("cuda:" + std::to_string(device) + " is not present: this machine has " + std::to_string(count) +
-                         " CUDA device" + (count == 1 ? "" : "s"),
+    throw InputError("cuda:" + std::to_string(logical) +
+                         (logical == device ? std::string() : " (GPU " + std::to_string(device) + " by --device_map)") +
+                         " is not present: this machine has " + std::to_string(count) + " CUDA device" +
+                         (count == 1 ? "" : "s") +
+                         (count > 0 ? "; fold the profile's GPUs onto it with --device_map (e.g. --device_map all=0)"
+                                    : std::string()),
                      1);
   const DeviceGuard guard(device);
   pool_ = DeviceMemoryPool::create(device);
@@ -90,7 +94,9 @@ DeviceContext::DeviceContext(int device) : device_(device) {
     SWITCHYARD_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     cublas_workspace_ = pool_->allocate(kCublasWorkspaceBytes, "the cuBLAS workspace");
     SWITCHYARD_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
+    SWITCHYARD_CUDA_CHECK(cudaEventCreateWithFlags(&marker_, cudaEventDisableTiming));
   } catch (...) {
+    if (marker_ != nullptr) cudaEventDestroy(marker_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     throw;
@@ -100,24 +106,36 @@ DeviceContext::DeviceContext(int device) : device_(device) {
 DeviceContext::~DeviceContext() {
   const DeviceGuard guard(device_, std::nothrow);
   if (stream_ != nullptr && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
+  if (marker_ != nullptr && cudaEventDestroy(marker_) != cudaSuccess) cudaGetLastError();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
 }
 
 void DeviceContext::copy_to_device(void* device_destination, const void* host_source, std::size_t bytes) {
   if (bytes == 0) return;
+  const DeviceGuard on(device_);  // the stream's GPU, whichever is current (several GPUs in one pass)
   SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(device_destination, host_source, bytes, cudaMemcpyHostToDevice, stream_));
 }
 
 void DeviceContext::copy_to_host(void* host_destination, const void* device_source, std::size_t bytes) {
   if (bytes == 0) return;
+  const DeviceGuard on(device_);
   SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(host_destination, device_source, bytes, cudaMemcpyDeviceToHost, stream_));
 }
 
 void DeviceContext::copy_on_device(void* device_destination, const void* device_source, std::size_t bytes) {
   if (bytes == 0) return;
+  const DeviceGuard on(device_);
   SWITCHYARD_CUDA_CHECK(
       cudaMemcpyAsync(device_destination, device_source, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void DeviceContext::copy_from_peer(void* device_destination, const void* source_memory, const DeviceContext& source,
+                                   std::size_t bytes) {
+  if (bytes == 0) return;
+  const DeviceGuard on(device_);
+  if (source.device_ == device_) return copy_on_device(device_destination, source_memory, bytes);
+  SWITCHYARD_CUDA_CHECK(cudaMemcpyPeerAsync(device_destination, device_, source_memory, source.device_, bytes, stream_));
 }
 
 DeviceBuffer DeviceContext::upload(const void* host_source, std::size_t bytes, std::string_view what) {
@@ -127,5 +145,17 @@ DeviceBuffer DeviceContext::upload(const void* host_source, std::size_t bytes, s
 }
 
 void DeviceContext::synchronize() { SWITCHYARD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void DeviceContext::wait_for(DeviceContext& other) {
+  if (&other == this) return;
+  // The event is other's: a record and a wait follow each other at once, so one event serves every
+  // context that waits for it.
+  {
+    const DeviceGuard on(other.device_);
+    SWITCHYARD_CUDA_CHECK(cudaEventRecord(other.marker_, other.stream_));
+  }
+  const DeviceGuard on(device_);
+  SWITCHYARD_CUDA_CHECK(cudaStreamWaitEvent(stream_, other.marker_, 0));
+}
 
 }  // namespace switchyard::cuda

@@ -69,13 +69,16 @@ class PinnedBuffer {
 class DeviceContext {
  public:
   // InputError when `device` is not in [0, device_count()).
-  explicit DeviceContext(int device);
+  explicit DeviceContext(int device) : DeviceContext(device, device) {}
+  // Logical GPU cuda:`logical` (a profile's) run by this process's GPU `physical` (--device_map,
+  // core/device_map.h); InputError naming both, and the flag, when `physical` is not present.
+  DeviceContext(int logical, int physical);
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
 
-  int device() const { return device_; }
-  Device where() const { return Device::cuda(device_); }
+  int device() const { return device_; }  // the physical ordinal: what cudaSetDevice takes
+  Device where() const { return Device::cuda(logical_); }  // the profile's device
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   DeviceMemoryPool& pool() const { return *pool_; }
@@ -88,18 +91,28 @@ class DeviceContext {
   void copy_to_device(void* device_destination, const void* host_source, std::size_t bytes);
   void copy_to_host(void* host_destination, const void* device_source, std::size_t bytes);
   void copy_on_device(void* device_destination, const void* device_source, std::size_t bytes);
+  // From `source`'s memory (another context, on this GPU or another) into this context's: a peer
+  // copy when the physical GPUs differ. Queued on this stream only: order it after `source`'s
+  // work first (wait_for).
+  void copy_from_peer(void* device_destination, const void* source_memory, const DeviceContext& source,
+                      std::size_t bytes);
   // A new buffer holding a copy of `bytes` host bytes (queued; see copy_to_device).
   DeviceBuffer upload(const void* host_source, std::size_t bytes, std::string_view what);
 
   // Waits for everything queued on the stream; a kernel's failure surfaces here as runtime_error.
   void synchronize();
+  // Work queued on this stream from now on waits for everything queued on `other`'s so far: an
+  // event recorded there, no host synchronisation. Inside a graph capture it is a dependency (and
+  // a stream that was not capturing joins the capture of `other`'s).
+  void wait_for(DeviceContext& other);
 
  private:
-  int device_;
+  int logical_, device_;
   std::shared_ptr<DeviceMemoryPool> pool_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_workspace_;  // ours, so that cuBLAS calls can be captured in CUDA graphs
+  cudaEvent_t marker_ = nullptr;   // recorded by another context's wait_for(*this)
 };
 
 }  // namespace switchyard::cuda

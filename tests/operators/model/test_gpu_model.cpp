@@ -1,8 +1,9 @@
 // The model on a GPU: the tiny transformers fixtures (f32 weights) run through the shipped hybrid
 // profiles (attention, gates, shared experts on cuda:0; routed experts on the CPU in decode, on
 // the GPU in prefill) and through an all-GPU profile, eagerly and with one CUDA graph per decode
-// step; and the hybrid profiles split over two GPUs by `switchyard split` (eager: layers on two
-// GPUs take no graph). Without a GPU every case says "skipped: no CUDA device".
+// step; and the hybrid profiles split over two GPUs by `switchyard split` (one decode graph across
+// both; test_gpu_folded.cpp runs the same splits folded onto one GPU). Without a GPU every case
+// says "skipped: no CUDA device".
 //
 // Tolerance: logits within 2^-8 (bf16's unit roundoff) of transformers', relative to the logits'
 // scale, for the prompt and every decode step; in practice f32 cuBLAS (no TF32) and f32 kernels
@@ -105,8 +106,9 @@ TEST_CASE("gpu model: hybrid profiles split over two GPUs (switchyard split) mat
     const SplitResult split = split_profile(base.check, 2, MemoryBudget{}, hybrid);
     INFO(std::string(fixture) << " split over two GPUs:\n" << split.yaml);
     Loaded l = load(fixture, "<split over two GPUs>", split.yaml);
-    CHECK_FALSE(l.model->graph_device().has_value());  // layers on two GPUs run eagerly
+    CHECK(l.model->graph_device().has_value());  // one decode graph spans both GPUs
     const FidelityRun run = run_greedy(*l.model, ref);
+    CHECK(l.model->graph_gpus() == 2);
     MESSAGE(std::string(fixture) << " on two GPUs: relative error of prompt logits " << run.prompt_error << ", of decode logits "
                     << run.step_error);
     CHECK(run.prompt_error <= kBf16Tolerance);
