@@ -55,6 +55,7 @@ struct ChatCommand {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
     const std::size_t kept = messages.size();
+    KvPrefix kv_prefix;  // each turn prefills only what the conversation added since the last
     for (;;) {
       std::printf("\n> ");
       std::fflush(stdout);
@@ -72,6 +73,7 @@ struct ChatCommand {
       serve::TextRequest request;
       request.prompt = model_text.tokenizer.encode(prompt.text, /*add_special=*/false);
       request.generation = generation;
+      request.generation.reuse = &kv_prefix;
       const std::int64_t room = lm.max_context() - static_cast<std::int64_t>(request.prompt.size());
       if (room < 1) {
         std::printf("(the conversation is %zu tokens, past the context of %lld: /clear it)\n", request.prompt.size(),
@@ -89,8 +91,8 @@ struct ChatCommand {
       });
       messages.push_back({{"role", "assistant"}, {"content", prompt.opening + answer.text}});
       const GenerationStats& s = answer.stats;
-      std::printf("\n[%lld prompt tokens in %.2f s, %lld answer tokens at %.2f tokens/s; %s]\n",
-                  static_cast<long long>(answer.prompt_tokens), s.prompt_seconds,
+      std::printf("\n[%lld prompt tokens (%lld cached) in %.2f s, %lld answer tokens at %.2f tokens/s; %s]\n",
+                  static_cast<long long>(answer.prompt_tokens), static_cast<long long>(s.cached_tokens), s.prompt_seconds,
                   static_cast<long long>(answer.completion_tokens),
                   s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0,
                   answer.finish == serve::TextFinish::cancelled ? "stopped" :

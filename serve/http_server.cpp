@@ -38,6 +38,10 @@ struct OpenAiServer::Impl {
   const text::ModelText& model_text;
   httplib::Server http;
   GenerationQueue queue;
+  // What the model's KV cache holds from the request before (read and written by the queue's one
+  // generation at a time): a request sharing its start (a system prompt, a conversation's turns so
+  // far) prefills only the rest.
+  KvPrefix kv_prefix;
   std::atomic<std::uint64_t> next_id{1};
   // Requests that reached the queue, by how they ended (/health reports them).
   std::atomic<std::uint64_t> completed{0}, cancelled{0}, failed{0}, refused_full{0};
@@ -114,6 +118,7 @@ struct OpenAiServer::Impl {
     auto result = std::make_shared<TextResult>();
     std::shared_ptr<Job> job = queue.submit([this, text, result](Job& j) {
       try {
+        text->generation.reuse = &kv_prefix;
         *result = generate_text(model, model_text, *text, [&j](std::string_view piece) { return j.push(piece); });
       } catch (const InputError& e) {
         j.fail(e.what(), 400);

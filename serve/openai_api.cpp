@@ -197,7 +197,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
 nlohmann::json usage_json(const TextResult& result) {
   return {{"prompt_tokens", result.prompt_tokens},
           {"completion_tokens", result.completion_tokens},
-          {"total_tokens", result.prompt_tokens + result.completion_tokens}};
+          {"total_tokens", result.prompt_tokens + result.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", result.stats.cached_tokens}}}};
 }
 
 namespace {

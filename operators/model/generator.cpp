@@ -74,14 +74,24 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     }
     return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
   };
+  // The prompt's part the cache already holds; at least its last token runs. Until this run ends
+  // well, the cache holds only that part for certain.
+  std::size_t cached = 0;
+  if (options.reuse != nullptr) {
+    const std::vector<std::int32_t>& held = options.reuse->ids;
+    const std::size_t most = std::min(held.size(), prompt.size() - 1);
+    while (cached < most && held[cached] == prompt[cached]) ++cached;
+    options.reuse->ids.resize(cached);
+  }
   auto start = Clock::now();
   std::int32_t next = 0;
   {
     if (options.tracer) options.tracer->begin_step(0);
     const Tracer::Scope scope(options.tracer, Region::prefill);
-    next = step(prompt, 0);
+    next = step(prompt.subspan(cached), static_cast<std::int64_t>(cached));
   }
   result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  result.stats.cached_tokens = static_cast<std::int64_t>(cached);
   result.stats.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   // Each new token: kept, shown, and whether to go on (the caller's word first, then the stop ids).
   auto keep = [&](std::int32_t id) {
@@ -115,6 +125,13 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     }
   }
   result.stats.decode_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (options.reuse != nullptr) {
+    // Every token fed to the model is in the cache now: the prompt and the generated ones but the
+    // last (a step queued behind a stop may have run it too, but need not have).
+    std::vector<std::int32_t>& held = options.reuse->ids;
+    held.assign(prompt.begin(), prompt.end());
+    held.insert(held.end(), result.tokens.begin(), result.tokens.end() - 1);
+  }
   return result;
 }
 

@@ -12,8 +12,19 @@
 
 namespace switchyard {
 
+// What the model's KV cache holds from the generations before: the ids at positions [0, size()).
+// A generation given one runs only the prompt past its longest common prefix with these ids (and
+// at least the prompt's last token, whose logits start the answer), then leaves the cache's new
+// contents here: a chat's next turn, or a server's next request with the same system prompt,
+// prefills only what is new. Empty: nothing reusable (a new model, or after a failed run). It is
+// right only while every forward pass on the model goes through generations that share it.
+struct KvPrefix {
+  std::vector<std::int32_t> ids;
+};
+
 struct GenerationOptions {
   Tracer* tracer = nullptr;  // prefill / decode_step ranges and profile steps
+  KvPrefix* reuse = nullptr;  // the model's cache between generations; nullptr: prefill the whole prompt
   int max_new_tokens = 32;
   cpu::SamplingParams sampling;  // temperature <= 0: greedy
   std::uint64_t seed = 0;
@@ -22,6 +33,7 @@ struct GenerationOptions {
 
 struct GenerationStats {
   std::int64_t prompt_tokens = 0;
+  std::int64_t cached_tokens = 0;  // of prompt_tokens: already in the KV cache (KvPrefix), not run
   double prompt_seconds = 0;
   std::int64_t generated_tokens = 0;  // tokens produced by decode steps (the first comes from prefill)
   double decode_seconds = 0;

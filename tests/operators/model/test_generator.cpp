@@ -67,7 +67,56 @@ void check_generate(CausalLM& model, const Reference& ref) {
   CHECK(generate_seen(model, ref, options).tokens == std::vector<std::int32_t>{ref.generated[0]});
 }
 
+// KvPrefix: a second generation whose prompt extends the first's context prefills only the new
+// part and continues exactly as the fixture's greedy continuation; a prompt that leaves the
+// cached ids early reuses only the common start, and answers as a run without reuse does.
+void check_reuse(CausalLM& model, const Reference& ref) {
+  const auto n = static_cast<int>(ref.generated.size());
+  GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_new_tokens = n;
+  KvPrefix cache;
+  options.reuse = &cache;
+  const GenerationResult first = generate(model, ref.prompt, options);
+  CHECK(first.stats.cached_tokens == 0);
+  CHECK(first.tokens == ref.generated);
+  std::vector<std::int32_t> held(ref.prompt.begin(), ref.prompt.end());
+  held.insert(held.end(), ref.generated.begin(), ref.generated.end() - 1);
+  CHECK(cache.ids == held);
+  // The next turn: the prompt and the first m tokens of the answer.
+  const int m = n / 2;
+  std::vector<std::int32_t> turn(ref.prompt.begin(), ref.prompt.end());
+  turn.insert(turn.end(), ref.generated.begin(), ref.generated.begin() + m);
+  options.max_new_tokens = n - m;
+  const GenerationResult next = generate(model, turn, options);
+  CHECK(next.stats.cached_tokens == static_cast<std::int64_t>(turn.size()) - 1);  // the last token runs
+  CHECK(next.tokens == std::vector<std::int32_t>(ref.generated.begin() + m, ref.generated.end()));
+  // Leaving the cached ids after 3 tokens: 3 reused, and the answer of a run that reuses nothing.
+  std::vector<std::int32_t> other(ref.prompt.begin(), ref.prompt.begin() + 3);
+  for (std::size_t i = 3; i < ref.prompt.size(); ++i) other.push_back((ref.prompt[i] * 7 + 11) % static_cast<std::int32_t>(model.vocab_size()));
+  REQUIRE(other[3] != turn[3]);
+  options.max_new_tokens = 6;
+  const GenerationResult reused = generate(model, other, options);
+  CHECK(reused.stats.cached_tokens == 3);
+  GenerationOptions plain = options;
+  plain.reuse = nullptr;
+  const GenerationResult fresh = generate(model, other, plain);
+  CHECK(fresh.stats.cached_tokens == 0);
+  CHECK(reused.tokens == fresh.tokens);
+  // The same prompt again: all but its last token from the cache (the run without reuse left the
+  // same ids there, but the cache cannot know: it still holds what `reused` left).
+  const GenerationResult again = generate(model, other, options);
+  CHECK(again.stats.cached_tokens == static_cast<std::int64_t>(other.size()) - 1);
+  CHECK(again.tokens == fresh.tokens);
+}
+
 }  // namespace
+
+TEST_CASE("generate: a KV prefix from the generation before is reused, and only it (CPU)") {
+  const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
+  Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat-cpu.yaml");
+  check_reuse(*l.model, ref);
+}
 
 TEST_CASE("generate: a repetition penalty changes the greedy choice exactly as a plain loop over the logits does (CPU)") {
   const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
@@ -115,5 +164,6 @@ TEST_CASE("generate: the same with greedy decode steps chained on a GPU (hybrid 
   Loaded l = load("deepseek_v3", "DeepSeek-V3-Chat.yaml");
   REQUIRE(l.model->chains_decode_steps());
   check_generate(*l.model, ref);
+  check_reuse(*l.model, ref);
 }
 #endif
