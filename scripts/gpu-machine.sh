@@ -14,9 +14,10 @@
 #                                   (operators/kernels/cpu/kernel_variants.h) `bench experts --ab_env`
 #                                   on Q4_K and Q6_K (DeepSeek-V3 shape, 16 threads) and the hybrid
 #                                   decode of a 14-layer V2-Lite-shaped Q4_K_M GGUF, both A/B in one process
-#   scripts/gpu-machine.sh folded   tests, then the V2-Lite decode bench of the 1-GPU profiles against
-#                                   `split --gpus 2` of them folded onto GPU 0 (--device_map all=0),
-#                                   hybrid and all-GPU, alternating ROUNDS times (default 3) in one call
+#   scripts/gpu-machine.sh folded   the multi-GPU tests (folded onto one GPU), then the decode bench of
+#                                   a 14-layer V2-Lite-shaped model, 1-GPU profiles against `split
+#                                   --gpus 2` of them folded onto GPU 0 (--device_map all=0), hybrid
+#                                   and all-GPU, alternating ROUNDS times (default 2) in one call
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
@@ -94,27 +95,48 @@ if [[ $what == bench || $what == all ]]; then
   done
 fi
 if [[ $what == folded ]]; then
-  timeout 500 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
-  echo "tests exit $? at $(date +%T)"; grep -E "test cases|assertions|ERROR|FAILED" "$out/tests.log" | head -40
-  timeout 300 ./build-dev/tests/switchyard_tests -tc='gpu folded*' -s > "$out/tests-folded.log" 2>&1
-  echo "folded tests exit $?"; grep -E "MESSAGE|eager|graphs|logical" "$out/tests-folded.log" | grep -v "^ *$" | head -60
-  v2_lite $bin
+  # The deep hybrid run first, alone: an eager step that fills the driver's queue (stacks dumped
+  # if it does not end).
+  timeout 150 ./build-dev/tests/switchyard_tests -tc='run command: a deep hybrid*' -d > "$out/tests-deep.log" 2>&1
+  deep=$?
+  echo "deep hybrid test exit $deep $(grep -E 'test cases' "$out/tests-deep.log")"; grep -E "ERROR|seconds" "$out/tests-deep.log" | head
+  if [[ $deep == 124 ]]; then  # the same run from the command line, its threads' stacks after 40 s
+    $bin make-model --preset tiny-deepseek-v3 --layers 61 --seed 3 --out $models/deep61 > /dev/null 2>&1
+    for graph in false true; do
+      $bin run --model_path $models/deep61 --max_new_tokens 4 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
+        --use_cuda_graph $graph > "$out/deep-run-$graph.log" 2>&1 &
+      pid=$!; sleep 40
+      if kill -0 $pid 2> /dev/null; then
+        echo "run --use_cuda_graph $graph still running after 40 s; stacks:"
+        gdb=$(command -v gdb || command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)
+        timeout 60 $gdb -p $pid -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^#|^Thread" | cut -c1-200 | head -80
+        kill -9 $pid
+      else
+        wait $pid; echo "run --use_cuda_graph $graph exit $?"; tail -3 "$out/deep-run-$graph.log"
+      fi
+    done
+  fi
+  timeout 300 ./build-dev/tests/switchyard_tests -tc='gpu folded*,gpu model*,run command: a profile for more*,generate*' -d \
+    > "$out/tests-folded.log" 2>&1
+  echo "folded tests exit $?: $(grep -E 'test cases' "$out/tests-folded.log")"
+  grep -E "ERROR|FAILED|MESSAGE: .*(eager|graphs|GPU)|^[0-9.]+ s:" "$out/tests-folded.log" | head -50
+  gpu_models=$models/v2-lite-14
+  [[ -f $gpu_models/config.json ]] || $bin make-model --preset deepseek-v2-lite --layers 14 --out $gpu_models > "$out/make-model.log" 2>&1
   for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
-    $bin split --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml --gpus 2 \
+    $bin split --model_path $gpu_models --optimize_config_path optimize_rules/$profile.yaml --gpus 2 \
       -o "$out/$profile-split2.yaml" > "$out/split-$profile.log" 2>&1 || { tail -5 "$out/split-$profile.log"; exit 1; }
   done
-  for round in $(seq "${ROUNDS:-3}"); do
+  for round in $(seq "${ROUNDS:-2}"); do
     for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
       for layout in one split2; do
         if [[ $layout == one ]]; then flags=(--optimize_config_path optimize_rules/$profile.yaml)
         else flags=(--optimize_config_path "$out/$profile-split2.yaml" --device_map all=0); fi
-        timeout 150 $bin bench decode --model_path $models/v2-lite "${flags[@]}" --cpu_infer 16 --profile_tokens 0 \
+        timeout 100 $bin bench decode --model_path $gpu_models "${flags[@]}" --cpu_infer 16 --profile_tokens 0 \
           > "$out/folded.log" 2>&1
         echo "round $round $profile $layout exit $?: $(bench_line "$out/folded.log")"
       done
     done
   done
-  cp "$out/folded.log" "$out/folded-last.log"
 fi
 if [[ $what == ab ]]; then
   variable=${2:?"ab needs the name of the environment variable that switches the variant"}
