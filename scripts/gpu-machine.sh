@@ -17,7 +17,8 @@
 #   scripts/gpu-machine.sh folded   the multi-GPU tests (folded onto one GPU), then the decode bench of
 #                                   a 14-layer V2-Lite-shaped model, 1-GPU profiles against `split
 #                                   --gpus 2` of them folded onto GPU 0 (--device_map all=0), hybrid
-#                                   and all-GPU, alternating ROUNDS times (default 2) in one call
+#                                   and all-GPU, alternating ROUNDS times (default 1) in one call;
+#                                   then the 61-layer deep hybrid run (stacks if it hangs)
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
@@ -95,47 +96,43 @@ if [[ $what == bench || $what == all ]]; then
   done
 fi
 if [[ $what == folded ]]; then
-  # The deep hybrid run first, alone: an eager step that fills the driver's queue (stacks dumped
-  # if it does not end).
-  timeout 150 ./build-dev/tests/switchyard_tests -tc='run command: a deep hybrid*' -d > "$out/tests-deep.log" 2>&1
-  deep=$?
-  echo "deep hybrid test exit $deep $(grep -E 'test cases' "$out/tests-deep.log")"; grep -E "ERROR|seconds" "$out/tests-deep.log" | head
-  if [[ $deep == 124 ]]; then  # the same run from the command line, its threads' stacks after 40 s
-    $bin make-model --preset tiny-deepseek-v3 --layers 61 --seed 3 --out $models/deep61 > /dev/null 2>&1
-    for graph in false true; do
-      $bin run --model_path $models/deep61 --max_new_tokens 4 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
-        --use_cuda_graph $graph > "$out/deep-run-$graph.log" 2>&1 &
-      pid=$!; sleep 40
-      if kill -0 $pid 2> /dev/null; then
-        echo "run --use_cuda_graph $graph still running after 40 s; stacks:"
-        gdb=$(command -v gdb || command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)
-        timeout 60 $gdb -p $pid -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^#|^Thread" | cut -c1-200 | head -80
-        kill -9 $pid
-      else
-        wait $pid; echo "run --use_cuda_graph $graph exit $?"; tail -3 "$out/deep-run-$graph.log"
-      fi
-    done
-  fi
-  timeout 300 ./build-dev/tests/switchyard_tests -tc='gpu folded*,gpu model*,run command: a profile for more*,generate*' -d \
+  timeout 200 ./build-dev/tests/switchyard_tests -tc='gpu folded*,gpu model: hybrid profiles split*,run command: a profile for more*,generate*' -d \
     > "$out/tests-folded.log" 2>&1
   echo "folded tests exit $?: $(grep -E 'test cases' "$out/tests-folded.log")"
-  grep -E "ERROR|FAILED|MESSAGE: .*(eager|graphs|GPU)|^[0-9.]+ s:" "$out/tests-folded.log" | head -50
+  grep -E "ERROR|FAILED|MESSAGE: .*(eager|graphs|GPU)" "$out/tests-folded.log" | cut -c1-220 | head -40
   gpu_models=$models/v2-lite-14
   [[ -f $gpu_models/config.json ]] || $bin make-model --preset deepseek-v2-lite --layers 14 --out $gpu_models > "$out/make-model.log" 2>&1
   for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
     $bin split --model_path $gpu_models --optimize_config_path optimize_rules/$profile.yaml --gpus 2 \
       -o "$out/$profile-split2.yaml" > "$out/split-$profile.log" 2>&1 || { tail -5 "$out/split-$profile.log"; exit 1; }
   done
-  for round in $(seq "${ROUNDS:-2}"); do
+  for round in $(seq "${ROUNDS:-1}"); do
     for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do
       for layout in one split2; do
         if [[ $layout == one ]]; then flags=(--optimize_config_path optimize_rules/$profile.yaml)
         else flags=(--optimize_config_path "$out/$profile-split2.yaml" --device_map all=0); fi
-        timeout 100 $bin bench decode --model_path $gpu_models "${flags[@]}" --cpu_infer 16 --profile_tokens 0 \
-          > "$out/folded.log" 2>&1
-        echo "round $round $profile $layout exit $?: $(bench_line "$out/folded.log")"
+        timeout 60 $bin bench decode --model_path $gpu_models "${flags[@]}" --cpu_infer 16 --profile_tokens 0 \
+          > "$out/bench-$profile-$layout-$round.log" 2>&1
+        echo "round $round $profile $layout exit $?: $(bench_line "$out/bench-$profile-$layout-$round.log")"
       done
     done
+  done
+  # The deep hybrid run: an eager step that fills the driver's queue (its threads' stacks if it
+  # does not end).
+  $bin make-model --preset tiny-deepseek-v3 --layers 61 --seed 3 --out $models/deep61 > /dev/null 2>&1
+  for graph in false true; do
+    $bin run --model_path $models/deep61 --max_new_tokens 4 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
+      --use_cuda_graph $graph > "$out/deep-run-$graph.log" 2>&1 &
+    pid=$!
+    for second in $(seq 30); do kill -0 $pid 2> /dev/null || break; sleep 1; done
+    if kill -0 $pid 2> /dev/null; then
+      echo "deep run --use_cuda_graph $graph still running after 30 s; stacks:"
+      gdb=$(command -v gdb || command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)
+      timeout 50 $gdb -p $pid -batch -ex "thread apply all bt 14" 2>&1 | grep -E "^#|^Thread" | cut -c1-200 | head -90
+      kill -9 $pid
+    else
+      wait $pid; echo "deep run --use_cuda_graph $graph exit $?: $(grep -E 'generated ids' "$out/deep-run-$graph.log")"
+    fi
   done
 fi
 if [[ $what == ab ]]; then
