@@ -32,8 +32,6 @@ using namespace switchyard::testing;
 
 namespace {
 
-constexpr double kBf16Tolerance = 1.0 / 256;
-
 CausalLMOptions folded_options(bool graphs) {
   CausalLMOptions options;
   options.use_cuda_graph = graphs;

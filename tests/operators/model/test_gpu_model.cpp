@@ -36,8 +36,6 @@ constexpr const char* kAllGpuProfile = R"(- match:
     kwargs: {generate_device: "cuda:0", prefill_device: "cuda:0"}
 )";
 
-constexpr double kBf16Tolerance = 1.0 / 256;
-
 // Each fixture with the shipped hybrid profile of its architecture.
 constexpr std::pair<const char*, const char*> kHybridCases[] = {
     {"deepseek_v3", "DeepSeek-V3-Chat.yaml"},
