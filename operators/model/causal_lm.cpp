@@ -316,7 +316,15 @@ std::vector<float> CausalLM::run_chunk(std::span<const std::int32_t> ids, std::i
 #endif
   prepare(ids, position);
   const std::int64_t start_ns = Tracer::now_ns();
+#if SWITCHYARD_HAVE_CUDA
+  {
+    // A long eager step fills the driver's queue: its launches then wait for the CPU experts.
+    const DeviceRuntimes::Launching queuing(*runtimes_);
+    enqueue(ids, position, all_logits);
+  }
+#else
   enqueue(ids, position, all_logits);
+#endif
   const std::int64_t rows = all_logits ? tokens : 1;
 #if SWITCHYARD_HAVE_CUDA
   runtimes_->synchronize();

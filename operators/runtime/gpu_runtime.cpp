@@ -218,6 +218,14 @@ void DeviceRuntimes::throw_if_failed() {
 }
 
 void DeviceRuntimes::synchronize() {
+  // Called while a step is queued (a layer on the CPU reads the GPU's result), this thread queues
+  // nothing until it returns: the worker may ask the streams again, and see a fault.
+  const bool was_launching = launching_.exchange(false, std::memory_order_acq_rel);
+  struct Restore {
+    std::atomic<bool>& flag;
+    bool value;
+    ~Restore() { flag.store(value, std::memory_order_release); }
+  } restore{launching_, was_launching};
   {
     // Asleep while the worker runs the experts: no CUDA call and no polling takes a core from its
     // team (the jobs need only work already queued on the streams, so this ends).

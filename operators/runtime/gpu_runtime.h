@@ -135,9 +135,19 @@ class DeviceRuntimes {
   // (nothing runs), to the capture's list.
   void enqueue(const CpuExpertsHandOff::Job& job);
   void begin_capture() { capturing_ = true; }
-  // Around queuing a graph's jobs and launching it: until the launch returns, the worker must not
-  // take the idle stream for one that will never write its flags.
+  // Around queuing a step's work (an eager step's launches, or a graph's jobs and its launch):
+  // until it is queued, the worker must not take the idle stream for one that will never write its
+  // flags, nor ask the stream at all (host_poll.h: the query can wait behind a launch that waits
+  // for the worker).
   void set_launching(bool launching) { launching_.store(launching, std::memory_order_release); }
+  // set_launching(true) for a scope.
+  struct Launching {
+    DeviceRuntimes& runtimes;
+    explicit Launching(DeviceRuntimes& r) : runtimes(r) { runtimes.set_launching(true); }
+    ~Launching() { runtimes.set_launching(false); }
+    Launching(const Launching&) = delete;
+    Launching& operator=(const Launching&) = delete;
+  };
   std::vector<CpuExpertsHandOff::Job> end_capture();
   // Benchmarks: the worker still takes every hand-off but skips the experts' work.
   void skip_expert_work(bool skip) { skip_expert_work_.store(skip, std::memory_order_relaxed); }

@@ -31,8 +31,8 @@ enum class PollPause { spin, sleep };
 
 // Returns once ready() is true. A stream that drained without making it true throws
 // runtime_error(missing()), unless *launching was true before the stream was asked (work that
-// will write it is about to be queued: an idle stream is then no proof of a missing write); a
-// stream that failed throws its error.
+// will write it is about to be queued: an idle stream is then no proof of a missing write, and
+// the stream is not asked); a stream that failed throws its error.
 template <class Ready, class Missing>
 void poll_until(Ready&& ready, cudaStream_t stream, PollPause pause, Missing&& missing,
                 const std::atomic<bool>* launching = nullptr) {
@@ -46,14 +46,17 @@ void poll_until(Ready&& ready, cudaStream_t stream, PollPause pause, Missing&& m
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    // While the host is still queuing work (*launching), the stream is not asked at all: an idle
+    // stream then proves no missing write, and the query itself can wait inside the driver behind
+    // that host thread's launch, which waits for queue space the GPU frees only once this waiter
+    // has seen its flag (a deadlock). A fault shows at the first query after the launches.
     // `launching` is read before the query: read after it, a launch that returned in between would
     // leave an idle stream (queried before the launch) beside launching == false, and the waiter
     // would give up on a write that is on its way.
-    const bool was_launching = launching != nullptr && launching->load(std::memory_order_acquire);
+    if (launching != nullptr && launching->load(std::memory_order_acquire)) continue;
     const cudaError_t status = cudaStreamQuery(stream);
     if (status == cudaErrorNotReady) continue;
     if (ready()) return;
-    if (status == cudaSuccess && was_launching) continue;
     if (status == cudaSuccess) throw std::runtime_error(missing());
     check_cuda(status, "cudaStreamQuery while the host waited for the GPU", __FILE__, __LINE__);
   }
