@@ -24,6 +24,7 @@ declare -A seeds=(
   [fuzz_gguf]="tests/fuzz/corpus/gguf"
   [fuzz_tokenizer]="tests/fuzz/corpus/tokenizer"
   [fuzz_chat_template]="tests/fuzz/corpus/chat_template"
+  [fuzz_openai_request]="tests/fuzz/corpus/openai_request"
 )
 declare -A dictionary=(
   [fuzz_safetensors]=tests/fuzz/safetensors.dict
@@ -32,10 +33,11 @@ declare -A dictionary=(
   [fuzz_gguf]=tests/fuzz/gguf.dict
   [fuzz_tokenizer]=tests/fuzz/tokenizer.dict
   [fuzz_chat_template]=tests/fuzz/chat_template.dict
+  [fuzz_openai_request]=tests/fuzz/openai_request.dict
 )
-declare -A max_len=([fuzz_safetensors]=4096 [fuzz_rules]=24576 [fuzz_model_config]=8192 [fuzz_gguf]=4096 [fuzz_tokenizer]=8192 [fuzz_chat_template]=8192)
+declare -A max_len=([fuzz_safetensors]=4096 [fuzz_rules]=24576 [fuzz_model_config]=8192 [fuzz_gguf]=4096 [fuzz_tokenizer]=8192 [fuzz_chat_template]=8192 [fuzz_openai_request]=8192)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_rules fuzz_model_config fuzz_gguf fuzz_tokenizer fuzz_chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_rules fuzz_model_config fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_openai_request)
 for target in "${targets[@]}"; do
   [ -n "${seeds[$target]:-}" ] || { echo "ci-fuzz: unknown target $target; known: ${!seeds[*]}" >&2; exit 2; }
 done

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operators/kernels/cpu/sampling.h"
-#include "serve/text_generation.h"
+#include "serve/text_result.h"
 
 namespace switchyard::serve {
 

@@ -7,15 +7,6 @@
 
 namespace switchyard::serve {
 
-const char* finish_reason_name(TextFinish finish) {
-  switch (finish) {
-    case TextFinish::stop: return "stop";
-    case TextFinish::length: return "length";
-    case TextFinish::cancelled: return "cancelled";
-  }
-  return "stop";
-}
-
 ChatPrompt chat_prompt(const text::ModelText& model_text, const nlohmann::ordered_json& messages,
                        const ThinkOptions& think, const nlohmann::ordered_json& template_kwargs) {
   if (!model_text.chat)

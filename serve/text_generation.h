@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operators/model/generator.h"
+#include "serve/text_result.h"
 #include "text/model_text.h"
 
 namespace switchyard::serve {
@@ -40,17 +41,6 @@ struct TextRequest {
   GenerationOptions generation;       // max_new_tokens, sampling, seed; stop_tokens: the model's end ids added
   std::vector<std::string> stop;      // stop strings
   bool ignore_end_ids = false;        // go past the model's end-of-turn ids (benchmarks)
-};
-
-enum class TextFinish { stop, length, cancelled };
-const char* finish_reason_name(TextFinish finish);  // OpenAI's: "stop", "length"; "cancelled"
-
-struct TextResult {
-  std::string text;                  // everything handed to on_text, in order
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;  // ids generated, an end id included
-  TextFinish finish = TextFinish::length;
-  GenerationStats stats;
 };
 
 // Runs the request. `on_text` gets each piece of text as soon as it is safe to show (never part of

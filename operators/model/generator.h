@@ -8,6 +8,7 @@
 
 #include "core/trace.h"
 #include "operators/model/causal_lm.h"
+#include "operators/model/generation_stats.h"
 #include "operators/kernels/cpu/sampling.h"
 
 namespace switchyard {
@@ -29,14 +30,6 @@ struct GenerationOptions {
   cpu::SamplingParams sampling;  // temperature <= 0: greedy
   std::uint64_t seed = 0;
   std::vector<std::int32_t> stop_tokens;  // generation ends after emitting one of these
-};
-
-struct GenerationStats {
-  std::int64_t prompt_tokens = 0;
-  std::int64_t cached_tokens = 0;  // of prompt_tokens: already in the KV cache (KvPrefix), not run
-  double prompt_seconds = 0;
-  std::int64_t generated_tokens = 0;  // tokens produced by decode steps (the first comes from prefill)
-  double decode_seconds = 0;
 };
 
 // Why a generation ended: max_new_tokens reached, a stop id emitted (kept as the last token), or
