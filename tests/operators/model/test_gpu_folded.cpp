@@ -11,6 +11,7 @@
 #include "tests/fidelity_support.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,18 @@ std::vector<std::int32_t> greedy_tokens(CausalLM& model, const std::vector<std::
     out.push_back(id);
     return true;
   });
+  return out;
+}
+
+// The prompt's logits at every position, then those of 4 decode steps fed `continuation`.
+std::vector<float> logits_along(CausalLM& model, const std::vector<std::int32_t>& prompt,
+                                const std::vector<std::int32_t>& continuation) {
+  std::vector<float> out = model.forward(prompt, 0, /*all_logits=*/true);
+  auto position = static_cast<std::int64_t>(prompt.size());
+  for (std::size_t i = 0; i < 4 && i < continuation.size(); ++i) {
+    const std::vector<float> step = model.forward(std::span(&continuation[i], 1), position++);
+    out.insert(out.end(), step.begin(), step.end());
+  }
   return out;
 }
 
@@ -137,6 +150,8 @@ TEST_CASE("gpu folded: shipped 4-, 6- and 8-GPU DeepSeek-V3 profiles and a 3-GPU
   Built reference = build(dir.path(), source_path("optimize_rules/DeepSeek-V3-Chat.yaml"), "", one_gpu);
   const std::vector<std::int32_t> expected = greedy_tokens(*reference.model, prompt, kSteps);
   MESSAGE("1-GPU profile, eager: " << tokens_text(expected));
+  // A random model's greedy tokens may repeat one id; the logits along the way say more.
+  const std::vector<float> expected_logits = logits_along(*reference.model, prompt, expected);
   const SplitResult split3 = split_profile(reference.check, 3, MemoryBudget{}, "DeepSeek-V3-Chat.yaml");
   reference.model.reset();
   const std::pair<std::string, std::string> profiles[] = {
@@ -157,6 +172,11 @@ TEST_CASE("gpu folded: shipped 4-, 6- and 8-GPU DeepSeek-V3 profiles and a 3-GPU
       MESSAGE(name << (graphs ? " graphs over " + std::to_string(gpus) + " logical GPUs: " : " eager: ") << tokens_text(got));
       CHECK(got == expected);
       if (graphs) CHECK(gpus >= 3);
+      const std::vector<float> logits = logits_along(*folded.model, prompt, expected);
+      REQUIRE(logits.size() == expected_logits.size());
+      const double error = relative_error(logits.data(), expected_logits.data(), logits.size());
+      INFO("relative error of the logits against the 1-GPU profile's: " << error);
+      CHECK(error <= 1e-5);  // the same kernels on the same inputs: in practice 0
     }
   }
 }
