@@ -91,11 +91,13 @@ std::vector<Row> group_rows(const CheckResult& result) {
 
 std::string budget_text(const std::optional<std::uint64_t>& budget) { return budget ? format_bytes(*budget) : "-"; }
 
-std::string headroom_text(const DeviceMemory& m) {
-  if (!m.budget_bytes) return "-";
-  if (m.total_bytes() > *m.budget_bytes) return "OVER by " + format_bytes(m.total_bytes() - *m.budget_bytes);
-  return format_bytes(*m.budget_bytes - m.total_bytes());
+std::string headroom_text(std::uint64_t total, const std::optional<std::uint64_t>& budget) {
+  if (!budget) return "-";
+  if (total > *budget) return "OVER by " + format_bytes(total - *budget);
+  return format_bytes(*budget - total);
 }
+
+std::string headroom_text(const DeviceMemory& m) { return headroom_text(m.total_bytes(), m.budget_bytes); }
 
 }  // namespace
 
@@ -172,11 +174,8 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
     for (const PhysicalGpuMemory& g : result.physical_gpus) {
       std::string logical;
       for (const Device d : g.logical) logical += (logical.empty() ? "" : ",") + d.str();
-      const std::string headroom = !g.budget_bytes ? "-"
-                                   : g.total_bytes > *g.budget_bytes
-                                       ? "OVER by " + format_bytes(g.total_bytes - *g.budget_bytes)
-                                       : format_bytes(*g.budget_bytes - g.total_bytes);
-      physical.push_back({std::to_string(g.gpu), logical, format_bytes(g.total_bytes), budget_text(g.budget_bytes), headroom});
+      physical.push_back({std::to_string(g.gpu), logical, format_bytes(g.total_bytes), budget_text(g.budget_bytes),
+                          headroom_text(g.total_bytes, g.budget_bytes)});
     }
     out << "\n" << render(physical);
   }
