@@ -13,7 +13,8 @@ constexpr std::array kAll = {
     Implementation::linear_gpu_quant,
     Implementation::rms_norm_cpu, Implementation::rms_norm_gpu, Implementation::mlp_cpu,
     Implementation::mlp_gpu,      Implementation::gate_cpu,     Implementation::gate_gpu,
-    Implementation::experts_cpu,  Implementation::experts_gpu,  Implementation::moe_cpu,
+    Implementation::experts_cpu,  Implementation::experts_gpu,  Implementation::experts_gpu_quant,
+    Implementation::moe_cpu,
     Implementation::moe_gpu,      Implementation::mla_cpu,      Implementation::mla_gpu,
     Implementation::gqa_cpu,      Implementation::gqa_gpu,
 };
@@ -60,6 +61,7 @@ const char* implementation_name(Implementation implementation) {
     case Implementation::gate_gpu: return "gate.gpu";
     case Implementation::experts_cpu: return "experts.cpu";
     case Implementation::experts_gpu: return "experts.gpu";
+    case Implementation::experts_gpu_quant: return "experts.gpu.quant";
     case Implementation::moe_cpu: return "moe.cpu";
     case Implementation::moe_gpu: return "moe.gpu";
     case Implementation::mla_cpu: return "mla.cpu";

@@ -28,7 +28,11 @@ enum class Implementation {
   gate_cpu,       // MoE router: scores and top-k
   gate_gpu,
   experts_cpu,    // all routed experts of a layer, CPU kernels (AVX2 / AVX-512 / AMX)
-  experts_gpu,    // all routed experts of a layer, GPU gemv (decode) and grouped GEMM (prefill)
+  experts_gpu,    // all routed experts of a layer, GPU gemv (decode) and grouped GEMM (prefill); ggml
+                  // blocks dequantized to bf16 at load
+  experts_gpu_quant,  // the same on what the file stores: ggml blocks kept in GPU memory, decoded inside
+                      // the decode kernels (prefill: each used expert dequantized per call); floats as
+                      // experts_gpu
   moe_cpu,        // MoE block on the CPU: gate, routed and shared experts
   moe_gpu,        // MoE block on a GPU: gate and shared experts there, routed experts where placed
   mla_cpu,        // multi-head latent attention

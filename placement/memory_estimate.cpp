@@ -20,7 +20,8 @@ namespace {
 
 // Bytes `module`'s weights take on `device`: each parameter in its resident dtype
 // (placement/weight_storage.h). `dequantized_rows` receives the most bf16 weights that a GPU
-// projection kept in blocks dequantizes at once in prefill (cuda::linear's chunk), 0 for none.
+// projection kept in blocks dequantizes at once in prefill (cuda::linear's chunk, a routed
+// expert's gate and up), 0 for none.
 std::uint64_t resident_bytes(const PlacementPlan& plan, int index, Device device, std::uint64_t& dequantized_rows) {
   const Module& module = plan.tree->at(index);
   std::uint64_t bytes = 0;
@@ -29,7 +30,10 @@ std::uint64_t resident_bytes(const PlacementPlan& plan, int index, Device device
     bytes += storage_bytes(dtype, p.shape.elements());
     if (device.is_cuda() && is_block_quantized(dtype) && p.shape.rank == 2) {
       const auto rows = static_cast<std::int64_t>(p.shape.dims[0]), in = static_cast<std::int64_t>(p.shape.dims[1]);
-      dequantized_rows = std::max(dequantized_rows, static_cast<std::uint64_t>(quant::dequantize_chunk_rows(rows, in) * in));
+      // A routed expert's prefill holds its gate and up whole (cuda::routed_experts' workspace);
+      // other projections a chunk of rows.
+      const std::int64_t weights = module.expert >= 0 ? 2 * rows * in : quant::dequantize_chunk_rows(rows, in) * in;
+      dequantized_rows = std::max(dequantized_rows, static_cast<std::uint64_t>(weights));
     }
   }
   return bytes;

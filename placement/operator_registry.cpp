@@ -86,7 +86,7 @@ const DeviceImplementations kLinearGpu{Implementation::none, Implementation::lin
 const DeviceImplementations kLinearGpuQuant{Implementation::none, Implementation::linear_gpu_quant};
 const DeviceImplementations kLinearCpu{Implementation::linear_cpu, Implementation::none};
 const DeviceImplementations kExperts{Implementation::experts_cpu, Implementation::experts_gpu};
-const DeviceImplementations kExpertsGpu{Implementation::none, Implementation::experts_gpu};
+const DeviceImplementations kExpertsGpuQuant{Implementation::none, Implementation::experts_gpu_quant};
 const DeviceImplementations kExpertsCpu{Implementation::experts_cpu, Implementation::none};
 
 // The attention classes of every family whose attention is `kind` (core/model_family.h), which the
@@ -155,9 +155,11 @@ struct Registry {
          devices_and({kGenerateOp, kPrefillOp,
                       {"out_device", KwargType::device, "device the experts' output is handed to", {}},
                       kExpertsBackend}),
+         // KExpertsMarlin before KExpertsTorch: routed experts placed with the default class on a
+         // GPU keep the file's blocks, as linears do; a rule naming KExpertsTorch gets bf16 copies.
          {{"KExpertsCPU", {"cpu"}, kExpertsCpu},
-          {"KExpertsTorch", {"torch"}, kExperts},
-          {"KExpertsMarlin", {"marlin"}, kExpertsGpu}},
+          {"KExpertsMarlin", {"marlin"}, kExpertsGpuQuant},
+          {"KExpertsTorch", {"torch"}, kExperts}},
          "KExpertsCPU", "KExpertsTorch", Device::cpu(), true, {Implementation::none, Implementation::none}});
     spell(experts, "Experts", {"ModuleList"});
     spell(experts, kt + "experts.KTransformersExperts", {"ModuleList"});

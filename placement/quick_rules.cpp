@@ -110,7 +110,7 @@ struct Selection {
 void write_rules(const ModuleTree& tree, const Selection& s, std::string& yaml, std::vector<std::string>& origins) {
   const std::string device = yaml_quote(s.device.str());
   if (!s.experts.empty()) {
-    const char* op = s.device.is_cpu() ? "\"KExpertsCPU\"" : "\"KExpertsTorch\"";
+    const char* op = s.device.is_cpu() ? "\"KExpertsCPU\"" : "\"KExpertsMarlin\"";
     yaml += "# command line: " + s.origin + "\n- match:\n    name: " + yaml_quote(name_regex(tree, s.experts)) +
             "\n  replace:\n    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
             "      generate_device: " + device + "\n      generate_op: " + op + "\n      prefill_device: " + device +

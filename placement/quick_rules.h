@@ -25,7 +25,7 @@
 //   (`switchyard split` divides them over GPUs).
 // - --fit's choice (placement/fit.h): the routed experts of these layers on the CPU.
 // Routed experts get the Experts operator with the CPU's (KExpertsCPU) or the GPU's
-// (KExpertsTorch) op in both phases, handing their output to their layer's device; every other
+// (KExpertsMarlin: a GGUF's blocks stay blocks in GPU memory, as llama.cpp keeps them) op in both phases, handing their output to their layer's device; every other
 // selected module gets the default operator on DEVICE. Each -ot pair becomes one or two rules
 // (experts; other modules), --cpu-moe, --n-cpu-moe and --fit one each, the layer flags two per
 // run of layers on one device, one for the decoder stack and one each for the modules outside
@@ -80,6 +80,6 @@ QuickRules compile_quick_rules(const QuickRuleFlags& flags, const LayerTarget& l
 // quick.size()), and warns where a quick rule placed a module on another device than the
 // first profile rule that also matches it would have.
 RuleSet with_quick_rules(std::vector<Rule> quick, RuleSet profile);
-void warn_quick_rule_overrides(const class PlacementPlan& plan, Diagnostics& diagnostics);
+void warn_quick_rule_overrides(const struct PlacementPlan& plan, Diagnostics& diagnostics);
 
 }  // namespace switchyard

@@ -1,14 +1,37 @@
 #include "placement/weight_storage.h"
 
+#include <optional>
+#include <string_view>
+
 #include "core/model_family.h"
 #include "placement/implementation.h"
 
 namespace switchyard {
 namespace {
 
+// The stored dtype of `expert`'s projection `name`, or nullopt.
+std::optional<DType> projection_dtype(const ModuleTree& tree, const Module& expert, std::string_view name) {
+  for (int child : expert.children) {
+    const Module& m = tree.at(child);
+    if (m.local_name() == name && !m.params.empty()) return m.params.front().dtype;
+  }
+  return std::nullopt;
+}
+
+// Whether a routed expert's projection stored as `stored` keeps its blocks in an experts.gpu.quant
+// stack: gate and up run in one kernel on one block type, so they must share it (else both become
+// bf16); down has its own.
+bool expert_keeps_blocks(const ModuleTree& tree, const Module& module, DType stored) {
+  const ProjectionNames& names = tree.config().family->expert_projections;
+  const std::string_view local = module.local_name();
+  if (local == names.down || module.parent < 0) return true;
+  const std::string_view other = local == names.gate ? names.up : names.gate;
+  const std::optional<DType> sibling = projection_dtype(tree, tree.at(module.parent), other);
+  return !sibling || *sibling == stored;
+}
+
 // Projections whose GPU operator needs plain floats whatever the rule says (weight_storage.h).
 bool needs_floats_on_gpu(const ModuleTree& tree, const Module& module) {
-  if (module.expert >= 0) return true;  // a routed expert's projection: GpuMoeOp's bf16 stack
   if (module.parent < 0) return false;
   const Module& parent = tree.at(module.parent);
   if (module.local_name() == "kv_b_proj" && parent.cls->role == ModuleRole::attention &&
@@ -24,10 +47,19 @@ DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device
   const Module& m = plan.tree->at(module);
   if (device.is_cpu()) return m.cls->role == ModuleRole::embedding ? DType::bf16 : stored;
   if (m.cls->role != ModuleRole::linear || needs_floats_on_gpu(*plan.tree, m)) return DType::bf16;
-  const PhaseImplementations runs = implementation_of(plan, module);
-  const ModulePlacement& owner = plan.owner_of(module);
-  const bool keeps = (runs.generate == Implementation::linear_gpu_quant && owner.generate_device == device) ||
-                     (runs.prefill == Implementation::linear_gpu_quant && owner.prefill_device == device);
+  // A routed expert's projection is part of its layer's experts operator (experts.gpu.quant keeps
+  // blocks); any other projection is its own (linear.gpu.quant).
+  const bool expert = m.expert >= 0;
+  if (expert && !expert_keeps_blocks(*plan.tree, m, stored)) return DType::bf16;
+  // The operator that multiplies the weight: the layer's routed-experts container (projection ->
+  // expert -> container) for an expert's projection, else the projection itself.
+  const int op_module = expert && m.parent >= 0 && plan.tree->at(m.parent).parent >= 0 ? plan.tree->at(m.parent).parent
+                                                                                       : module;
+  const Implementation quant = expert ? Implementation::experts_gpu_quant : Implementation::linear_gpu_quant;
+  const PhaseImplementations runs = implementation_of(plan, op_module);
+  const ModulePlacement& owner = plan.owner_of(op_module);
+  const bool keeps = (runs.generate == quant && owner.generate_device == device) ||
+                     (runs.prefill == quant && owner.prefill_device == device);
   return keeps ? stored : DType::bf16;
 }
 

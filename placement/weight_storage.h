@@ -7,12 +7,14 @@
 //        except the token embedding's blocks, which become bf16 (GPU kernels gather its rows too).
 //   GPU: ggml blocks stay as stored for a projection whose placement runs linear.gpu.quant
 //        (KLinearMarlin) in a phase on a GPU: its GEMV decodes them in registers, and a prefill
-//        that runs KLinearTorch dequantizes bounded chunks per call. Some projections always become
-//        bf16 at load instead: MLA's kv_b_proj (its key half is transposed into the absorbed query,
-//        its value half multiplied per head), a MoE router (widened to f32 on a GPU, since the
-//        top-k choice is where rounding could change which experts run) and the routed experts'
-//        (GpuMoeOp stacks them as bf16). Every other GPU weight in blocks becomes bf16 at load
-//        (KLinearTorch, norms).
+//        that runs KLinearTorch dequantizes bounded chunks per call. Likewise a routed expert's
+//        projections when its layer's experts run experts.gpu.quant (KExpertsMarlin) there, gate
+//        and up of one block type (one kernel decodes both; when they differ both become bf16).
+//        Some projections always become bf16 at load instead: MLA's kv_b_proj (its key half is
+//        transposed into the absorbed query, its value half multiplied per head) and a MoE router
+//        (widened to f32 on a GPU, since the top-k choice is where rounding could change which
+//        experts run). Every other GPU weight in blocks becomes bf16 at load (KLinearTorch,
+//        KExpertsTorch, norms).
 //   Plain dtypes (f32, bf16, f16) are counted as stored.
 #include "core/device.h"
 #include "core/dtype.h"

@@ -19,7 +19,12 @@
 #   marlin-bench: the 14-layer Q4_K_M and Q8_0 shapes decoded with the GPU's projections dequantized
 #            at load (KLinearTorch) and kept in blocks (KLinearMarlin), hybrid and all-GPU, beside
 #            llama.cpp's -ngl 99 with and without -ot exps=CPU.
-#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|all] ...   (several at once; logs in $OUT)
+#   experts-gpu: the GPU routed experts on blocks (KExpertsMarlin): their kernels' tests, the GGUF
+#            fidelity on the GPU with experts there, the builders' and the folded multi-GPU tests.
+#   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
+#            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement.
+#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|all] ...
+#          (several at once; logs in $OUT)
 set -uo pipefail
 what=" ${*:-all} "
 want() { [[ $what == *" $1 "* || $what == *" all "* ]]; }
@@ -67,6 +72,33 @@ if want marlin; then
   for dtype in bf16 q8_0 q6_k q5_k q4_k q4_0 q2_k; do
     timeout 60 $bin bench gemv --dtype $dtype > "$out/gemv-$dtype.log" 2>&1
     echo "bench gemv --dtype $dtype exit $?"; grep -E '^ceiling|^q_proj|^o_proj|^shared|^lm_head' "$out/gemv-$dtype.log" | tr -s ' ' | cut -c1-150
+  done
+fi
+if want experts-gpu; then
+  timeout 400 ./build-dev/tests/switchyard_tests -s \
+    -tc='cuda routed_experts*,gguf fidelity: GPU*,implementation builders*,gpu folded*,run command: a profile for more*,weight storage*' \
+    > "$out/experts-gpu-tests.log" 2>&1
+  echo "experts-gpu tests exit $?: $(grep -E 'test cases' "$out/experts-gpu-tests.log")"
+  grep -E 'ERROR|FATAL' -B3 -A6 "$out/experts-gpu-tests.log" | head -40
+  grep -E 'MESSAGE: .*(relative error|blocks:|decode:|prefill:|us a call)' "$out/experts-gpu-tests.log" | sed 's/^.*MESSAGE: //' | cut -c1-220 | head -24
+fi
+if want greedy; then
+  prompt="The history of the city begins with a small village by the river, where"
+  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
+    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
+  for dtype in q8_0 q4_k_m; do
+    dir=$m/v2lite-6-$dtype-tok
+    [[ -f $dir/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers 6 --format gguf --dtype $dtype --seed 11 \
+      --tokenizer .tokenizers/deepseek_v3 --out $dir >> "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; continue; }
+    $bin tokenize --tokenizer $dir/model.gguf --prompt "$prompt" --format json > "$out/greedy-prompt-$dtype.json" 2>&1
+    echo "our prompt ids $dtype: $(head -c 400 "$out/greedy-prompt-$dtype.json")"
+    timeout 120 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+      --prompt "$prompt" --max_new_tokens 32 > "$out/greedy-ours-$dtype.log" 2>&1
+    echo "ours $dtype exit $?:"; grep -vE '^\s*$' "$out/greedy-ours-$dtype.log" | tail -8 | cut -c1-400
+    timeout 120 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$prompt" -n 32 \
+      --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
+    echo "llama.cpp $dtype exit $?: $(head -c 600 "$out/greedy-lcpp-$dtype.txt")"
+    grep -E "prompt: |number of tokens in prompt|^ *[0-9]+ -> " "$out/greedy-lcpp-$dtype.log" | head -24 | tr '\n' ';' | cut -c1-900; echo
   done
 fi
 if want marlin-bench; then
@@ -154,4 +186,6 @@ if want fit; then
   fi
   timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/fit-lcpp-cpu-moe.log" 2>&1
   echo "llama.cpp -ot exps=CPU exit $?"; grep -E 'pp512|tg128' "$out/fit-lcpp-cpu-moe.log" | tr -s ' '
+  timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/fit-lcpp-gpu.log" 2>&1
+  echo "llama.cpp -ngl 99 (experts on the GPU) exit $?"; grep -E 'pp512|tg128' "$out/fit-lcpp-gpu.log" | tr -s ' '
 fi

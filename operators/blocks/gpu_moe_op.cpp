@@ -10,7 +10,8 @@
 namespace switchyard {
 
 // One layer's routed experts stacked on the GPU: gate and up [experts, inter, hidden], down
-// [experts, hidden, inter], as cuda::routed_experts reads them.
+// [experts, hidden, inter], as cuda::routed_experts reads them; floats, or the file's blocks where
+// the plan keeps them (experts.gpu.quant, placement/weight_storage.h).
 struct GpuExpertStack {
   cuda::DeviceBuffer gate, up, down;
   cuda::ExpertStack stack{};
@@ -26,14 +27,19 @@ std::unique_ptr<GpuExpertStack> upload_experts(const BuildContext& context, GpuR
   for (int e : experts.children) {
     const Module& expert = context.tree.at(e);
     int i = 0;
-    for (const char* name : {names.gate, names.up, names.down})
-      tensors[i++].push_back(context.param(context.child(expert, name), "weight", {DType::bf16, DType::f32}));
+    for (const char* name : {names.gate, names.up, names.down}) {
+      const Module& projection = context.child(expert, name);
+      const DType resident = context.resident_dtype(projection, "weight", gpu.where());
+      tensors[i++].push_back(is_block_quantized(resident)
+                                 ? context.param(projection, "weight", {resident})
+                                 : context.param(projection, "weight", {DType::bf16, DType::f32}));
+    }
   }
-  const Tensor& first = tensors[0].front();
   const std::string what = "the routed experts of " + std::string(experts.name);
   cuda::DeviceBuffer* buffers[3] = {&result->gate, &result->up, &result->down};
   for (int i = 0; i < 3; ++i) {
-    const std::size_t each = tensors[i].front().bytes();
+    const Tensor& first = tensors[i].front();
+    const std::size_t each = first.bytes();
     *buffers[i] = gpu.context().allocate(each * static_cast<std::size_t>(count), what);
     for (std::int64_t e = 0; e < count; ++e) {
       const Tensor& t = tensors[i][static_cast<std::size_t>(e)];
@@ -44,8 +50,13 @@ std::unique_ptr<GpuExpertStack> upload_experts(const BuildContext& context, GpuR
     }
   }
   gpu.context().synchronize();
-  result->stack = cuda::ExpertStack{result->gate.data(), result->up.data(), result->down.data(), first.dtype(), count,
-                                    first.dim(1), first.dim(0)};
+  const Tensor& gate = tensors[0].front();
+  const DType up = tensors[1].front().dtype(), down = tensors[2].front().dtype();
+  if (up != gate.dtype() || (!is_block_quantized(gate.dtype()) && down != gate.dtype()))
+    throw InputError(what + ": gate, up and down in " + dtype_name(gate.dtype()) + ", " + dtype_name(up) + " and " +
+                     dtype_name(down) + " cannot be stacked on the GPU (one dtype, or blocks with down of its own)");
+  result->stack = cuda::ExpertStack{result->gate.data(), result->up.data(), result->down.data(), gate.dtype(), count,
+                                    gate.dim(1), gate.dim(0), down};
   return result;
 }
 
@@ -81,7 +92,9 @@ GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
   prefill_experts_ = routed.prefill;
   for (const auto& [implementation, device] : {std::pair{routed.generate, context.generate_device(experts)},
                                                std::pair{routed.prefill, context.prefill_device(experts)}}) {
-    if (implementation == Implementation::experts_gpu && device == gpu_->where()) continue;
+    if ((implementation == Implementation::experts_gpu || implementation == Implementation::experts_gpu_quant) &&
+        device == gpu_->where())
+      continue;
     if (implementation == Implementation::experts_cpu) continue;
     throw InputError("the profile runs " + std::string(moe.name) + " on " + gpu_->where().str() +
                      " but its routed experts as " + implementation_name(implementation) + " on " + device.str() +
@@ -90,7 +103,10 @@ GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
   context.record(experts, routed);
   if (generate_experts_ == Implementation::experts_cpu || prefill_experts_ == Implementation::experts_cpu)
     cpu_experts_ = std::make_unique<RoutedExperts>(context, experts);
-  if (generate_experts_ == Implementation::experts_gpu || prefill_experts_ == Implementation::experts_gpu)
+  auto on_gpu = [](Implementation i) {
+    return i == Implementation::experts_gpu || i == Implementation::experts_gpu_quant;
+  };
+  if (on_gpu(generate_experts_) || on_gpu(prefill_experts_))
     gpu_experts_ = upload_experts(context, *gpu_, experts);
   for (int child : moe.children)
     if (context.tree.at(child).local_name() == "shared_experts") {

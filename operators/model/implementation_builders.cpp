@@ -111,7 +111,8 @@ bool has_builder(Implementation implementation) {
     case Implementation::linear_gpu_quant:
     case Implementation::rms_norm_gpu:
     case Implementation::gate_gpu:     // GpuMoeOp
-    case Implementation::experts_gpu:  // GpuMoeOp's expert stack
+    case Implementation::experts_gpu:        // GpuMoeOp's expert stack
+    case Implementation::experts_gpu_quant:  // the same, in blocks
       return SWITCHYARD_HAVE_CUDA;
     default: return false;
   }

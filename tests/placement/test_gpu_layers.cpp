@@ -50,7 +50,7 @@ sy::CheckResult check_with(const std::string& arch, const sy::QuickRuleFlags& qu
 }
 
 std::string experts_rule(const std::string& experts_path, const std::string& layers, const std::string& device) {
-  const std::string op = device == "cpu" ? "KExpertsCPU" : "KExpertsTorch";
+  const std::string op = device == "cpu" ? "KExpertsCPU" : "KExpertsMarlin";
   return "- match:\n    name: \"^model\\\\.layers\\\\.(" + layers + ")\\\\." + experts_path +
          "$\"\n  replace:\n    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
          "      generate_device: \"" + device + "\"\n      generate_op: \"" + op + "\"\n      prefill_device: \"" + device +

@@ -223,6 +223,8 @@ TEST_CASE("implementation: default placements run each module's own implementati
         want += device.is_cpu() ? ".cpu" : ".gpu";
       // A Linear's default op on a GPU is KLinearMarlin: the file's blocks kept (weight_storage.h).
       if (want == "linear.gpu") want = "linear.gpu.quant";
+      // Likewise the routed experts' default op on a GPU, KExpertsMarlin.
+      if (want == "experts.gpu") want = "experts.gpu.quant";
       CHECK(implementation_name(runs.generate) == (want.empty() ? std::string("none") : want));
       CHECK(runs.prefill == runs.generate);
     }

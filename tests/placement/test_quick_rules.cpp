@@ -118,7 +118,7 @@ TEST_CASE("quick rules: -ot moves other weights by their GGUF names, pairs and f
     if (r.tree->is_routed_experts(p.module)) {
       CHECK(p.rule == 1);
       CHECK(p.generate_device == sy::Device::cuda(0));
-      CHECK(p.generate_op == "KExpertsTorch");
+      CHECK(p.generate_op == "KExpertsMarlin");  // a GGUF's blocks stay blocks on the GPU
     }
   CHECK(r.plan.rule_wins[2] == 0);
   const sy::Diagnostic dead = sy::testing::only(r, "dead-rule");

@@ -38,12 +38,58 @@ TEST_CASE("weight storage: a GPU keeps a projection's blocks under KLinearMarlin
     CHECK(resident(r, "model.layers.1.self_attn.o_proj", gpu) == sy::DType::q8_0);
     CHECK(resident(r, "model.layers.1.mlp.shared_experts.down_proj", gpu) == sy::DType::q8_0);
     CHECK(resident(r, "lm_head", gpu) == sy::DType::q8_0);
-    // Operators that multiply floats: MLA's kv_b_proj, the GPU's routed experts, the embedding.
+    // The routed experts' default op on a GPU is KExpertsMarlin: their blocks stay as well. (With
+    // --cpu-moe no GPU runs them, so none would hold them: a GPU copy would be bf16.)
+    const sy::DType expert_on_gpu = cpu_moe ? sy::DType::bf16 : sy::DType::q8_0;
+    CHECK(resident(r, "model.layers.1.mlp.experts.3.up_proj", gpu) == expert_on_gpu);
+    CHECK(resident(r, "model.layers.1.mlp.experts.3.down_proj", gpu) == expert_on_gpu);
+    // Operators that multiply floats: MLA's kv_b_proj, the embedding.
     CHECK(resident(r, "model.layers.1.self_attn.kv_b_proj", gpu) == sy::DType::bf16);
-    CHECK(resident(r, "model.layers.1.mlp.experts.3.up_proj", gpu) == sy::DType::bf16);
     CHECK(resident(r, "model.embed_tokens", gpu) == sy::DType::bf16);
     // The CPU reads blocks in place, except the embedding's (GPU kernels gather its rows too).
     CHECK(resident(r, "model.layers.1.mlp.experts.3.up_proj", cpu) == sy::DType::q8_0);
     CHECK(resident(r, "model.embed_tokens", cpu) == sy::DType::bf16);
   }
+}
+
+TEST_CASE("weight storage: GPU routed experts keep blocks under KExpertsMarlin and -ot, become bf16 under KExpertsTorch") {
+  const sy::Device gpu = sy::Device::cuda(0);
+  const std::string expert = "model.layers.1.mlp.experts.3.";
+  auto plan = [](const std::string& op, const std::vector<std::string>& override_tensor) {
+    sy::CheckOptions o;
+    o.model.arch = "tiny-deepseek-v3";
+    o.model.weight_dtype = "q4_k_m";
+    o.gpus = 1;
+    o.quick_rules.override_tensor = override_tensor;
+    if (!op.empty())
+      o.profile_text = "- match:\n    name: \"^model\\\\.layers\\\\..*\\\\.mlp\\\\.experts$\"\n  replace:\n"
+                       "    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
+                       "      generate_device: \"cuda:0\"\n      generate_op: \"" + op + "\"\n"
+                       "      prefill_device: \"cuda:0\"\n      prefill_op: \"" + op + "\"\n  recursive: False\n";
+    sy::CheckResult r = sy::run_check(o);
+    for (const sy::Diagnostic& d : r.diagnostics.items()) INFO(sy::format_diagnostic(d));
+    REQUIRE_FALSE(r.diagnostics.has_errors());
+    return r;
+  };
+  const sy::CheckResult marlin = plan("KExpertsMarlin", {});
+  const sy::CheckResult torch = plan("KExpertsTorch", {});
+  const sy::CheckResult ot = plan("", {"exps=CUDA0"});
+  for (const char* projection : {"gate_proj", "up_proj", "down_proj"}) {
+    INFO(projection);
+    const int i = marlin.tree->find(expert + projection);
+    REQUIRE(i >= 0);
+    const sy::DType stored = marlin.tree->at(i).params.front().dtype;
+    CHECK(resident(marlin, expert + projection, gpu) == stored);
+    CHECK(resident(ot, expert + projection, gpu) == stored);
+    CHECK(resident(torch, expert + projection, gpu) == sy::DType::bf16);
+  }
+  // The estimate counts what each op keeps: blocks take less of cuda:0 than their bf16 copies.
+  auto gpu_bytes = [](const sy::CheckResult& r) {
+    for (const sy::DeviceMemory& m : r.memory)
+      if (m.device == sy::Device::cuda(0)) return m.total_bytes();
+    FAIL("no cuda:0 in the estimate");
+    return std::uint64_t{0};
+  };
+  CHECK(gpu_bytes(marlin) < gpu_bytes(torch));
+  CHECK(gpu_bytes(ot) == gpu_bytes(marlin));
 }

@@ -15,6 +15,8 @@
 #include "operators/kernels/cuda/cuda_check.h"
 #include "operators/kernels/cuda/elementwise.h"
 #include "operators/kernels/cuda/grouped_gemm.h"
+#include "operators/kernels/cuda/quant_gemv.h"
+#include "operators/kernels/cuda/routed_experts_blocks.h"
 #include "operators/kernels/cuda/silu_and_mul.h"
 #include "operators/kernels/cuda/launch.cuh"
 
@@ -352,6 +354,8 @@ __global__ void combine_slots(const float* expert_rows, std::int64_t hidden, std
   throw std::invalid_argument("cuda::routed_experts: " + message);
 }
 
+// Bytes of an element of the gathered x and h: f32 for f32 weights, bf16 otherwise (bf16 weights,
+// and blocks, which the prefill dequantizes to bf16).
 std::size_t element_bytes(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
 // a * b * c, refusing results beyond 2^62 (so that sums of a few stay in std::int64_t and size_t).
@@ -362,8 +366,13 @@ std::int64_t checked_product(std::int64_t a, std::int64_t b, std::int64_t c, con
 }
 
 void check_stack(const ExpertStack& stack) {
-  if (stack.dtype != DType::f32 && stack.dtype != DType::bf16)
-    refuse(std::string("experts of dtype ") + dtype_name(stack.dtype) + " are not supported (f32 and bf16 are)");
+  const bool floats = stack.dtype == DType::f32 || stack.dtype == DType::bf16;
+  if (!floats && !quant_gemv_dtype(stack.dtype))
+    refuse(std::string("experts of dtype ") + dtype_name(stack.dtype) +
+           " are not supported (f32, bf16 and the ggml block types Q8_0 ... Q6_K are)");
+  if (floats && stack.down_type() != stack.dtype)
+    refuse(std::string("experts of floats must be of one dtype, got ") + dtype_name(stack.dtype) + " and down in " +
+           dtype_name(stack.down_type()));
   if (stack.experts < 1 || stack.hidden < 1 || stack.inter < 1)
     refuse("experts, hidden and inter must be at least 1, got " + std::to_string(stack.experts) + ", " +
            std::to_string(stack.hidden) + " and " + std::to_string(stack.inter));
@@ -371,8 +380,10 @@ void check_stack(const ExpertStack& stack) {
   if (stack.experts > kIntMax || stack.hidden > kIntMax || stack.inter > kIntMax)
     refuse("experts, hidden and inter must fit cuBLAS's 32-bit sizes, got " + std::to_string(stack.experts) + ", " +
            std::to_string(stack.hidden) + " and " + std::to_string(stack.inter));
-  checked_product(stack.experts * 3, stack.inter * static_cast<std::int64_t>(element_bytes(stack.dtype)),
-                  stack.hidden,
+  if (!floats)
+    if (const std::string why = routed_experts_check_blocks(stack); !why.empty()) refuse(why);
+  // Blocks take at most 34 bytes per 32 weights (Q8_0): within 2 bytes a weight, as bf16.
+  checked_product(stack.experts * 3, stack.inter * (stack.dtype == DType::f32 ? 4 : 2), stack.hidden,
                   "the expert stack (" + std::to_string(stack.experts) + " experts of 3 * " +
                       std::to_string(stack.inter) + " * " + std::to_string(stack.hidden) + " weights)");
 }
@@ -408,6 +419,7 @@ struct PrefillLayout {
   std::size_t rows = 0;
   std::size_t gate = 0;         // [slots, inter] f32: gate's outputs, then h (f32)
   std::size_t up = 0;           // [slots, inter] f32: up's outputs, then h in bf16 for bf16 weights
+  std::size_t dequantized = 0;  // blocks: [2, inter * hidden] bf16, one expert's gate and up, or down
   std::size_t bytes = 0;
 };
 
@@ -431,6 +443,8 @@ PrefillLayout prefill_layout(const ExpertStack& stack, std::int64_t slots) {
   layout.rows = take(checked_product(slots, stack.hidden, 4, "the prefill workspace"));
   layout.gate = take(checked_product(slots, stack.inter, 4, "the prefill workspace"));
   layout.up = take(checked_product(slots, stack.inter, 4, "the prefill workspace"));
+  if (is_block_quantized(stack.dtype))
+    layout.dequantized = take(checked_product(4, stack.inter, stack.hidden, "the prefill workspace"));
   layout.bytes = at;
   return layout;
 }
@@ -495,11 +509,14 @@ struct PrefillBuffers {
   float *gate_out, *up_out;
   void* rows_in;    // the gathered x
   float* rows_out;  // down's outputs, in the same bytes once x is used
+  std::uint16_t* dequantized;  // blocks: one expert's weights in bf16, [2, inter * hidden]
 };
 
 // Steps 3-4 with one cuBLAS GEMM per expert and projection, for what the grouped kernels do not
-// take (f32 weights, rows that are not whole 16-byte pieces). Synchronises once, to read the
-// groups' sizes to the host.
+// take (f32 weights, blocks, rows that are not whole 16-byte pieces). Synchronises once, to read
+// the groups' sizes to the host. Blocks: each used expert's gate and up, then its down, are
+// dequantized to bf16 into b.dequantized just before their GEMMs (queued in order on the one
+// stream, so each reuse of the buffer follows the GEMMs that read it).
 void per_expert_projections(DeviceContext& context, const ExpertStack& stack, std::int64_t slots,
                             const PrefillBuffers& b) {
   const cudaStream_t stream = context.stream();
@@ -514,21 +531,32 @@ void per_expert_projections(DeviceContext& context, const ExpertStack& stack, st
   if (row_count > slots) throw std::runtime_error("cuda::routed_experts: inconsistent expert offsets on the device");
   if (row_count == 0) return;
 
-  const bool bf16 = stack.dtype == DType::bf16;
+  const bool bf16 = stack.dtype != DType::f32;  // bf16 weights or blocks: x and h in bf16
   const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const std::size_t element = element_bytes(stack.dtype);
 
+  // Expert e's matrix of `rows` x `in` weights of `dtype` at `base`, as the GEMM reads it: in
+  // place for floats, dequantized into `scratch` for blocks.
+  auto matrix = [&](const void* base, DType dtype, std::int64_t rows, std::int64_t in, std::int64_t e,
+                    std::uint16_t* scratch) -> const void* {
+    const auto bytes = static_cast<std::size_t>(expert_matrix_bytes(dtype, rows, in));
+    const char* at = static_cast<const char*>(base) + static_cast<std::size_t>(e) * bytes;
+    if (!is_block_quantized(dtype)) return at;
+    dequantize_to_bf16(dtype, at, rows, in, scratch, stream);
+    return scratch;
+  };
+  std::uint16_t* const first_half = b.dequantized;
+  std::uint16_t* const second_half = b.dequantized == nullptr ? nullptr : b.dequantized + inter * hidden;
+
   // 3. gate and up per expert, then h = silu(gate) * up over all rows.
-  const auto* gate = static_cast<const char*>(stack.gate);
-  const auto* up = static_cast<const char*>(stack.up);
-  const auto* down = static_cast<const char*>(stack.down);
-  const auto expert_bytes = static_cast<std::size_t>(inter * hidden) * element;
   for (std::int64_t e = 0; e < experts; ++e) {
     const std::int64_t first = first_row[e], count = first_row[e + 1] - first;
     if (count == 0) continue;
     const void* input = static_cast<const char*>(b.rows_in) + static_cast<std::size_t>(first * hidden) * element;
-    expert_gemm(context, type, gate + e * expert_bytes, inter, hidden, input, count, b.gate_out + first * inter);
-    expert_gemm(context, type, up + e * expert_bytes, inter, hidden, input, count, b.up_out + first * inter);
+    expert_gemm(context, type, matrix(stack.gate, stack.dtype, inter, hidden, e, first_half), inter, hidden, input,
+                count, b.gate_out + first * inter);
+    expert_gemm(context, type, matrix(stack.up, stack.dtype, inter, hidden, e, second_half), inter, hidden, input,
+                count, b.up_out + first * inter);
   }
   silu_and_mul(b.gate_out, b.up_out, row_count * inter, b.gate_out, stream);
   const void* h = b.gate_out;
@@ -543,7 +571,8 @@ void per_expert_projections(DeviceContext& context, const ExpertStack& stack, st
     const std::int64_t first = first_row[e], count = first_row[e + 1] - first;
     if (count == 0) continue;
     const void* input = static_cast<const char*>(h) + static_cast<std::size_t>(first * inter) * element;
-    expert_gemm(context, type, down + e * expert_bytes, hidden, inter, input, count, b.rows_out + first * hidden);
+    expert_gemm(context, type, matrix(stack.down, stack.down_type(), hidden, inter, e, first_half), hidden, inter,
+                input, count, b.rows_out + first * hidden);
   }
 }
 
@@ -560,7 +589,9 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
                          reinterpret_cast<float*>(workspace + layout.gate),
                          reinterpret_cast<float*>(workspace + layout.up),
                          workspace + layout.rows,
-                         reinterpret_cast<float*>(workspace + layout.rows)};
+                         reinterpret_cast<float*>(workspace + layout.rows),
+                         is_block_quantized(stack.dtype) ? reinterpret_cast<std::uint16_t*>(workspace + layout.dequantized)
+                                                         : nullptr};
 
   // 1. Group the slots by expert: counts, offsets, rows in slot order within each expert.
   SWITCHYARD_CUDA_CHECK(cudaMemsetAsync(b.counts, 0, static_cast<std::size_t>(experts) * 4, stream));
@@ -572,7 +603,7 @@ void prefill(DeviceContext& context, const ExpertStack& stack, const float* x, s
 
   // 2. Gather x's rows (rounded to bf16 for bf16 weights, as cuda::linear does); the row count is
   // read on the device.
-  if (stack.dtype == DType::bf16)
+  if (stack.dtype != DType::f32)
     launch_kernel(gather_rows<__nv_bfloat16>, row_blocks(slots), kElementwiseThreads, 0, stream, x, hidden, top_k,
                   b.slot_of_row, b.offsets + experts, slots, static_cast<__nv_bfloat16*>(b.rows_in));
   else
@@ -637,8 +668,10 @@ void routed_experts(DeviceContext& context, const ExpertStack& stack, const floa
     auto* h = static_cast<float*>(workspace);
     if (stack.dtype == DType::bf16)
       decode<unsigned short>(context.stream(), stack, x, tokens, ids, weights, top_k, out, h);
-    else
+    else if (stack.dtype == DType::f32)
       decode<float>(context.stream(), stack, x, tokens, ids, weights, top_k, out, h);
+    else
+      routed_experts_decode_blocks(context.stream(), stack, x, tokens, ids, weights, top_k, out, h);
     return;
   }
   prefill(context, stack, x, tokens, ids, weights, top_k, out, static_cast<char*>(workspace));

@@ -65,11 +65,13 @@ struct Model {
   std::unique_ptr<sy::CausalLM> lm;
 };
 
-std::unique_ptr<Model> load(const sy::ModelSpec& spec, const std::string& profile) {
+std::unique_ptr<Model> load(const sy::ModelSpec& spec, const std::string& profile,
+                            const std::vector<std::string>& override_tensor) {
   auto m = std::make_unique<Model>();
   sy::CheckOptions options;
   options.model = spec;
   options.profile = sy::testing::source_path("optimize_rules/" + profile);
+  options.quick_rules.override_tensor = override_tensor;
   options.budget.max_context = 128;
   options.budget.kv_cache_dtype = sy::DType::f32;
   m->check = sy::run_check(options);
@@ -86,6 +88,7 @@ struct Case {
   const char* preset;
   const char* dtype;
   const char* profile;
+  std::vector<std::string> override_tensor = {};  // -ot values beside the profile
 };
 
 // Errors are relative to the logits' scale (max |a - b| / max |b|, sy::testing::relative_error),
@@ -116,7 +119,8 @@ double top_two_gap(const std::vector<float>& logits) {
 namespace {
 
 // One case: the GGUF and its f32 twin under the same profile; the logits' errors and greedy
-// choices as stated above. `gguf_on_gpu`: the GPU's projections must hold the file's blocks.
+// choices as stated above. `gguf_on_gpu`: the GPU's projections must hold the file's blocks, and
+// so must the routed experts that the case's -ot puts on the GPU.
 void check_case(const Case& c, bool gguf_on_gpu) {
   const std::string name = std::string(c.preset) + " " + c.dtype;
   CAPTURE(name);
@@ -132,8 +136,8 @@ void check_case(const Case& c, bool gguf_on_gpu) {
   sy::ModelSpec gguf_spec, twin_spec;
   gguf_spec.gguf_path = dir / "gguf";
   twin_spec.model_path = dir / "twin";
-  const auto quantised = load(gguf_spec, c.profile);
-  const auto reference = load(twin_spec, c.profile);
+  const auto quantised = load(gguf_spec, c.profile, c.override_tensor);
+  const auto reference = load(twin_spec, c.profile, c.override_tensor);
   if (gguf_on_gpu) {
     // Layer 0's attention projections run on cuda:0 from the file's blocks.
     const sy::PlacementPlan& plan = quantised->check.plan;
@@ -147,6 +151,18 @@ void check_case(const Case& c, bool gguf_on_gpu) {
       kept += resident == stored;
     }
     REQUIRE(kept >= 2);
+    // Routed experts on cuda:0 (KExpertsMarlin, from -ot) hold the file's blocks too.
+    int experts_on_gpu = 0, experts_kept = 0;
+    for (int i = 0; i < static_cast<int>(plan.tree->size()); ++i) {
+      const sy::Module& m = plan.tree->at(i);
+      if (m.expert < 0 || m.cls->role != sy::ModuleRole::linear || plan.owner_of(i).generate_device.is_cpu())
+        continue;
+      const sy::DType stored = m.params.front().dtype;
+      ++experts_on_gpu;
+      experts_kept += sy::resident_dtype(plan, i, stored, sy::Device::cuda(0)) == stored;
+    }
+    CHECK(experts_kept == experts_on_gpu);
+    if (!c.override_tensor.empty()) REQUIRE(experts_on_gpu > 0);
   }
   const std::int64_t vocab = reference->lm->vocab_size();
 
@@ -213,16 +229,25 @@ TEST_CASE("gguf fidelity: quantised GGUFs on the CPU match an f32 run over their
   for (const Case& c : cases) check_case(c, false);
 }
 
-TEST_CASE("gguf fidelity: GPU projections on the file's blocks (KLinearMarlin) match the f32 run") {
+TEST_CASE("gguf fidelity: GPU projections and routed experts on the file's blocks (KLinearMarlin, KExpertsMarlin) match the f32 run") {
   // The hybrid profiles: attention, shared experts and head on cuda:0, decoding from the blocks in
   // HBM (prefill: bf16 chunks through cuBLAS), the routed experts on the CPU as above. The GPU's
   // f32 decode and bf16 prefill add less error than the CPU experts' 8-bit activations do, so the
   // same bounds hold.
 #ifdef SWITCHYARD_HAVE_CUDA
   if (sy::testing::no_gpu()) return;
+  // Then the even layers' routed experts on cuda:0 as well (-ot, KExpertsMarlin): decoded from
+  // their blocks in HBM, in f32 (decode) and bf16 (prefill), beside the odd layers' on the CPU.
+  const std::vector<std::string> even_experts_on_gpu = {"blk\\.[0-9]*[02468]\\.ffn_.*_exps=CUDA0"};
   const Case cases[] = {
-      {"small-qwen3-moe", "q4_k_m", "Qwen3-MoE.yaml"}, {"small-qwen3-moe", "q6_k", "Qwen3-MoE.yaml"},
-      {"small-qwen3-moe", "q5_1", "Qwen3-MoE.yaml"},   {"tiny-deepseek-v3", "q8_0", "DeepSeek-V3-Chat.yaml"},
+      {"small-qwen3-moe", "q4_k_m", "Qwen3-MoE.yaml"},
+      {"small-qwen3-moe", "q6_k", "Qwen3-MoE.yaml"},
+      {"small-qwen3-moe", "q5_1", "Qwen3-MoE.yaml"},
+      {"tiny-deepseek-v3", "q8_0", "DeepSeek-V3-Chat.yaml"},
+      {"small-qwen3-moe", "q4_k_m", "Qwen3-MoE.yaml", even_experts_on_gpu},
+      {"small-qwen3-moe", "q3_k", "Qwen3-MoE.yaml", even_experts_on_gpu},
+      {"tiny-deepseek-v3", "q4_0", "DeepSeek-V3-Chat.yaml", even_experts_on_gpu},
+      {"tiny-mixtral", "q5_0", "Mixtral.yaml", even_experts_on_gpu},
   };
   for (const Case& c : cases) check_case(c, true);
 #else

@@ -101,7 +101,7 @@ TEST_CASE("implementation builders: every CPU op name of the routed experts buil
 }
 
 #if SWITCHYARD_HAVE_CUDA
-TEST_CASE("implementation builders: KExpertsTorch on a GPU builds the GPU experts, KExpertsCPU the CPU's") {
+TEST_CASE("implementation builders: KExpertsTorch and KExpertsMarlin on a GPU build the GPU experts, KExpertsCPU the CPU's") {
   if (no_gpu()) return;
   const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));
   struct Case {
@@ -112,7 +112,7 @@ TEST_CASE("implementation builders: KExpertsTorch on a GPU builds the GPU expert
       {experts_profile("cuda:0", "KExpertsTorch", "KExpertsTorch"),
        {Implementation::experts_gpu, Implementation::experts_gpu}},
       {experts_profile("cuda:0", "KExpertsMarlin", "KExpertsMarlin"),
-       {Implementation::experts_gpu, Implementation::experts_gpu}},
+       {Implementation::experts_gpu_quant, Implementation::experts_gpu_quant}},
       {experts_profile("cuda:0", "KExpertsCPU", "KExpertsCPU", "cpu", "cpu"),
        {Implementation::experts_cpu, Implementation::experts_cpu}},
       {experts_profile("cuda:0", "KExpertsCPU", "KExpertsTorch", "cpu", "cuda:0"),

@@ -22,6 +22,10 @@
 // 1e-4 where only f32 sums err (typically ~1e-6), 2^-5 with bf16 rounding (typically ~3e-3; an
 // output whose g is far below 0 can err by several times 2^-9).
 // That catches a dropped term or a wrong row that the element-wise bound would let through.
+//   experts in ggml blocks: the reference multiplies the blocks' dequantized values (the CPU's
+//                scalar decoding), so decode errs as for floats (each weight decodes exactly);
+//                prefill rounds the decoded weights to bf16 too (2^-9 more in g, u and down):
+//                e = 2^-7.
 // Ids outside [0, experts) must contribute nothing: their weights are NaN here, so any use shows.
 #include <doctest/doctest.h>
 
@@ -39,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "core/quant_formats.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cuda/cuda_check.h"
 #include "operators/kernels/cuda/device_context.h"
@@ -61,6 +66,7 @@ struct Tolerance {
 constexpr Tolerance kDecodeTolerance{2e-5, 1e-4};
 constexpr Tolerance kPrefillF32Tolerance{1e-4, 1e-4};
 constexpr Tolerance kPrefillBf16Tolerance{0x1.0p-8, 0x1.0p-5};
+constexpr Tolerance kPrefillBlocksTolerance{0x1.0p-7, 0x1.0p-5};
 
 // One layer's experts on the host: the weights' values, bf16-representable for bf16 stacks.
 struct HostExperts {
@@ -441,6 +447,115 @@ TEST_CASE("cuda routed_experts: the prefill path matches the reference, is deter
   DeviceExperts device = upload(context, w);
   Batch batch = upload_batch(context, device.stack, x, tokens, r, 2);
   for (float v : run(context, device.stack, batch, tokens, 2)) REQUIRE(v == 0.0f);
+}
+
+// One layer's experts quantized to ggml blocks: gate and up in `gate_type`, down in `down_type`.
+// The host values are the blocks' dequantized weights, so the reference multiplies what the GPU
+// decodes.
+struct BlockExperts {
+  HostExperts values;
+  std::vector<std::uint8_t> gate, up, down;
+};
+
+BlockExperts random_block_experts(sy::DType gate_type, sy::DType down_type, std::int64_t experts, std::int64_t hidden,
+                                  std::int64_t inter, std::mt19937& random) {
+  BlockExperts b{random_experts(sy::DType::f32, experts, hidden, inter, random), {}, {}, {}};
+  auto encode = [](sy::DType dtype, std::vector<float>& values, std::int64_t rows, std::int64_t n) {
+    std::vector<std::uint8_t> blocks(sy::storage_bytes(dtype, static_cast<std::uint64_t>(rows * n)));
+    sy::quant::quantize_rows(dtype, values.data(), blocks.data(), rows, n);
+    sy::quant::dequantize_rows(dtype, blocks.data(), values.data(), rows, n);
+    return blocks;
+  };
+  b.gate = encode(gate_type, b.values.gate, experts * inter, hidden);
+  b.up = encode(gate_type, b.values.up, experts * inter, hidden);
+  b.down = encode(down_type, b.values.down, experts * hidden, inter);
+  return b;
+}
+
+DeviceExperts upload_blocks(cuda::DeviceContext& context, const BlockExperts& b, sy::DType gate_type,
+                            sy::DType down_type) {
+  DeviceExperts d;
+  d.gate = to_device(context, b.gate);
+  d.up = to_device(context, b.up);
+  d.down = to_device(context, b.down);
+  d.stack = cuda::ExpertStack{d.gate.data(),      d.up.data(),        d.down.data(), gate_type,
+                              b.values.experts,   b.values.hidden,    b.values.inter, down_type};
+  return d;
+}
+
+TEST_CASE("cuda routed_experts: experts in ggml blocks, decode and prefill, match the reference on their values") {
+  // Refused without a GPU: partial blocks, a float dtype beside blocks, floats of mixed dtypes.
+  auto refused = [](const cuda::ExpertStack& stack) {
+    try {
+      cuda::routed_experts_workspace_bytes(stack, 1, 2);
+    } catch (const std::invalid_argument& error) {
+      MESSAGE(std::string(error.what()));
+      return true;
+    }
+    return false;
+  };
+  const cuda::ExpertStack q4k{nullptr, nullptr, nullptr, sy::DType::q4_k, 8, 512, 256, sy::DType::q6_k};
+  CHECK_FALSE(refused(q4k));
+  cuda::ExpertStack bad = q4k;
+  bad.hidden = 512 + 32;  // not whole Q4_K blocks
+  CHECK(refused(bad));
+  bad = q4k;
+  bad.inter = 256 + 32;  // not whole Q6_K blocks for down
+  CHECK(refused(bad));
+  bad.down_dtype = sy::DType::q8_0;  // whole Q8_0 blocks
+  CHECK_FALSE(refused(bad));
+  bad.down_dtype = sy::DType::bf16;
+  CHECK(refused(bad));
+  CHECK(refused(cuda::ExpertStack{nullptr, nullptr, nullptr, sy::DType::bf16, 8, 512, 256, sy::DType::f32}));
+  // The prefill's workspace holds one expert's gate and up in bf16 beside the float layout's parts.
+  const cuda::ExpertStack same_as_bf16{nullptr, nullptr, nullptr, sy::DType::bf16, 8, 512, 256};
+  CHECK(cuda::routed_experts_workspace_bytes(q4k, 64, 2) ==
+        cuda::routed_experts_workspace_bytes(same_as_bf16, 64, 2) + 2 * 512 * 256 * 2);
+  CHECK(cuda::routed_experts_workspace_bytes(q4k, 1, 2) == cuda::routed_experts_workspace_bytes(same_as_bf16, 1, 2));
+
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  const sy::DType types[] = {sy::DType::q8_0, sy::DType::q4_0, sy::DType::q4_1, sy::DType::q5_0, sy::DType::q5_1,
+                             sy::DType::q2_k, sy::DType::q3_k, sy::DType::q4_k, sy::DType::q5_k, sy::DType::q6_k};
+  Errors worst_decode, worst_prefill;
+  for (int round = 0; round < 20; ++round) {
+    const sy::DType gate_type = types[round % 10], down_type = types[(3 * round + 1) % 10];
+    const std::int64_t gate_block = sy::dtype_info(gate_type).block_elements;
+    const std::int64_t down_block = sy::dtype_info(down_type).block_elements;
+    const std::int64_t experts = draw(2, 10, random);
+    const std::int64_t hidden = gate_block * draw(1, 1024 / gate_block, random);
+    const std::int64_t inter = down_block * draw(1, 768 / down_block, random);
+    const bool prefill = round % 2 == 1;
+    const int top_k = static_cast<int>(draw(1, std::min<std::int64_t>(experts, 8), random));
+    const std::int64_t tokens = prefill ? draw(40, 120, random) : draw(1, cuda::kDecodeMaxSlots / top_k, random);
+    const bool bad_ids = round % 3 == 2 && tokens * top_k >= 4;
+    INFO("round " << round << ": gate/up " << sy::dtype_name(gate_type) << ", down " << sy::dtype_name(down_type)
+                  << ", experts " << experts << ", hidden " << hidden << ", inter " << inter << ", top_k " << top_k
+                  << ", tokens " << tokens << ", bad ids " << bad_ids);
+    REQUIRE(cuda::routed_experts_uses_decode_path(tokens, top_k) == !prefill);
+    const BlockExperts b = random_block_experts(gate_type, down_type, experts, hidden, inter, random);
+    const std::vector<float> x = uniform(tokens * hidden, -2, 2, random);
+    Routing r = route(tokens, top_k, all_experts(experts), random);
+    if (bad_ids) spoil_some_ids(r, experts);
+    DeviceExperts device = upload_blocks(context, b, gate_type, down_type);
+    REQUIRE_FALSE(cuda::routed_experts_prefill_is_grouped(device.stack));
+    Batch batch = upload_batch(context, device.stack, x, tokens, r, top_k);
+    const std::vector<float> got = run(context, device.stack, batch, tokens, top_k);
+    const Expected expected = reference(b.values, x, tokens, r, top_k);
+    if (prefill) {
+      worst_prefill.include(check_close(got, expected, kPrefillBlocksTolerance));
+      CHECK(run(context, device.stack, batch, tokens, top_k) == got);
+    } else {
+      worst_decode.include(check_close(got, expected, kDecodeTolerance));
+    }
+  }
+  MESSAGE("blocks: largest error / M and RMS error / RMS out: decode " << worst_decode.bound << ", "
+                                                                       << worst_decode.rms << "; prefill "
+                                                                       << worst_prefill.bound << ", "
+                                                                       << worst_prefill.rms);
 }
 
 TEST_CASE("cuda routed_experts: the grouped prefill kernels match the reference, many tiles, and replay in a graph") {
