@@ -85,7 +85,7 @@ struct RunCommand {
     std::optional<text::ModelText> model_text;
     if (!prompt.empty()) {
       model_text.emplace(session.open_text(tokenizer));
-      ids = model_text->tokenizer.encode(prompt, /*add_special=*/true);
+      ids = model_text->encode_prompt(prompt);
       // A text prompt ends at the model's end of turn, as a chat does.
       generation.stop_tokens = model_text->end_ids;
       if (ids.empty()) throw InputError("--prompt: the text encodes to no tokens");

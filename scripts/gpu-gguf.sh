@@ -94,7 +94,7 @@ if want greedy; then
     echo "our prompt ids $dtype: $(head -c 400 "$out/greedy-prompt-$dtype.json")"
     timeout 120 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
       --prompt "$prompt" --max_new_tokens 32 > "$out/greedy-ours-$dtype.log" 2>&1
-    echo "ours $dtype exit $?:"; grep -vE '^\s*$' "$out/greedy-ours-$dtype.log" | tail -8 | cut -c1-400
+    echo "ours $dtype exit $?:"; grep -aE '^(prompt ids|generated text|generated ids|eval rate)' "$out/greedy-ours-$dtype.log" | cut -c1-600
     timeout 120 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$prompt" -n 32 \
       --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
     echo "llama.cpp $dtype exit $?: $(head -c 600 "$out/greedy-lcpp-$dtype.txt")"
@@ -166,14 +166,16 @@ if want bench; then
 fi
 if want fit; then
   f=$(model 14 q4_k_m)
-  budget=8GiB
+  budget=${FIT_BUDGET:-3GiB}  # the file is 4.9 GiB: a budget that leaves some layers' experts on the CPU
   timeout 60 $bin check --gguf_path "$f" --fit > "$out/fit-check-free.log" 2>&1
   echo "check --fit on free memory exit $?: $(grep -E '^fit:|^cuda:0' "$out/fit-check-free.log" | cut -c1-200 | tr '\n' ';')"
   timeout 60 $bin check --gguf_path "$f" --fit --gpu_memory $budget > "$out/fit-check.log" 2>&1
   echo "check --fit --gpu_memory $budget exit $?: $(grep -E '^cuda:0|^cpu ' "$out/fit-check.log" | tr -s ' ' | tr '\n' ';')"
   ot=$(grep -oE 'llama.cpp: -ot "[^"]*"' "$out/fit-check.log" | sed 's/llama.cpp: -ot "//; s/"$//')
   grep -oE '^fit: .{0,120}' "$out/fit-check.log"
-  for flags in "--fit --gpu_memory $budget" "-ngl 99 --cpu-moe" "-ngl 99" "-ngl 10 --cpu-moe"; do
+  fit_flags=("--fit --gpu_memory $budget" "-ngl 99 --cpu-moe" "-ngl 99" "-ngl 10 --cpu-moe")
+  [[ -n ${FIT_FLAGS:-} ]] && IFS=';' read -r -a fit_flags <<< "$FIT_FLAGS"
+  for flags in "${fit_flags[@]}"; do
     tag=$(echo "$flags" | tr -c 'a-z0-9' '_')
     timeout 300 $bin bench decode --gguf_path "$f" $flags --cpu_infer 16 --prompt_tokens 512 > "$out/fit-bench-$tag.log" 2>&1
     echo "bench decode $flags exit $?"; grep -E '^fit:|^decode|^prefill|  CPU:|  GPU:|placement' "$out/fit-bench-$tag.log" | cut -c1-220 | head -8

@@ -73,7 +73,7 @@ struct OpenAiServer::Impl {
       t.prompt = model_text.tokenizer.encode(p.text, /*add_special=*/false);
     } else if (r.prompt) {
       try {
-        t.prompt = model_text.tokenizer.encode(*r.prompt, /*add_special=*/true);
+        t.prompt = model_text.encode_prompt(*r.prompt);
       } catch (const InputError& e) {
         throw ApiError(400, e.what(), "prompt");
       }

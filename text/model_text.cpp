@@ -48,7 +48,46 @@ void add_chat_eos(ModelText& m) {
       if (t.content == m.chat->eos_token) add_end_id(m, t.id, m.chat->source);
 }
 
+// tokenizer_config.json spells a special token as "<s>" or {"content": "<s>", ...}.
+std::string config_token(const nlohmann::json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  return "";
+}
+
+// added_bos from a tokenizer_config.json's text: add_bos_token true and a bos_token among the
+// tokenizer's added tokens; a bos_token the tokenizer lacks is an InputError naming `source`.
+void read_added_bos(ModelText& m, std::string_view config_text, const std::string& source) {
+  if (config_text.empty()) return;
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(config_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(source + ": not JSON: " + e.what(), kExitBadContent);
+  }
+  if (!config.is_object()) return;
+  const auto add = config.find("add_bos_token");
+  if (add == config.end() || !add->is_boolean() || !add->get<bool>()) return;
+  const std::string bos = config_token(config, "bos_token");
+  if (bos.empty()) return;
+  for (const AddedToken& t : m.tokenizer.added_tokens())
+    if (t.content == bos) {
+      m.added_bos = t.id;
+      return;
+    }
+  throw InputError(source + ": add_bos_token asks for bos_token " + bos + ", which the tokenizer does not have",
+                   kExitBadContent);
+}
+
 }  // namespace
+
+std::vector<std::int32_t> ModelText::encode_prompt(std::string_view text) const {
+  std::vector<std::int32_t> ids = tokenizer.encode(text, /*add_special=*/true);
+  if (added_bos && (ids.empty() || ids.front() != *added_bos)) ids.insert(ids.begin(), *added_bos);
+  return ids;
+}
 
 ModelText ModelText::from_texts(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                                 const std::string& source) {
@@ -57,6 +96,7 @@ ModelText ModelText::from_texts(std::string_view tokenizer_json, std::string_vie
                                             : chat_format_from_config(tokenizer_config_json, source + " tokenizer_config.json"),
               {}, source};
   add_chat_eos(m);
+  read_added_bos(m, tokenizer_config_json, source + " tokenizer_config.json");
   return m;
 }
 
@@ -74,6 +114,9 @@ ModelText ModelText::load(const std::filesystem::path& path) {
   ModelText m{Tokenizer::from_file(path), load_chat_format(path), {}, file.string()};
   add_chat_eos(m);
   const std::filesystem::path dir = file.parent_path();
+  const std::filesystem::path config = dir / "tokenizer_config.json";
+  if (std::filesystem::is_regular_file(config, error))
+    read_added_bos(m, read_input_file(config, "tokenizer_config.json", kMaxTokenizerJsonBytes), config.string());
   add_end_ids_from(m, dir / "generation_config.json");
   add_end_ids_from(m, dir / "config.json");
   return m;

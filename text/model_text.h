@@ -24,6 +24,16 @@ struct ModelText {
   std::optional<ChatFormat> chat;
   std::vector<std::int32_t> end_ids;  // generation stops after one of these; distinct, in the vocabulary
   std::string source;                 // the file the tokenizer came from, for messages
+  // tokenizer_config.json's add_bos_token: the bos token's id, which a plain prompt starts with
+  // (transformers' tokenizer(text) puts it there; a tokenizer.json's own post-processor, as
+  // DeepSeek-V3's, may not). nullopt: none, or the post-processor adds it (a GGUF's
+  // tokenizer.ggml.add_bos_token becomes its post-processor).
+  std::optional<std::int32_t> added_bos;
+
+  // A plain prompt (run --prompt, /v1/completions) as the model's tokenizer encodes it for
+  // generation: the post-processor's special tokens, and added_bos first unless already there.
+  // Chat prompts are rendered by the template, which writes its own bos, and encoded without.
+  std::vector<std::int32_t> encode_prompt(std::string_view text) const;
 
   // Throws InputError as Tokenizer::from_file and load_chat_format do; an eos_token_id that is not
   // an id of the vocabulary is an InputError naming the file.
