@@ -21,8 +21,10 @@
 #            llama.cpp's -ngl 99 with and without -ot exps=CPU.
 #   experts-gpu: the GPU routed experts on blocks (KExpertsMarlin): their kernels' tests, the GGUF
 #            fidelity on the GPU with experts there, the builders' and the folded multi-GPU tests.
+#   tests:   every test (the GPU ones included), while llama.cpp builds.
 #   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
-#            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement.
+#            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
+#            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree).
 #   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|all] ...
 #          (several at once; logs in $OUT)
 set -uo pipefail
@@ -39,8 +41,18 @@ if [[ ! -x /tmp/lcpp/bin/llama-bench ]]; then
 fi
 { cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90 &&
     cmake --build build-dev -j16; } > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+echo "ours built: $(date +%T)"
+tests=""
+if want tests; then  # while llama.cpp still builds
+  { timeout 500 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1; echo "exit $?" >> "$out/tests.log"; } &
+  tests=$!
+fi
 [[ -n $lcpp ]] && wait "$lcpp"; [[ -x /tmp/lcpp/bin/llama-bench ]] || { tail -30 "$out/lcpp-build.log"; exit 1; }
 echo "built: $(date +%T)"
+if [[ -n $tests ]]; then
+  wait "$tests"
+  echo "tests $(tail -1 "$out/tests.log"): $(grep -E 'test cases' "$out/tests.log")"; grep -E 'ERROR|FATAL' -B3 -A6 "$out/tests.log" | head -60
+fi
 bin=./build-dev/switchyard
 m=/tmp/switchyard-gguf
 mkdir -p $m
@@ -99,6 +111,16 @@ if want greedy; then
       --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
     echo "llama.cpp $dtype exit $?: $(head -c 600 "$out/greedy-lcpp-$dtype.txt")"
     grep -E "prompt: |number of tokens in prompt|^ *[0-9]+ -> " "$out/greedy-lcpp-$dtype.log" | head -24 | tr '\n' ';' | cut -c1-900; echo
+    i=0
+    for p in "Once upon a time" "The best way to learn a language is" "def fibonacci(n):" "In 1969, the first humans" \
+             "My favourite food is" "The theory of relativity says that" "Water boils at" "Dear Sir or Madam,"; do
+      i=$((i + 1))
+      ours=$(timeout 60 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+        --prompt "$p" --max_new_tokens 4 2>&1 | grep -a '^generated text: ' | sed 's/^generated text: //')
+      theirs=$(timeout 60 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$p" -n 4 \
+        --temp 0 --top-k 1 --ignore-eos -no-cnv -s 1 --no-display-prompt 2> /dev/null)
+      echo "prompt $i $dtype: ours [$ours] llama.cpp [$theirs]"
+    done
   done
 fi
 if want marlin-bench; then
