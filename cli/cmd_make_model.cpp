@@ -104,6 +104,11 @@ Runner add_make_model_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--layers", o.layers, "number of decoder layers, 1 to 1024, overriding the preset's")
       ->transform(whole_number<int>());
+  sub->add_option("--head_tokens", o.head_tokens,
+                  "lm_head's rows at full scale for this many evenly spaced tokens only, the others 64x smaller: "
+                  "greedy choices that lead by a wide margin, for comparing engines on one file (0: off)")
+      ->capture_default_str()
+      ->transform(whole_number<std::int64_t>());
   sub->add_flag("--force", o.force, "write into a non-empty directory, replacing its checkpoint files");
   sub->add_option("--tokenizer", command->tokenizer,
                   "a real tokenizer (a directory with tokenizer.json, or the file): copied beside the weights, and the "

@@ -125,7 +125,7 @@ void fill(const FileTensor& t, const ModelConfig& c, std::uint64_t seed, std::by
 }
 
 // The file's tensors for the tree, in the tree's order (a fused tensor where its first expert is).
-std::vector<FileTensor> plan_file(const ModuleTree& tree) {
+std::vector<FileTensor> plan_file(const ModuleTree& tree, std::int64_t head_tokens) {
   const ModelConfig& c = tree.config();
   std::vector<FileTensor> tensors;
   std::unordered_map<std::string, std::size_t> by_name;
@@ -136,7 +136,7 @@ std::vector<FileTensor> plan_file(const ModuleTree& tree) {
       if (!location) throw InputError(name + " has no place in a GGUF file of " + c.model_type);
       const std::int64_t columns = p.shape.rank == 0 ? 1 : p.shape.dims[static_cast<std::size_t>(p.shape.rank - 1)];
       const std::int64_t rows = columns == 0 ? 0 : static_cast<std::int64_t>(p.shape.elements()) / columns;
-      const Source source{name, weight_init_for(p), rows, columns};
+      const Source source{name, weight_init_for(m, p, head_tokens), rows, columns};
       std::vector<std::int64_t> shape(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.rank);
       using Transform = GgufLocation::Transform;
       if (location->expert >= 0) {
@@ -183,7 +183,7 @@ void set_metadata(GgufWriter& writer, const nlohmann::json& metadata) {
 }  // namespace
 
 GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file,
-                                  const std::function<void(GgufWriter&)>& tokenizer_metadata) {
+                                  const std::function<void(GgufWriter&)>& tokenizer_metadata, std::int64_t head_tokens) {
   const ModelConfig& config = tree.config();
   nlohmann::json metadata = gguf_metadata(config);
   metadata["general.quantization_version"] = 2;  // ggml's block formats as of 2023: those of core/quant_blocks.h
@@ -192,7 +192,7 @@ GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, co
   set_metadata(writer, metadata);
   if (tokenizer_metadata) tokenizer_metadata(writer);
   GgufModelSummary summary;
-  for (FileTensor& t : plan_file(tree)) {
+  for (FileTensor& t : plan_file(tree, head_tokens)) {
     std::uint64_t elements = 1;
     for (std::int64_t d : t.shape) elements *= static_cast<std::uint64_t>(d);
     summary.tensor_bytes += storage_bytes(t.dtype, elements);

@@ -29,8 +29,9 @@ struct GgufModelSummary {
 // Writes `file` atomically (core/atomic_file.h). Throws InputError naming the file when it cannot
 // be written, and when the tree's family has no GGUF form. `tokenizer_metadata` sets the
 // tokenizer's keys (text/gguf_vocabulary.h); without it the file says tokenizer.ggml.model "none"
-// and llama.cpp runs it on token ids.
+// and llama.cpp runs it on token ids. `head_tokens`: MakeModelOptions::head_tokens.
 GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file,
-                                  const std::function<void(GgufWriter&)>& tokenizer_metadata = {});
+                                  const std::function<void(GgufWriter&)>& tokenizer_metadata = {},
+                                  std::int64_t head_tokens = 0);
 
 }  // namespace switchyard

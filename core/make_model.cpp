@@ -73,6 +73,11 @@ ModelConfig preset_config(const MakeModelOptions& o) {
     config.vocab_size = *o.vocab_size;
     validate_model_config(config);
   }
+  if (o.head_tokens < 0 || o.head_tokens > config.vocab_size)
+    throw InputError("--head_tokens " + std::to_string(o.head_tokens) + " is outside [0, the vocabulary's " +
+                     std::to_string(config.vocab_size) + "]");
+  if (o.head_tokens > 0 && config.tie_word_embeddings)
+    throw InputError("--head_tokens scales lm_head's rows, and " + o.preset + " ties lm_head to the embedding");
   config.torch_dtype = o.dtype == "f32" ? "float32" : "bfloat16";
   if (o.format == "gguf") config.num_nextn_predict_layers = 0;  // no MTP layers in the file
   return config;
@@ -148,13 +153,13 @@ class OutputDirectory {
   std::vector<fs::path> placed_;
 };
 
-std::vector<PlannedTensor> plan_tensors(const ModuleTree& tree) {
+std::vector<PlannedTensor> plan_tensors(const ModuleTree& tree, std::int64_t head_tokens) {
   std::vector<PlannedTensor> tensors;
   for (const Module& m : tree.modules())  // preorder: the tree's (and the checkpoint's) order
     for (const Parameter& p : m.params)
       tensors.push_back({SafetensorsEntry{std::string(m.name) + "." + std::string(p.name), p.dtype,
                                           std::vector<std::int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.rank)},
-                         weight_init_for(p)});
+                         weight_init_for(m, p, head_tokens)});
   return tensors;
 }
 
@@ -241,7 +246,7 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
                       OutputDirectory& out) {
   const ModuleTree tree = summarised_tree(summary, scheme);
 
-  const std::vector<Shard> shards = plan_shards(plan_tensors(tree), options.max_shard_bytes);
+  const std::vector<Shard> shards = plan_shards(plan_tensors(tree, options.head_tokens), options.max_shard_bytes);
   nlohmann::json weight_map = nlohmann::json::object();
   std::array<std::vector<std::byte>, 2> buffers = {std::vector<std::byte>(kChunkBytes), std::vector<std::byte>(kChunkBytes)};
   for (std::size_t s = 0; s < shards.size(); ++s) {
@@ -276,7 +281,7 @@ void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, Mak
   std::function<void(GgufWriter&)> tokenizer;
   if (options.gguf_tokenizer)
     tokenizer = [&](GgufWriter& writer) { options.gguf_tokenizer(writer, tree.config().vocab_size); };
-  const GgufModelSummary written = write_gguf_model(tree, options.seed, file, tokenizer);
+  const GgufModelSummary written = write_gguf_model(tree, options.seed, file, tokenizer, options.head_tokens);
   out.placed(file);
   copy_extra_files(options, out);
   summary.tensors = written.tensors;

@@ -29,6 +29,9 @@ struct MakeModelOptions {
   std::string format = "safetensors";           // safetensors | gguf (one model.gguf, llama.cpp's layout)
   std::optional<int> layers;                    // overrides num_hidden_layers
   std::optional<std::int64_t> vocab_size;       // overrides the preset's (a tokenizer's vocabulary)
+  // lm_head's full-scale rows for this many evenly spaced tokens only, the rest 64x smaller
+  // (core/random_weights.h): greedy choices far apart, for comparing engines. 0: all alike.
+  std::int64_t head_tokens = 0;
   // Copied into out_dir as they are (a tokenizer.json and its tokenizer_config.json), before
   // config.json, each atomically.
   std::vector<std::filesystem::path> extra_files;

@@ -102,7 +102,15 @@ void fill_normal(std::uint64_t key, float std, std::uint64_t first, std::uint64_
 template <typename Store>
 void fill_block(const WeightInit& init, std::uint64_t key, std::uint64_t first, std::uint64_t count, Store store) {
   switch (init.kind) {
-    case WeightInit::Kind::normal: fill_normal(key, init.std, first, count, store); return;
+    case WeightInit::Kind::normal:
+      if (init.peak_every > 0 && init.row_elements > 0) {
+        fill_normal(key, init.std, first, count, [&](std::uint64_t i, float v) {
+          store(i, (first + i) / init.row_elements % init.peak_every == 0 ? v : v * kOffPeakScale);
+        });
+        return;
+      }
+      fill_normal(key, init.std, first, count, store);
+      return;
     case WeightInit::Kind::ones:
       for (std::uint64_t i = 0; i < count; ++i) store(i, 1.0f);
       return;
@@ -125,6 +133,17 @@ WeightInit weight_init_for(const Parameter& param) {
     case TensorKind::bias:
     default: return {WeightInit::Kind::normal, kInitializerRange};
   }
+}
+
+WeightInit weight_init_for(const Module& module, const Parameter& param, std::int64_t head_tokens) {
+  WeightInit init = weight_init_for(param);
+  if (head_tokens > 0 && module.name == "lm_head" && param.name == "weight" && param.shape.rank == 2 &&
+      init.kind == WeightInit::Kind::normal) {
+    const auto rows = static_cast<std::uint64_t>(param.shape.dims[0]);
+    init.row_elements = static_cast<std::uint64_t>(param.shape.dims[1]);
+    init.peak_every = std::max<std::uint64_t>(1, rows / static_cast<std::uint64_t>(head_tokens));
+  }
+  return init;
 }
 
 std::uint64_t tensor_stream_key(std::uint64_t seed, std::string_view tensor_name) {

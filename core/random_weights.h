@@ -20,7 +20,14 @@ struct WeightInit {
   enum class Kind { normal, ones, zeros };
   Kind kind = Kind::normal;
   float std = kInitializerRange;  // for Kind::normal; mean is 0
+  // Kind::normal in rows of row_elements: only rows r with r % peak_every == 0 keep `std`, the
+  // others get std * kOffPeakScale (make-model --head_tokens). 0: every row alike.
+  std::uint64_t row_elements = 0, peak_every = 0;
 };
+
+// The scale of the head rows --head_tokens leaves out: a power of two, so the scaled values are
+// the unscaled ones exactly, 64 times smaller.
+constexpr float kOffPeakScale = 1.0f / 64;
 
 // How `param` is initialised: normal(0, 0.02) for Linear and Embedding weights, exactly 1 for RMSNorm
 // weights. Linear biases and the router's `e_score_correction_bias` are normal(0, 0.02) too, where
@@ -28,6 +35,12 @@ struct WeightInit {
 // with the bias and weighting them without it, would agree with the right one, and a test could
 // not tell them apart.
 WeightInit weight_init_for(const Parameter& param);
+// The same for `module`'s parameter with make-model's --head_tokens N (0: none): lm_head's weight
+// [vocab, hidden] keeps full-scale rows for N evenly spaced tokens only (every vocab / N-th row,
+// from 0), so that whatever the hidden state, a few rows far outscore the rest and a greedy
+// choice leads the next by a wide margin: runs of one model by two engines then pick the same
+// tokens despite their different rounding. Other tensors as weight_init_for(param).
+WeightInit weight_init_for(const Module& module, const Parameter& param, std::int64_t head_tokens);
 
 // Key of one tensor's random stream: a hash of the seed and the tensor's full name.
 std::uint64_t tensor_stream_key(std::uint64_t seed, std::string_view tensor_name);

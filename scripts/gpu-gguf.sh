@@ -24,7 +24,8 @@
 #   tests:   every test (the GPU ones included), while llama.cpp builds.
 #   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
-#            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree).
+#            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
+#            the same on models made with --head_tokens (well separated choices).
 #   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|all] ...
 #          (several at once; logs in $OUT)
 set -uo pipefail
@@ -98,10 +99,15 @@ if want greedy; then
   prompt="The history of the city begins with a small village by the river, where"
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
-  for dtype in q8_0 q4_k_m; do
-    dir=$m/v2lite-6-$dtype-tok
+  # Then the same with a head of a few full-scale rows (make-model --head_tokens): choices that
+  # lead by a wide margin, so 32 tokens can agree despite the engines' different rounding.
+  for variant in q8_0 q4_k_m q8_0-head q4_k_m-head; do
+    dtype=${variant%-head}; head=0; [[ $variant == *-head ]] && head=${GREEDY_HEAD_TOKENS:-16}
+    dir=$m/v2lite-6-$variant-tok
     [[ -f $dir/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers 6 --format gguf --dtype $dtype --seed 11 \
-      --tokenizer .tokenizers/deepseek_v3 --out $dir >> "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; continue; }
+      --head_tokens $head --tokenizer .tokenizers/deepseek_v3 --out $dir >> "$out/make-model.log" 2>&1 ||
+      { tail -5 "$out/make-model.log"; continue; }
+    dtype=$variant
     $bin tokenize --tokenizer $dir/model.gguf --prompt "$prompt" --format json > "$out/greedy-prompt-$dtype.json" 2>&1
     echo "our prompt ids $dtype: $(head -c 400 "$out/greedy-prompt-$dtype.json")"
     timeout 120 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
@@ -116,9 +122,10 @@ if want greedy; then
              "My favourite food is" "The theory of relativity says that" "Water boils at" "Dear Sir or Madam,"; do
       i=$((i + 1))
       ours=$(timeout 60 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
-        --prompt "$p" --max_new_tokens 4 2>&1 | grep -a '^generated text: ' | sed 's/^generated text: //')
+        --prompt "$p" --max_new_tokens 4 2>&1 |
+        awk '/^generated ids: /{f=0} /^generated text: /{f=1; sub(/^generated text: /, "")} f' | sed -z 's/\n$//; s/\n/\\n/g')
       theirs=$(timeout 60 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$p" -n 4 \
-        --temp 0 --top-k 1 --ignore-eos -no-cnv -s 1 --no-display-prompt 2> /dev/null)
+        --temp 0 --top-k 1 --ignore-eos -no-cnv -s 1 --no-display-prompt 2> /dev/null | sed -z 's/\n$//; s/\n/\\n/g')
       echo "prompt $i $dtype: ours [$ours] llama.cpp [$theirs]"
     done
   done

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/arch_presets.h"
+#include "core/error.h"
 #include "core/make_model.h"
 #include "core/model_description.h"
 #include "core/random_weights.h"
@@ -214,6 +215,57 @@ TEST_CASE("make-model: weights are normal(0, 0.02), norms exactly 1, the router 
     CHECK(std::set<float>(bias.begin(), bias.end()).size() == bias.size());  // random, not zeros
     for (float x : bias) CHECK(std::fabs(x) < 6 * 0.02);
   }
+}
+
+TEST_CASE("make-model: --head_tokens keeps N evenly spaced head rows, the rest exactly 64x smaller; greedy picks those") {
+  const TempDir plain_dir, peaked_dir;
+  make("tiny-deepseek-v3", plain_dir.path(), 5, "f32");
+  sy::MakeModelOptions options;
+  options.preset = "tiny-deepseek-v3";
+  options.out_dir = peaked_dir.path();
+  options.seed = 5;
+  options.dtype = "f32";
+  options.head_tokens = 8;
+  sy::make_model(options);
+  const auto plain = read_tensor_values(plain_dir.path());
+  const auto peaked = read_tensor_values(peaked_dir.path());
+  for (const auto& [name, values] : plain) {
+    INFO(name);
+    if (name != "lm_head.weight") {
+      CHECK(peaked.at(name) == values);  // only the head differs
+      continue;
+    }
+    const std::vector<float>& head = peaked.at(name);  // [512, 64]: every 64th row keeps its scale
+    REQUIRE(head.size() == values.size());
+    int kept = 0;
+    for (std::size_t i = 0; i < head.size(); ++i) {
+      const bool peak = i / 64 % 64 == 0;
+      kept += peak && i % 64 == 0;
+      REQUIRE(head[i] == (peak ? values[i] : values[i] * sy::kOffPeakScale));
+    }
+    CHECK(kept == 8);
+  }
+  // Greedy decoding picks among the 8 full-scale rows, not always the same one.
+  const auto r = sy::testing::run_switchyard("run --model_path " + peaked_dir.path().string() +
+                                             " --prompt_ids 3,141,59,26,5 --max_new_tokens 16");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::size_t at = r.output.find("generated ids: ");
+  REQUIRE(at != std::string::npos);
+  std::istringstream ids(r.output.substr(at + 15, r.output.find('\n', at) - at - 15));
+  std::set<int> chosen;
+  int count = 0;
+  for (int id; ids >> id; ++count) {
+    CHECK(id % 64 == 0);
+    chosen.insert(id);
+  }
+  CHECK(count == 16);
+  CHECK(chosen.size() >= 2);
+  // Bad values are refused.
+  options.out_dir = (peaked_dir / "again").string();
+  options.head_tokens = 513;
+  CHECK_THROWS_WITH_AS(sy::make_model(options), doctest::Contains("--head_tokens 513 is outside [0, the vocabulary's 512]"),
+                       sy::InputError);
 }
 
 TEST_CASE("make-model: the generator follows the standard normal CDF, tails included") {
