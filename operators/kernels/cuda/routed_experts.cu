@@ -17,20 +17,20 @@
 #include "operators/kernels/cuda/grouped_gemm.h"
 #include "operators/kernels/cuda/quant_gemv.h"
 #include "operators/kernels/cuda/routed_experts_blocks.h"
+#include "operators/kernels/cuda/routed_experts_decode.cuh"
 #include "operators/kernels/cuda/silu_and_mul.h"
 #include "operators/kernels/cuda/launch.cuh"
 
 namespace switchyard::cuda {
 namespace {
 
-constexpr int kWarp = 32;
+using decode_experts::kWarp;
+using decode_experts::valid_expert;
 // Decode kernels: 8 warps a block; each lane keeps kUnroll 16-byte loads in flight per weight row
 // (kernel 1 reads two rows at once), 2-4 KiB a warp, so that a few warps per SM cover HBM latency.
-constexpr int kDecodeThreads = 256;
-constexpr int kDecodeWarps = kDecodeThreads / kWarp;
+constexpr int kDecodeThreads = decode_experts::kThreads;
+constexpr int kDecodeWarps = decode_experts::kWarps;
 constexpr int kUnroll = 4;
-// Kernel 2's tasks per block, rows_per_block * top_k = lcm(8, top_k) <= 8 * kDecodeMaxSlots.
-constexpr int kMaxDownTasks = kDecodeWarps * static_cast<int>(kDecodeMaxSlots);
 constexpr int kElementwiseThreads = 256;
 constexpr int kScanThreads = 1024;
 constexpr int kPlaceThreads = 256;
@@ -152,67 +152,38 @@ __device__ GateUp two_row_dots(const W* gate_row, const W* up_row, const float* 
   return {warp_sum(gate), warp_sum(up)};
 }
 
-__device__ inline bool valid_expert(std::int32_t id, std::int64_t experts) { return id >= 0 && id < experts; }
-
-// As silu_and_mul.cu: silu(g) * u = g / (1 + e^-g) * u.
-__device__ inline float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
 // ---- decode kernels ------------------------------------------------------------------------------
 
-// Kernel 1. grid (ceil(inter / 8), slots); warp w of block b computes intermediate row b * 8 + w
-// of pair blockIdx.y: h[slot, row] = silu(gate_e[row] . x[t]) * (up_e[row] . x[t]).
+// Kernel 1: decode_experts::gate_up_rows over rows of W.
 // gate, up: [experts, inter, hidden]; x: [tokens, hidden]; ids: [slots]; h: [slots, inter].
-// A pair with an invalid id writes nothing (kernel 2 skips it).
 template <typename W, bool kVector>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_gate_up(const W* gate, const W* up, std::int64_t experts, std::int64_t hidden, std::int64_t inter,
                    const float* x, const std::int32_t* ids, int top_k, float* h) {
   begin_after_previous_grid();
-  const int slot = blockIdx.y;
-  const std::int32_t expert = ids[slot];
-  if (!valid_expert(expert, experts)) return;
-  const std::int64_t row = std::int64_t{blockIdx.x} * kDecodeWarps + threadIdx.x / kWarp;
-  if (row >= inter) return;  // the whole warp leaves: warp_sum below needs all 32 lanes
-  const int lane = threadIdx.x % kWarp;
-  const std::int64_t offset = (std::int64_t{expert} * inter + row) * hidden;
-  const GateUp dots = two_row_dots<W, kVector>(gate + offset, up + offset, x + std::int64_t{slot / top_k} * hidden,
-                                               hidden, lane);
-  if (lane == 0) h[std::int64_t{slot} * inter + row] = silu_times(dots.gate, dots.up);
+  decode_experts::gate_up_rows(
+      [&](std::int32_t expert, std::int64_t row, std::int64_t token, int lane) {
+        const std::int64_t offset = (std::int64_t{expert} * inter + row) * hidden;
+        const GateUp dots = two_row_dots<W, kVector>(gate + offset, up + offset, x + token * hidden, hidden, lane);
+        return decode_experts::GateUpDots{dots.gate, dots.up};
+      },
+      experts, inter, ids, top_k, h);
 }
 
-// Kernel 2. grid (ceil(hidden / rows_per_block), tokens). The block's rows_per_block * top_k
-// tasks, task r * top_k + k = (output row first_row + r, slot k of token t), are spread over its
-// warps; each computes down_e[row] . h[slot]. Then thread r sums its row's tasks in slot order.
+// Kernel 2. grid (ceil(hidden / rows_per_block), tokens): decode_experts::down_rows with
+// down_e[row] . h[slot] as each task's dot product.
 // down: [experts, hidden, inter]; h: [slots, inter]; ids, weights: [tokens * top_k]; out: [tokens, hidden].
 template <typename W, bool kVector>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_down(const W* down, std::int64_t experts, std::int64_t hidden, std::int64_t inter, const float* h,
                 const std::int32_t* ids, const float* weights, int top_k, int rows_per_block, float* out) {
   begin_after_previous_grid();
-  __shared__ float dots[kMaxDownTasks];
-  const std::int64_t token = blockIdx.y;
-  const std::int64_t first_row = std::int64_t{blockIdx.x} * rows_per_block;
-  const int tasks = rows_per_block * top_k;
-  const int lane = threadIdx.x % kWarp;
-  for (int task = threadIdx.x / kWarp; task < tasks; task += kDecodeWarps) {
-    const std::int64_t row = first_row + task / top_k;
-    const std::int64_t slot = token * top_k + task % top_k;
-    const std::int32_t expert = ids[slot];
-    float dot = 0.0f;
-    if (row < hidden && valid_expert(expert, experts))  // the same for the whole warp
-      dot = row_dot<W, kVector>(down + (std::int64_t{expert} * hidden + row) * inter, h + slot * inter, inter, lane);
-    if (lane == 0) dots[task] = dot;
-  }
-  __syncthreads();
-  const int r = threadIdx.x;
-  const std::int64_t row = first_row + r;
-  if (r >= rows_per_block || row >= hidden) return;
-  float sum = 0.0f;
-  for (int k = 0; k < top_k; ++k) {
-    const std::int64_t slot = token * top_k + k;
-    if (valid_expert(ids[slot], experts)) sum = fmaf(weights[slot], dots[r * top_k + k], sum);
-  }
-  out[token * hidden + row] = sum;
+  decode_experts::down_rows(
+      [&](std::int32_t expert, std::int64_t row, std::int64_t slot, int lane) {
+        return row_dot<W, kVector>(down + (std::int64_t{expert} * hidden + row) * inter, h + slot * inter, inter, lane);
+      },
+      experts, hidden, ids, weights, top_k, rows_per_block, out);
 }
 
 // ---- prefill kernels -----------------------------------------------------------------------------

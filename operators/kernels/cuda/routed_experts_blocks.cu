@@ -9,19 +9,16 @@
 #include "operators/kernels/cuda/launch.cuh"
 #include "operators/kernels/cuda/quant_gemv.h"
 #include "operators/kernels/cuda/quant_rows.cuh"
+#include "operators/kernels/cuda/routed_experts_decode.cuh"
 
 namespace switchyard::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr int kThreads = 256;  // 8 warps a block, as the float kernels
-constexpr int kWarps = kThreads / kWarp;
-constexpr int kPiece = 8;                  // weights a lane decodes at once
+using decode_experts::kThreads;
+using decode_experts::kWarp;
+using decode_experts::kWarps;
+constexpr int kPiece = 8;                     // weights a lane decodes at once
 constexpr int kPieceStride = kWarp * kPiece;  // elements between a lane's pieces
-constexpr int kMaxDownTasks = kWarps * static_cast<int>(kDecodeMaxSlots);
-
-__device__ inline bool valid_expert(std::int32_t id, std::int64_t experts) { return id >= 0 && id < experts; }
-__device__ inline float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
 // The warp's dot product of a row of `n` weights of D with x (n floats, 16-byte aligned), to every lane.
 template <DType D>
@@ -36,70 +33,47 @@ __device__ float block_row_dot(const std::uint8_t* row, const float* x, int n, i
   return warp_sum(acc[0]);
 }
 
-// As routed_experts.cu's decode_gate_up: grid (ceil(inter / 8), slots), warp w of block b takes
-// intermediate row b * 8 + w of pair blockIdx.y. gate, up: [experts][inter rows of row_bytes].
+// As routed_experts.cu's decode_gate_up (decode_experts::gate_up_rows), on rows of blocks: gate,
+// up: [experts][inter rows of row_bytes].
 template <DType D>
 __global__ void __launch_bounds__(kThreads)
     blocks_gate_up(const std::uint8_t* gate, const std::uint8_t* up, std::int64_t experts, int hidden,
                    std::int64_t inter, std::int64_t row_bytes, const float* x, const std::int32_t* ids, int top_k,
                    float* h) {
   begin_after_previous_grid();
-  const int slot = blockIdx.y;
-  const std::int32_t expert = ids[slot];
-  if (!valid_expert(expert, experts)) return;
-  const std::int64_t row = std::int64_t{blockIdx.x} * kWarps + threadIdx.x / kWarp;
-  if (row >= inter) return;  // the whole warp leaves: the sums need all 32 lanes
-  const int lane = threadIdx.x % kWarp;
-  const std::int64_t offset = (std::int64_t{expert} * inter + row) * row_bytes;
-  const std::uint8_t* g = gate + offset;
-  const std::uint8_t* u = up + offset;
-  const float* xt = x + std::int64_t{slot / top_k} * hidden;
-  float gate_acc[1] = {0.0f}, up_acc[1] = {0.0f};
-  float wg[kPiece], wu[kPiece];
+  decode_experts::gate_up_rows(
+      [&](std::int32_t expert, std::int64_t row, std::int64_t token, int lane) {
+        const std::int64_t offset = (std::int64_t{expert} * inter + row) * row_bytes;
+        const std::uint8_t* g = gate + offset;
+        const std::uint8_t* u = up + offset;
+        const float* xt = x + token * hidden;
+        float gate_acc[1] = {0.0f}, up_acc[1] = {0.0f};
+        float wg[kPiece], wu[kPiece];
 #pragma unroll 2
-  for (int k = lane * kPiece; k < hidden; k += kPieceStride) {
-    load8_blocks<D>(g, k, wg);
-    load8_blocks<D>(u, k, wu);
-    accumulate(wg, xt, 0, k, gate_acc);
-    accumulate(wu, xt, 0, k, up_acc);
-  }
-  const float gate_dot = warp_sum(gate_acc[0]), up_dot = warp_sum(up_acc[0]);
-  if (lane == 0) h[std::int64_t{slot} * inter + row] = silu_times(gate_dot, up_dot);
+        for (int k = lane * kPiece; k < hidden; k += kPieceStride) {
+          load8_blocks<D>(g, k, wg);
+          load8_blocks<D>(u, k, wu);
+          accumulate(wg, xt, 0, k, gate_acc);
+          accumulate(wu, xt, 0, k, up_acc);
+        }
+        return decode_experts::GateUpDots{warp_sum(gate_acc[0]), warp_sum(up_acc[0])};
+      },
+      experts, inter, ids, top_k, h);
 }
 
-// As routed_experts.cu's decode_down: grid (ceil(hidden / rows_per_block), tokens); the block's
-// rows_per_block * top_k tasks (row, slot) spread over its warps, then each row's sum in slot
-// order. down: [experts][hidden rows of row_bytes].
+// As routed_experts.cu's decode_down (decode_experts::down_rows), on rows of blocks: down:
+// [experts][hidden rows of row_bytes].
 template <DType D>
 __global__ void __launch_bounds__(kThreads)
     blocks_down(const std::uint8_t* down, std::int64_t experts, std::int64_t hidden, int inter, std::int64_t row_bytes,
                 const float* h, const std::int32_t* ids, const float* weights, int top_k, int rows_per_block,
                 float* out) {
   begin_after_previous_grid();
-  __shared__ float dots[kMaxDownTasks];
-  const std::int64_t token = blockIdx.y;
-  const std::int64_t first_row = std::int64_t{blockIdx.x} * rows_per_block;
-  const int tasks = rows_per_block * top_k;
-  const int lane = threadIdx.x % kWarp;
-  for (int task = threadIdx.x / kWarp; task < tasks; task += kWarps) {
-    const std::int64_t row = first_row + task / top_k;
-    const std::int64_t slot = token * top_k + task % top_k;
-    const std::int32_t expert = ids[slot];
-    float dot = 0.0f;
-    if (row < hidden && valid_expert(expert, experts))  // the same for the whole warp
-      dot = block_row_dot<D>(down + (std::int64_t{expert} * hidden + row) * row_bytes, h + slot * inter, inter, lane);
-    if (lane == 0) dots[task] = dot;
-  }
-  __syncthreads();
-  const int r = threadIdx.x;
-  const std::int64_t row = first_row + r;
-  if (r >= rows_per_block || row >= hidden) return;
-  float sum = 0.0f;
-  for (int k = 0; k < top_k; ++k) {
-    const std::int64_t slot = token * top_k + k;
-    if (valid_expert(ids[slot], experts)) sum = fmaf(weights[slot], dots[r * top_k + k], sum);
-  }
-  out[token * hidden + row] = sum;
+  decode_experts::down_rows(
+      [&](std::int32_t expert, std::int64_t row, std::int64_t slot, int lane) {
+        return block_row_dot<D>(down + (std::int64_t{expert} * hidden + row) * row_bytes, h + slot * inter, inter, lane);
+      },
+      experts, hidden, ids, weights, top_k, rows_per_block, out);
 }
 
 }  // namespace
