@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -153,8 +154,9 @@ void print_leave_out(BenchSteps& steps, const std::vector<std::string>& groups) 
   steps.one_at_a_time = false;
 }
 
-// --ab_env: both variants in this process, A B B A ..., each timed with its own graphs.
-void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
+// --ab_env: both variants in this process, A B B A ..., each timed with its own graphs; the
+// prompt's prefill (`prefill_seconds`, the same prompt at position 0 each time) too.
+void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds, const std::function<double()>& prefill_seconds) {
   const std::vector<std::string> variables = comma_separated(ab_env);
   // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
   auto switch_to = [&](bool variant) {
@@ -164,13 +166,14 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
   };
   // Per side: the GPU side (us per layer) and, in a hybrid placement, the whole step with the CPU
   // experts' work (ms per token): a variant of the CPU side shows only there.
-  std::vector<double> unset, set, clocks, unset_whole, set_whole;
+  std::vector<double> unset, set, clocks, unset_whole, set_whole, unset_prefill, set_prefill;
   for (int i = 0; i < 2 * rounds; ++i) {
     const bool variant = (i % 4 == 1) || (i % 4 == 2);
     switch_to(variant);
     (variant ? set : unset).push_back(steps.per_layer_us(steps.time_gpu_side()));
     clocks.push_back(sm_clock(steps));
     if (steps.hybrid) (variant ? set_whole : unset_whole).push_back(steps.time_steps() * 1e3);
+    (variant ? set_prefill : unset_prefill).push_back(prefill_seconds() * 1e3);
   }
   switch_to(false);
   auto list = [](const std::vector<double>& values) {
@@ -187,6 +190,12 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds) {
     const auto [wb, wb_runs] = list(set_whole);
     std::printf("A/B %s, hybrid decode ms/token: unset median %.2f (%s); set median %.2f (%s); set - unset %+.2f\n",
                 ab_env.c_str(), wa, wa_runs.c_str(), wb, wb_runs.c_str(), wb - wa);
+  }
+  {
+    const auto [pa, pa_runs] = list(unset_prefill);
+    const auto [pb, pb_runs] = list(set_prefill);
+    std::printf("A/B %s, prefill ms: unset median %.1f (%s); set median %.1f (%s); set / unset %.3f\n", ab_env.c_str(), pa,
+                pa_runs.c_str(), pb, pb_runs.c_str(), pb / pa);
   }
   std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
               *std::max_element(clocks.begin(), clocks.end()));
@@ -404,7 +413,12 @@ int DecodeBenchOptions::run() const {
   // All-GPU: timed again here, at context lengths near those of the timeline.
   if (!steps.hybrid && timeline) gpu_side = steps.time_gpu_side();
   print_leave_out(steps, leave_out);
-  if (!ab_env.empty()) print_ab(steps, ab_env, ab_rounds);
+  if (!ab_env.empty())
+    print_ab(steps, ab_env, ab_rounds, [&] {
+      const auto begin = Clock::now();
+      lm.forward(prompt, 0);
+      return seconds_since(begin);
+    });
   if (timeline) print_timeline(steps, gpu_side);
 #endif
 

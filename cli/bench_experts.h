@@ -19,7 +19,7 @@ struct ExpertsBenchOptions {
   std::size_t stream_bytes = std::size_t{512} << 20;
   unsigned seed = 1;
   // A kernel variant's environment variable (operators/kernels/cpu/kernel_variants.h, "VAR" or
-  // "VAR=VALUE"): decode timed with it unset and set, alternating A B B A, in this process.
+  // "VAR=VALUE"): decode and prefill timed with it unset and set, alternating A B B A, in this process.
   std::string ab_env;
 };
 
@@ -34,6 +34,7 @@ struct ExpertsBenchRow {
   int pool = 0;
   std::vector<ExpertsBenchDecode> decode;  // one per ExpertsBenchOptions::decode_tokens
   double prefill_seconds = 0, prefill_flops = 0;
+  double prefill_seconds_set = 0;  // with ab_env: the prefill's median with the variable set
 };
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options);

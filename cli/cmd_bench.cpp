@@ -147,7 +147,13 @@ Runner add_bench_command(CLI::App& app) {
       ->transform(integer_range(1, 10000));
   // A prefill's activations and outputs: 2 x tokens x hidden f32, 0.9 GiB at 16384 tokens of DeepSeek-V3.
   experts_sub->add_option("--ab_env", experts->ab_env,
-                          "a CPU kernel variant's variable (VAR or VAR=VALUE): decode timed unset and set, alternating, in this process");
+                          "a CPU kernel variant's variable (VAR or VAR=VALUE): decode and prefill timed unset and set, alternating, "
+                          "in this process");
+  experts_sub->add_option("--experts", experts->min_experts,
+                          "experts allocated at least (the shape's own count at most); a pool larger than the L3 keeps "
+                          "decode reading from DRAM, the shape's own count gives prefill its real tokens per expert")
+      ->capture_default_str()
+      ->transform(integer_range(1, 1024));
   experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")
       ->capture_default_str()
       ->transform(integer_range<std::int64_t>(1, 16384));

@@ -140,14 +140,21 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
       row.decode.push_back({tokens, sides == 1 ? "" : side == 0 ? "unset" : "set", median(seconds[side]),
                             touched[side] / static_cast<double>(seconds[side].size()) * expert_bytes});
   }
-  std::vector<double> prefill;
-  for (int r = 0; r < std::max(2, options.repeat / 4) + 1; ++r) {
-    route(options.prefill_tokens, ids, weights);
-    const auto start = Clock::now();
-    op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
-    if (r >= 1) prefill.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  std::vector<double> prefill[2];
+  {
+    const int sides = variable.empty() ? 1 : 2;
+    for (int r = 0; r < sides * std::max(2, options.repeat / 4) + 1; ++r) {
+      const int side = sides == 2 && (r % 4 == 2 || r % 4 == 3) ? 1 : 0;  // after the warm-up: A B B A ...
+      use_variant(side == 1);
+      route(options.prefill_tokens, ids, weights);
+      const auto start = Clock::now();
+      op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
+      if (r >= 1) prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    use_variant(false);
   }
-  row.prefill_seconds = median(prefill);
+  row.prefill_seconds = median(prefill[0]);
+  if (!prefill[1].empty()) row.prefill_seconds_set = median(prefill[1]);
   row.prefill_flops = static_cast<double>(options.prefill_tokens) * top_k * 3.0 * 2.0 * static_cast<double>(hidden * inter);
   return row;
 }
@@ -212,6 +219,11 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
       else
         std::printf("\n");
     }
+    if (row.prefill_seconds_set > 0)
+      std::printf("%-18s prefill with %s set: %.2f ms, %.3f TFLOP/s, %.1f tokens/s (unset: %.2f ms; set / unset %.3f)\n", "",
+                  options.ab_env.c_str(), row.prefill_seconds_set * 1e3, row.prefill_flops / row.prefill_seconds_set / 1e12,
+                  static_cast<double>(options.prefill_tokens) / row.prefill_seconds_set, row.prefill_seconds * 1e3,
+                  row.prefill_seconds_set / row.prefill_seconds);
   }
   std::printf("\ndecode: steps of `tokens` tokens through top-k experts each (GB/s of the distinct experts' weight bytes "
               "a step touches, each read once)\n"

@@ -26,7 +26,13 @@
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
 #            the same on models made with --head_tokens (well separated choices).
-#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|all] ...
+#   prefill: the quantised kernels' tests, then the tiles path's bf16 panels written in one pass
+#            against the f32 panel then rounded (SWITCHYARD_CPU_TILES_F32_PANEL), A/B in one process:
+#            `bench experts` per block type (V2-Lite shape, its 64 experts) and `bench decode` of the
+#            14-layer Q4_K_M and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode
+#            with its profile table).
+#   peer:    llama-bench alone on the 14-layer Q4_K_M and Q8_0 files (experts on the CPU, 16 threads).
+#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
 #          (several at once; logs in $OUT)
 set -uo pipefail
 what=" ${*:-all} "
@@ -35,11 +41,19 @@ out=${OUT:-/tmp/switchyard-out}
 mkdir -p "$out"
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
 export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
+# llama.cpp builds beside ours, for the sections that run it; each waits for it (peer_ready) only
+# when it first needs it, so that tests and model files are made meanwhile.
 lcpp=""
-if [[ ! -x /tmp/lcpp/bin/llama-bench ]]; then
+needs_peer=false
+for section in greedy marlin-bench formats bench fit peer prefill; do want $section && needs_peer=true; done
+if $needs_peer && [[ ${PEER:-1} == 1 && ! -x /tmp/lcpp/bin/llama-bench ]]; then
   bash .peer/llama.cpp/llama-cpp-build.sh > "$out/lcpp-build.log" 2>&1 &
   lcpp=$!
 fi
+peer_ready() {
+  [[ -n $lcpp ]] && { wait "$lcpp"; lcpp=""; echo "llama.cpp built: $(date +%T)"; }
+  [[ -x /tmp/lcpp/bin/llama-bench ]] || { tail -30 "$out/lcpp-build.log"; exit 1; }
+}
 { cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90 &&
     cmake --build build-dev -j16; } > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "ours built: $(date +%T)"
@@ -48,8 +62,6 @@ if want tests; then  # while llama.cpp still builds
   { timeout 500 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1; echo "exit $?" >> "$out/tests.log"; } &
   tests=$!
 fi
-[[ -n $lcpp ]] && wait "$lcpp"; [[ -x /tmp/lcpp/bin/llama-bench ]] || { tail -30 "$out/lcpp-build.log"; exit 1; }
-echo "built: $(date +%T)"
 if [[ -n $tests ]]; then
   wait "$tests"
   echo "tests $(tail -1 "$out/tests.log"): $(grep -E 'test cases' "$out/tests.log")"; grep -E 'ERROR|FATAL' -B3 -A6 "$out/tests.log" | head -60
@@ -96,6 +108,7 @@ if want experts-gpu; then
   grep -E 'MESSAGE: .*(relative error|blocks:|decode:|prefill:|us a call)' "$out/experts-gpu-tests.log" | sed 's/^.*MESSAGE: //' | cut -c1-220 | head -24
 fi
 if want greedy; then
+  peer_ready
   prompt="The history of the city begins with a small village by the river, where"
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
@@ -130,7 +143,48 @@ if want greedy; then
     done
   done
 fi
+if want prefill; then
+  timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*' > "$out/prefill-tests.log" 2>&1
+  echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
+  ab=SWITCHYARD_CPU_TILES_F32_PANEL
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
+  [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
+  for spec in "q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3"; do
+    read -r dtype shape <<< "$spec"
+    timeout 120 $bin bench experts --weight_dtype $dtype --shape $shape --experts 64 --threads 16 --decode_tokens 1 \
+      --prefill_tokens 512 --repeat 8 --ab_env $ab > "$out/prefill-experts-$dtype.log" 2>&1
+    echo "experts $dtype $shape exit $?: $(grep -E 'STREAM triad' "$out/prefill-experts-$dtype.log" | grep -oE '[0-9.]+ GB/s')"
+    grep -E "^$shape|prefill with" "$out/prefill-experts-$dtype.log" | tr -s ' ' | cut -c1-220
+  done
+  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
+    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
+  # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
+    f=$(model 14 $dtype)
+    for variables in $ab ${DECODE_AB:-SWITCHYARD_CPU_EXPERTS_BARRIER,SWITCHYARD_CPU_EXPERTS_COMPARE_X}; do
+      log="$out/prefill-decode-$dtype-${variables:15:8}.log"
+      timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+        --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
+      echo "bench decode $dtype A/B $variables exit $?"
+      grep -E 'STREAM|^decode|^prefill|GPU side|CPU experts|A/B' "$log" | cut -c1-260 | head -14
+      grep -E '^layer|^(1|7|13) +[0-9]|^decode step|^CPU experts [0-9.]+ ms' "$log" | cut -c1-260
+    done
+    if [[ ${PEER:-1} == 1 ]]; then
+      timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
+      echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
+    fi
+  done
+fi
+if want peer; then
+  peer_ready  # llama.cpp alone on the 14-layer files, experts on the CPU
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
+    f=$(model 14 $dtype)
+    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
+    echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
+  done
+fi
 if want marlin-bench; then
+  peer_ready
   for variant in "" -gpu; do
     sed 's/generate_op: "KLinearTorch"/generate_op: "KLinearMarlin"/' optimize_rules/DeepSeek-V2-Lite-Chat$variant.yaml > $m/v2lite$variant-marlin.yaml
   done
@@ -150,6 +204,7 @@ if want marlin-bench; then
   done
 fi
 if want formats; then
+  peer_ready
   src=$(model 2 bf16)
   rm -rf $m/peer; mkdir -p $m/peer
   for type in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
@@ -175,6 +230,7 @@ PY
   done
 fi
 if want bench; then
+  peer_ready
   # The hybrid V2-Lite profile with the routed experts' prefill on the CPU too, as the big models run.
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
@@ -194,6 +250,7 @@ if want bench; then
   done
 fi
 if want fit; then
+  peer_ready
   f=$(model 14 q4_k_m)
   budget=${FIT_BUDGET:-3GiB}  # the file is 4.9 GiB: a budget that leaves some layers' experts on the CPU
   timeout 60 $bin check --gguf_path "$f" --fit > "$out/fit-check-free.log" 2>&1

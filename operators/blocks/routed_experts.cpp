@@ -1,9 +1,16 @@
 #include "operators/blocks/routed_experts.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/error.h"
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
 
@@ -13,6 +20,13 @@ namespace {
 // Values below which a row-wise loop (gather, SiLU, weighted add) runs on one thread: a parallel
 // region costs a few microseconds.
 constexpr std::int64_t kMinParallelRowWork = 1 << 15;
+
+// A spinning thread's pause (a decode item waiting for its slot's gate and up items).
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
 
 }  // namespace
 
@@ -106,51 +120,80 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
 void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
                                   int top_k, float* out) const {
   // One parallel region for the whole layer: threads share out the rows of every selected
-  // expert's gate and up projections, then (after the barrier) of the down projections. A
-  // projection per fork-join would cost 3 * top_k of them per token; the weights are streamed
-  // once either way, and cpu::linear runs on the calling thread inside the region.
-  // Items go to threads as they ask (dynamic): each phase ends when its last item does, and with
-  // a static split one slow or preempted core would hold up every layer. 32 rows an item: enough
+  // expert's gate and up projections, then of the down projections. A projection per fork-join
+  // would cost 3 * top_k of them per token; the weights are streamed once either way, and
+  // cpu::linear runs on the calling thread inside the region.
+  // Items go to threads as they ask (dynamic): a phase ends when its last item does, and with a
+  // static split one slow or preempted core would hold up every layer. 32 rows an item: enough
   // work to amortise taking it, small enough to balance.
+  // No barrier between the phases: items are taken in order, gate/up ones first, and a down item of
+  // slot s waits only for slot s's gate/up items, all of which were taken before it (by threads
+  // that are running them), so the phases overlap by up to an item a thread and nothing deadlocks.
   constexpr std::int64_t kRows = 32;
   const std::int64_t slots = tokens * top_k;
   const std::int64_t inter = experts_.front().gate.out_features();
   const std::int64_t up_items = (inter + kRows - 1) / kRows, down_items = (hidden_ + kRows - 1) / kRows;
-  std::vector<float> h(static_cast<std::size_t>(slots * inter)), y(static_cast<std::size_t>(slots * hidden_));
+  const std::int64_t up_total = slots * up_items, all_items = up_total + slots * down_items;
+  // h: [slots, inter], y: [slots, hidden]; the calling thread's, kept between calls (decode calls
+  // this for every layer of every step). Written in full before they are read.
+  thread_local std::vector<float> kept_h, kept_y;
+  kept_h.resize(static_cast<std::size_t>(slots * inter));
+  kept_y.resize(static_cast<std::size_t>(slots * hidden_));
+  float *const h = kept_h.data(), *const y = kept_y.data();
+  std::unique_ptr<std::atomic<std::int64_t>[]> up_done(new std::atomic<std::int64_t>[static_cast<std::size_t>(slots)]);
+  for (std::int64_t s = 0; s < slots; ++s) up_done[static_cast<std::size_t>(s)].store(0, std::memory_order_relaxed);
+  std::atomic<std::int64_t> next{0};
+  const cpu::KernelVariants& variants = cpu::kernel_variants();
+  // x and each slot's h keep their values through this call: the items' quantised x is reused per
+  // thread without comparing it (cpu::linear_versioned_x).
+  const std::uint64_t version = variants.experts_compare_x ? 0 : cpu::new_x_version();
+  const bool barrier = variants.experts_phase_barrier;
   // Row `first` of a [rows, in] weight (plain dtypes: row-major, whole elements).
   auto row = [](const Tensor& w, std::int64_t first) {
     return static_cast<const char*>(w.data()) +
            storage_bytes(w.dtype(), static_cast<std::uint64_t>(first * w.dim(1)));
   };
+  auto up_item = [&](std::int64_t item, float* g, float* u) {
+    const std::int64_t slot = item / up_items, first = item % up_items * kRows;
+    const std::int64_t rows = std::min(kRows, inter - first);
+    const Expert& e = experts_[static_cast<std::size_t>(ids[slot])];
+    const float* xs = x + slot / top_k * hidden_;
+    cpu::linear_versioned_x(version, xs, 1, hidden_, row(e.gate.weight(), first), e.gate.weight().dtype(), rows, g);
+    cpu::linear_versioned_x(version, xs, 1, hidden_, row(e.up.weight(), first), e.up.weight().dtype(), rows, u);
+    cpu::silu_and_mul(g, u, rows, h + slot * inter + first);
+    up_done[static_cast<std::size_t>(slot)].fetch_add(1, std::memory_order_release);
+  };
+  auto down_item = [&](std::int64_t item) {
+    const std::int64_t slot = item / down_items, first = item % down_items * kRows;
+    const std::int64_t rows = std::min(kRows, hidden_ - first);
+    while (up_done[static_cast<std::size_t>(slot)].load(std::memory_order_acquire) < up_items) cpu_relax();
+    const Tensor& down = experts_[static_cast<std::size_t>(ids[slot])].down.weight();
+    cpu::linear_versioned_x(version, h + slot * inter, 1, inter, row(down, first), down.dtype(), rows,
+                            y + slot * hidden_ + first);
+  };
 #pragma omp parallel
   {
     float g[kRows], u[kRows];
+    if (barrier) {
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t item = 0; item < slots * up_items; ++item) {
-      const std::int64_t slot = item / up_items, first = item % up_items * kRows;
-      const std::int64_t rows = std::min(kRows, inter - first);
-      const Expert& e = experts_[static_cast<std::size_t>(ids[slot])];
-      const float* xs = x + slot / top_k * hidden_;
-      cpu::linear(xs, 1, hidden_, row(e.gate.weight(), first), e.gate.weight().dtype(), rows, g);
-      cpu::linear(xs, 1, hidden_, row(e.up.weight(), first), e.up.weight().dtype(), rows, u);
-      cpu::silu_and_mul(g, u, rows, h.data() + slot * inter + first);
-    }
+      for (std::int64_t item = 0; item < up_total; ++item) up_item(item, g, u);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t item = 0; item < slots * down_items; ++item) {
-      const std::int64_t slot = item / down_items, first = item % down_items * kRows;
-      const std::int64_t rows = std::min(kRows, hidden_ - first);
-      const Tensor& down = experts_[static_cast<std::size_t>(ids[slot])].down.weight();
-      cpu::linear(h.data() + slot * inter, 1, inter, row(down, first), down.dtype(), rows,
-                  y.data() + slot * hidden_ + first);
+      for (std::int64_t item = 0; item < all_items - up_total; ++item) down_item(item);
+    } else {
+      for (std::int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < all_items;
+           item = next.fetch_add(1, std::memory_order_relaxed)) {
+        if (item < up_total) up_item(item, g, u);
+        else down_item(item - up_total);
+      }
     }
   }
   // In slot order, as the grouped path adds them.
   std::fill(out, out + tokens * hidden_, 0.0f);
   for (std::int64_t slot = 0; slot < slots; ++slot) {
-    float* row = out + slot / top_k * hidden_;
+    float* out_row = out + slot / top_k * hidden_;
     const float w = weights[slot];
-    const float* ys = y.data() + slot * hidden_;
-    for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * ys[i];
+    const float* ys = y + slot * hidden_;
+    for (std::int64_t i = 0; i < hidden_; ++i) out_row[i] += w * ys[i];
   }
 }
 

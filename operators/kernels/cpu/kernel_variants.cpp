@@ -13,6 +13,10 @@ KernelVariants read_variants() {
     v.quant_prefetch_bytes = n == 1 ? KernelVariants{}.quant_prefetch_bytes : n <= 0 ? 0 : n < 64 ? 64 : n > (1 << 16) ? 1 << 16 : n;
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_F32_PANEL")) v.tiles_f32_panel = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_RELEASE")) v.amx_release_tiles = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
   return v;
 }
 

@@ -9,11 +9,26 @@
 //                                  best of 512-4096 on the Xeon, docs/perf-notes.md; at least 64)
 //   SWITCHYARD_CPU_QK_SIMD_SCALES=1  Q4_K's and Q5_K's packed 6-bit scales unpacked by byte
 //                                  shuffles instead of 32-bit word arithmetic
+//   SWITCHYARD_CPU_TILES_F32_PANEL=1  AMX's prefill on block types dequantises each panel to f32
+//                                  and rounds it to bf16 in a second pass, instead of writing the
+//                                  bf16 panel in one (AVX512-BF16)
+//   SWITCHYARD_CPU_AMX_RELEASE=1     AMX's blocks load the tiles' configuration and release the
+//                                  tiles at every call, instead of keeping them configured per thread
+//   SWITCHYARD_CPU_EXPERTS_BARRIER=1  the CPU experts' decode waits at a barrier between the gate/up
+//                                  and the down items, instead of each down item waiting for its
+//                                  own slot's gate/up items
+//   SWITCHYARD_CPU_EXPERTS_COMPARE_X=1  the CPU experts' decode items compare x with the thread's
+//                                  last x before reusing its quantised bytes, instead of trusting
+//                                  the call's version (cpu::linear_versioned_x)
 namespace switchyard::cpu {
 
 struct KernelVariants {
   int quant_prefetch_bytes = 2048;  // 0: none
   bool qk_simd_scales = false;
+  bool tiles_f32_panel = false;
+  bool amx_release_tiles = false;
+  bool experts_phase_barrier = false;
+  bool experts_compare_x = false;
 };
 
 const KernelVariants& kernel_variants();

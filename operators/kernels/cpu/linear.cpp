@@ -314,6 +314,11 @@ void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa()
 
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
+  linear_versioned_x(isa, 0, x, tokens, in, weight, weight_dtype, out, y);
+}
+
+void linear_versioned_x(Isa isa, std::uint64_t x_version, const float* x, std::int64_t tokens, std::int64_t in,
+                        const void* weight, DType weight_dtype, std::int64_t out, float* y) {
   const LinearCall call{x, tokens, in, weight, weight_dtype, out, y};
   // Many tokens of quantised x: linear_batch quantises them in parallel.
   if (linear_rounds_x(isa, weight_dtype, tokens) || (linear_quantizes_x(weight_dtype, tokens) && tokens >= kQuantPrefillTokens) ||
@@ -322,13 +327,16 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
   LinearProblem problem = problem_of(call);
   if (linear_quantizes_x(weight_dtype, tokens) && tokens < kQuantPrefillTokens) {
     // Decode inside the CPU experts' parallel region calls this per few rows of gate and up, on the
-    // same x: the calling thread keeps its last x (a copy) and x's bytes, and quantises again only
-    // when x differs bit for bit (quantising is deterministic, so equal x gives equal bytes). A
-    // comparison costs about a quarter of a quantisation, and such a call allocates nothing. The
-    // other threads of run_one's region only read the bytes; nothing writes them before it ends.
+    // same x: the calling thread keeps its last x's bytes, and quantises again only when x may
+    // differ (quantising is deterministic, so equal x gives equal bytes). With a version, the same
+    // pointer and version say x is the same; without one, x is compared with a copy of the last, bit
+    // for bit (a quarter of a quantisation). Such a call allocates nothing. The other threads of
+    // run_one's region only read the bytes; nothing writes them before it ends.
     struct LastActivations {
-      std::vector<float> x;
-      std::int64_t in = 0;
+      std::vector<float> x;  // a copy, for calls without a version
+      const float* x_at = nullptr;
+      std::uint64_t version = 0;
+      std::int64_t tokens = 0, in = 0;
       bool q8_k = false;
       std::vector<std::uint8_t, Aligned64<std::uint8_t>> bytes;
     };
@@ -336,9 +344,17 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
     problem.x_quantized_stride = detail::activation_bytes(weight_dtype, in);
     const auto count = static_cast<std::size_t>(tokens * in);
     const bool q8_k = detail::takes_q8_k(weight_dtype);
-    if (last.x.size() != count || last.in != in || last.q8_k != q8_k ||
-        std::memcmp(last.x.data(), x, count * sizeof(float)) != 0) {
-      last.x.assign(x, x + count);
+    const bool same_shape = last.tokens == tokens && last.in == in && last.q8_k == q8_k;
+    const bool same = x_version != 0
+                          ? same_shape && last.version == x_version && last.x_at == x
+                          : same_shape && last.version == 0 && last.x.size() == count &&
+                                std::memcmp(last.x.data(), x, count * sizeof(float)) == 0;
+    if (!same) {
+      if (x_version == 0) last.x.assign(x, x + count);
+      else last.x.clear();
+      last.x_at = x;
+      last.version = x_version;
+      last.tokens = tokens;
       last.in = in;
       last.q8_k = q8_k;
       last.bytes.resize(static_cast<std::size_t>(problem.x_quantized_stride * tokens));
@@ -352,6 +368,16 @@ void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const
 void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {
   linear(chosen_isa(), x, tokens, in, weight, weight_dtype, out, y);
+}
+
+void linear_versioned_x(std::uint64_t x_version, const float* x, std::int64_t tokens, std::int64_t in,
+                        const void* weight, DType weight_dtype, std::int64_t out, float* y) {
+  linear_versioned_x(chosen_isa(), x_version, x, tokens, in, weight, weight_dtype, out, y);
+}
+
+std::uint64_t new_x_version() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace switchyard::cpu

@@ -44,6 +44,18 @@ void linear(const float* x, std::int64_t tokens, std::int64_t in, const void* we
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y);
 
+// linear() for a caller that vouches for x across calls (the CPU experts' decode items: hundreds of
+// calls a layer on a few x): calls on one thread with the same x pointer and the same non-zero
+// `x_version` promise the same x values, so the thread reuses x's quantised bytes without comparing
+// x. Version 0 compares, as linear() does. Take versions from new_x_version(), a fresh one whenever
+// x's values may have changed.
+void linear_versioned_x(std::uint64_t x_version, const float* x, std::int64_t tokens, std::int64_t in,
+                        const void* weight, DType weight_dtype, std::int64_t out, float* y);
+void linear_versioned_x(Isa isa, std::uint64_t x_version, const float* x, std::int64_t tokens, std::int64_t in,
+                        const void* weight, DType weight_dtype, std::int64_t out, float* y);
+// A version no earlier call of this process got (thread-safe).
+std::uint64_t new_x_version();
+
 // One product of a batch: y = x W^T as linear() takes it.
 struct LinearCall {
   const float* x;

@@ -16,6 +16,7 @@
 
 #include <cstring>
 
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
@@ -43,6 +44,27 @@ void configure_tiles() {
   }
   _tile_loadconfig(&config);
 }
+
+// The tiles' configuration stays loaded on a thread between calls (a prefill makes thousands of
+// panel-sized calls a layer, each of which would otherwise load it and release the tiles again):
+// every call here uses the one shape, and nothing else on these threads touches tiles. The variant
+// amx_release_tiles loads and releases around each call instead.
+class TileSession {
+ public:
+  TileSession() : release_(kernel_variants().amx_release_tiles) {
+    thread_local bool configured = false;
+    if (release_ || !configured) configure_tiles();
+    configured = !release_;
+  }
+  ~TileSession() {
+    if (release_) _tile_release();
+  }
+  TileSession(const TileSession&) = delete;
+  TileSession& operator=(const TileSession&) = delete;
+
+ private:
+  bool release_;
+};
 
 // Tile A for weight rows [row, row + 16) and inputs [k, k + 32): in place when whole, else a
 // zero-padded copy in `pad` (stride 64 bytes). Returns the address and stride to load from.
@@ -78,7 +100,7 @@ void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t
 // Rows [block.row_begin, block.row_end) (multiples of 16 apart from the matrix's end) for every
 // token of the call, 32 rows x 32 tokens at a time, over the whole input dimension.
 void amx_block(const LinearProblem& p, const LinearBlock& block) {
-  configure_tiles();
+  const TileSession tiles;
   const std::int64_t chunks = (p.in + kTilePairs - 1) / kTilePairs;
   const std::int64_t token_tiles = (p.tokens + kTileRows - 1) / kTileRows;
   alignas(64) std::uint16_t pad[2][kTileRows * kTilePairs];
@@ -116,7 +138,6 @@ void amx_block(const LinearProblem& p, const LinearBlock& block) {
       if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch);
     }
   }
-  _tile_release();
 }
 
 }  // namespace
@@ -127,9 +148,13 @@ void linear_block_amx(const LinearProblem& problem, const LinearBlock& block) {
 }
 
 // Block-type weights: x's tiles against bf16 panels of the dequantised rows, or (no tiles: decode)
-// the AVX-512 VNNI integer products (every AMX CPU has VNNI).
+// the AVX-512 VNNI integer products (every AMX CPU has VNNI). The panels are written in one pass
+// by AVX512-BF16 (every AMX CPU so far has it), or through an f32 panel (the variant
+// tiles_f32_panel, the same bytes).
 void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block) {
   if (problem.x_tiles == nullptr) return quant_linear_block_avx512(problem, block);
+  if (has_avx512_bf16() && !kernel_variants().tiles_f32_panel)
+    return quant_tiles_block_bf16(problem, block, dequantize_rows_bf16_avx512, linear_block_amx);
   quant_tiles_block(problem, block, dequantize_rows_avx2, round_to_bf16_avx512, linear_block_amx);
 }
 

@@ -87,6 +87,15 @@ void quant_prefill_block(const LinearProblem& problem, const LinearBlock& block,
 using RoundRowsFn = void (*)(const float*, std::int64_t, std::uint16_t*);
 void quant_tiles_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,
                        RoundRowsFn round, F32BlockFn tiles_block);
+// The tiles path with the rows dequantised straight into the bf16 panel by `dequantize_bf16`
+// (the same panel, bit for bit, as dequantize_rows_avx2 then round_to_bf16_avx512 write).
+using DequantizeBf16Fn = void (*)(DType, const void*, std::int64_t, std::int64_t, std::uint16_t*);
+void quant_tiles_block_bf16(const LinearProblem& problem, const LinearBlock& block, DequantizeBf16Fn dequantize_bf16,
+                            F32BlockFn tiles_block);
+// `count` rows of `in` weights of `dtype` to bf16, out [count, in] (quant_dequant_bf16_avx512.cpp;
+// only where has_avx512_bf16()).
+void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out);
+bool has_avx512_bf16();
 // linear()'s block for quantised weights on AMX (the tiles path when x_tiles is set, else the
 // AVX-512 VNNI variant), and its emulation in plain C++ for tests on any CPU.
 void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block);

@@ -13,33 +13,43 @@ namespace {
 // panels read x less often; 64 rows (1.75 MiB at in = 7168) ran 30% faster than 16 with Q8_0
 // [1024, 7168] at 512 tokens (one thread on the 2-core VM), the panel still in L2/L3.
 constexpr std::int64_t kPanelRows = 64;
+// The tiles paths' panel: the AMX block's two weight tiles a pass, so x's tiles are read once per
+// panel.
+constexpr std::int64_t kTilesPanelRows = 32;
 }  // namespace
 
 namespace {
-// Both panel paths: rows of the block `panel_rows` at a time dequantised into a thread-local f32
-// panel (and, with `round`, rounded into a bf16 one that `block_fn` reads with x's tiles),
+// The panel paths: rows of the block `panel_rows` at a time dequantised into a thread-local f32
+// panel (and, with `round`, rounded into a bf16 one that `block_fn` reads with x's tiles; or, with
+// `dequantize_bf16`, dequantised straight into the bf16 one),
 // multiplied by `block_fn` into a thread-local [tokens, rows] y, copied into y. Per thread, grown
 // to the largest problem seen: no allocation per block once warm.
 void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize, RoundRowsFn round,
-                 F32BlockFn block_fn, std::int64_t panel_rows) {
+                 DequantizeBf16Fn dequantize_bf16, F32BlockFn block_fn, std::int64_t panel_rows) {
   thread_local std::vector<float> panel, y_panel;
   thread_local std::vector<std::uint16_t> bf16_panel;
-  panel.resize(static_cast<std::size_t>(panel_rows * p.in));
-  if (round) bf16_panel.resize(panel.size());
+  const bool tiles = round != nullptr || dequantize_bf16 != nullptr;
+  if (dequantize_bf16 == nullptr) panel.resize(static_cast<std::size_t>(panel_rows * p.in));
+  if (tiles) bf16_panel.resize(static_cast<std::size_t>(panel_rows * p.in));
   y_panel.resize(static_cast<std::size_t>(panel_rows * p.tokens));
   const std::int64_t row_bytes = static_cast<std::int64_t>(storage_bytes(p.quant_dtype, static_cast<std::uint64_t>(p.in)));
   for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += panel_rows) {
     const std::int64_t rows = std::min(panel_rows, block.row_end - r0);
-    dequantize(p.quant_dtype, static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes, p.in, rows, panel.data());
+    const std::uint8_t* first = static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes;
+    if (dequantize_bf16 != nullptr) {
+      dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel.data());
+    } else {
+      dequantize(p.quant_dtype, first, p.in, rows, panel.data());
+      if (round) round(panel.data(), rows * p.in, bf16_panel.data());
+    }
     // The panel as a problem of `rows` outputs, y [tokens, rows].
     LinearProblem panel_problem{p.x, p.tokens, p.in, panel.data(), LinearWeight::f32, rows, y_panel.data()};
-    if (round) {
-      round(panel.data(), rows * p.in, bf16_panel.data());
+    if (tiles) {
       panel_problem.weight = bf16_panel.data();
       panel_problem.weight_type = LinearWeight::bf16;
       panel_problem.x_tiles = p.x_tiles;
     }
-    block_fn(panel_problem, LinearBlock{0, rows, round ? 0 : block.token_begin, round ? p.tokens : block.token_end});
+    block_fn(panel_problem, LinearBlock{0, rows, tiles ? 0 : block.token_begin, tiles ? p.tokens : block.token_end});
     for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
       std::copy_n(y_panel.data() + t * rows, rows, p.y + t * p.out + r0);
   }
@@ -48,13 +58,17 @@ void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRow
 
 void quant_prefill_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
                          F32BlockFn f32_block) {
-  panel_block(p, block, dequantize, nullptr, f32_block, kPanelRows);
+  panel_block(p, block, dequantize, nullptr, nullptr, f32_block, kPanelRows);
 }
 
 void quant_tiles_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
                        RoundRowsFn round, F32BlockFn tiles_block) {
-  // 32 rows: the AMX block's two weight tiles a pass, so x's tiles are read once per panel.
-  panel_block(p, block, dequantize, round, tiles_block, 32);
+  panel_block(p, block, dequantize, round, nullptr, tiles_block, kTilesPanelRows);
+}
+
+void quant_tiles_block_bf16(const LinearProblem& p, const LinearBlock& block, DequantizeBf16Fn dequantize_bf16,
+                            F32BlockFn tiles_block) {
+  panel_block(p, block, nullptr, nullptr, dequantize_bf16, tiles_block, kTilesPanelRows);
 }
 
 void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block) {

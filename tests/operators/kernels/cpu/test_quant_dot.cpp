@@ -117,6 +117,41 @@ TEST_CASE("quant dot: every block type decodes as the element-by-element referen
   }
 }
 
+TEST_CASE("quant dot: the bf16 panel decoder writes the AVX2 decoder's values rounded to bf16, bit for bit") {
+#if defined(__x86_64__)
+  if (!detail::has_avx512_bf16() || !cpu::isa_supported(cpu::Isa::avx512)) {
+    MESSAGE("skipped: this CPU has no AVX512-BF16");
+    return;
+  }
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  constexpr std::int64_t rows = 5, in = 768;
+  for (sy::DType dtype : sy::testing::kBlockTypes) {
+    INFO("dtype " << std::string(sy::dtype_name(dtype)));
+    std::vector<std::uint8_t> blocks = sy::testing::random_blocks(dtype, rows * in, random);
+    // Blocks of the last row with every byte random, scales included: subnormal, infinite and NaN
+    // half-floats among them, which the two roundings must treat alike too.
+    const std::size_t row_bytes = blocks.size() / rows;
+    for (std::size_t i = (rows - 1) * row_bytes; i < blocks.size(); ++i) blocks[i] = static_cast<std::uint8_t>(random());
+    std::vector<float> f32(rows * in, NAN);
+    detail::dequantize_rows_avx2(dtype, blocks.data(), in, rows, f32.data());
+    std::vector<std::uint16_t> expected(rows * in, 0xFFFF), got(rows * in, 0xFFFF);
+    detail::round_to_bf16_avx512(f32.data(), rows * in, expected.data());
+    detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, got.data());
+    int failures = 0;
+    for (std::int64_t i = 0; i < rows * in && failures < 5; ++i)
+      if (got[i] != expected[i]) {
+        ++failures;
+        FAIL_CHECK("weight " << i << ": bf16 bits " << got[i] << ", expected " << expected[i] << " (f32 " << f32[i] << ")");
+      }
+    CHECK(failures == 0);
+  }
+#else
+  MESSAGE("skipped: not an x86-64 build");
+#endif
+}
+
 TEST_CASE("quant dot: the AVX2 activation quantiser writes the scalar one's bytes") {
 #if defined(__x86_64__)
   if (!cpu::isa_supported(cpu::Isa::avx2)) {

@@ -457,6 +457,31 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
                             << ", bound " << bound);
         }
       }
+      // The decode path's variants (kernel_variants.h) give the same bits; and x changed in place
+      // between two calls gives what a fresh copy of it gives (no quantised x kept from the last).
+      const char* const decode_variants[] = {"SWITCHYARD_CPU_EXPERTS_BARRIER", "SWITCHYARD_CPU_EXPERTS_COMPARE_X",
+                                             "SWITCHYARD_CPU_TILES_F32_PANEL"};
+      for (const char* name : decode_variants) {
+        INFO(name << "=1");
+        setenv(name, "1", 1);
+        cpu::refresh_kernel_variants();
+        std::vector<float> again(out.size(), NAN);
+        op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, again.data());
+        unsetenv(name);
+        cpu::refresh_kernel_variants();
+        CHECK(std::memcmp(again.data(), out.data(), out.size() * sizeof(float)) == 0);
+      }
+      std::vector<float> changed = x, copy(x.size());
+      for (float& v : changed) v = -0.5f * v;
+      std::copy(changed.begin(), changed.end(), copy.begin());
+      std::vector<float> in_place(out.size(), NAN), fresh(out.size(), NAN);
+      op.forward(changed.data(), tokens, ids.data(), weights.data(), top_k, in_place.data());
+      for (std::size_t i = 0; i < changed.size(); ++i) changed[i] = x[i];
+      op.forward(changed.data(), tokens, ids.data(), weights.data(), top_k, in_place.data());
+      op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, fresh.data());
+      CHECK(std::memcmp(in_place.data(), fresh.data(), out.size() * sizeof(float)) == 0);
+      op.forward(copy.data(), tokens, ids.data(), weights.data(), top_k, fresh.data());
+      CHECK(std::memcmp(in_place.data(), fresh.data(), out.size() * sizeof(float)) != 0);
     }
   }
 }
@@ -467,9 +492,11 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
   std::mt19937 random(seed);
   constexpr std::int64_t in = 1024, out = 29;
   const std::pair<const char*, const char*> variants[] = {
-      {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"}};
+      {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
+      {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}};
+  // 17 tokens: AMX's tiles path, where the CPU has it.
   for (sy::DType dtype : sy::testing::kBlockTypes)
-    for (const std::int64_t tokens : {1, 3, 8, 9})
+    for (const std::int64_t tokens : {1, 3, 8, 9, 17})
       for (cpu::Isa isa : supported_isas()) {
         INFO("weights " << std::string(sy::dtype_name(dtype)) << ", tokens " << tokens << ", isa " << std::string(cpu::isa_name(isa)));
         const std::vector<std::uint8_t> weight = sy::testing::random_blocks(dtype, out * in, random);

@@ -1,0 +1,98 @@
+// Block-type weights straight to bf16 panels for AMX's tiles (compiled with AVX512-BF16 besides the
+// AVX-512 flags; called only after has_avx512_bf16()). The values are dequantize_rows_avx2's f32
+// values, computed by the same IEEE operations lane for lane (fmsub(a * scale, u, b * min) for the
+// K types, fmadd(d, u - offset, m) for the 32-weight ones), then rounded to nearest-even by
+// vcvtne2ps2bf16: so the panel equals round_to_bf16_avx512(dequantize_rows_avx2(...)) bit for bit.
+// (vcvtne2ps2bf16 reads a denormal input as zero where the integer rounding would keep its top
+// bits, but no dequantised weight is an f32 denormal: every term is a half-float times integers, so
+// every weight is 0, at least 2^-24 in size (the smallest half-float step), infinite or NaN.) One
+// pass writes 2 bytes a weight where the f32 panel path wrote 4, read them back and wrote 2 more.
+// GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <cpuid.h>
+
+#include <bit>
+
+#include "operators/kernels/cpu/quant_dot.h"
+#include "operators/kernels/cpu/quant_unpack_avx2.h"
+
+namespace switchyard::cpu::detail {
+namespace {
+
+// 32 f32 values (lo: the first 16) as 32 bf16 values at out (64 bytes).
+inline void store_bf16(std::uint16_t* out, __m512 lo, __m512 hi) {
+  _mm512_storeu_si512(out, std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
+// 16 bytes of u as 16 f32 values.
+inline __m512 bytes_to_floats(__m128i bytes) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); }
+
+template <class Block>
+void dequantize_k(const Block* blocks, std::int64_t count, std::uint16_t* out) {
+  for (std::int64_t i = 0; i < count; ++i, out += quant::kSuperBlock) {
+    const ScalesKVector s = scales_vector(blocks[i]);
+    // a * scale[g] and b * min[g] for the 16 groups, each one IEEE product as the AVX2 code's.
+    const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(s.a), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.scale)));
+    const __m512 min = _mm512_mul_ps(_mm512_set1_ps(s.b), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.min)));
+    alignas(64) std::uint8_t u[quant::kSuperBlock];
+    unpack_simd(blocks[i], u);
+    // Q4_K's and Q5_K's 32-weight sub-blocks are two groups of one scale: one broadcast serves both.
+    constexpr bool kPaired = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
+    for (int g = 0; g < 16; g += 2) {
+      const __m512 v0 = bytes_to_floats(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g)));
+      const __m512 v1 = bytes_to_floats(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g + 16)));
+      const __m512 scale0 = _mm512_permutexvar_ps(_mm512_set1_epi32(g), scale);
+      const __m512 min0 = _mm512_permutexvar_ps(_mm512_set1_epi32(g), min);
+      const __m512 scale1 = kPaired ? scale0 : _mm512_permutexvar_ps(_mm512_set1_epi32(g + 1), scale);
+      const __m512 min1 = kPaired ? min0 : _mm512_permutexvar_ps(_mm512_set1_epi32(g + 1), min);
+      store_bf16(out + 16 * g, _mm512_fmsub_ps(scale0, v0, min0), _mm512_fmsub_ps(scale1, v1, min1));
+    }
+  }
+}
+
+template <class Block>
+void dequantize_32(const Block* blocks, std::int64_t count, std::uint16_t* out) {
+  for (std::int64_t i = 0; i < count; ++i, out += quant::kBlock) {
+    const Scales32 s = scales_of(blocks[i]);
+    __m256i u = unpack32(blocks[i]);
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m512 d = _mm512_set1_ps(s.d), m = _mm512_set1_ps(s.m);
+    const __m512i offset = _mm512_set1_epi32(s.offset);
+    auto values = [&](__m128i bytes) {
+      return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), offset)), m);
+    };
+    store_bf16(out, values(_mm256_castsi256_si128(u)), values(_mm256_extracti128_si256(u, 1)));
+  }
+}
+
+}  // namespace
+
+bool has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  // CPUID leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16 (GCC's and clang's __builtin_cpu_supports
+  // disagree on its name); the AVX-512 state must be enabled too, which avx512f's check covers.
+  static const bool bf16 = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return ((a >> 5) & 1u) != 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  return bf16;
+#else
+  return false;
+#endif
+}
+
+void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out) {
+  visit_block_type(dtype, [&](auto tag) {
+    using Block = decltype(tag);
+    const auto* blocks = static_cast<const Block*>(rows);
+    if constexpr (kIsK<Block>)
+      dequantize_k(blocks, count * (in / kElements<Block>), out);
+    else
+      dequantize_32(blocks, count * (in / kElements<Block>), out);
+  });
+}
+
+}  // namespace switchyard::cpu::detail
