@@ -107,6 +107,52 @@ if want experts-gpu; then
   grep -E 'ERROR|FATAL' -B3 -A6 "$out/experts-gpu-tests.log" | head -40
   grep -E 'MESSAGE: .*(relative error|blocks:|decode:|prefill:|us a call)' "$out/experts-gpu-tests.log" | sed 's/^.*MESSAGE: //' | cut -c1-220 | head -24
 fi
+if want prefill; then
+  timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*' > "$out/prefill-tests.log" 2>&1
+  echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
+  ab=SWITCHYARD_CPU_TILES_F32_PANEL
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
+  [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
+  specs=("q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3")
+  [[ -n ${EXPERTS_SPECS+x} ]] && IFS=';' read -r -a specs <<< "$EXPERTS_SPECS"  # "" for none
+  for spec in "${specs[@]}"; do
+    read -r dtype shape <<< "$spec"
+    timeout 120 $bin bench experts --weight_dtype $dtype --shape $shape --experts 64 --threads 16 --decode_tokens 1 \
+      --prefill_tokens 512 --repeat 8 --ab_env $ab > "$out/prefill-experts-$dtype.log" 2>&1
+    echo "experts $dtype $shape exit $?: $(grep -E 'STREAM triad' "$out/prefill-experts-$dtype.log" | grep -oE '[0-9.]+ GB/s')"
+    grep -E "^$shape|prefill with" "$out/prefill-experts-$dtype.log" | tr -s ' ' | cut -c1-220
+  done
+  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
+    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
+  # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
+    f=$(model 14 $dtype)
+    for variables in $ab ${DECODE_AB:-SWITCHYARD_CPU_EXPERTS_BARRIER,SWITCHYARD_CPU_EXPERTS_COMPARE_X}; do
+      log="$out/prefill-decode-$dtype-${variables:15:8}.log"
+      timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+        --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
+      echo "bench decode $dtype A/B $variables exit $?"
+      grep -E 'STREAM|^decode|^prefill|GPU side|CPU experts|A/B' "$log" | cut -c1-260 | head -14
+      grep -E '^layer|^(1|7|13) +[0-9]|^decode step|^CPU experts [0-9.]+ ms' "$log" | cut -c1-260
+    done
+    # The whole process as a user runs it: load duration and peak RSS beside the file's size.
+    timeout 120 $bin run --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+      --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 > "$out/run-$dtype.log" 2>&1
+    echo "run $dtype exit $?: file $(stat -c %s "$f") bytes; $(grep -E 'load duration|peak RSS|KV cache' "$out/run-$dtype.log" | tr -s ' ' | tr '\n' ';')"
+    if [[ ${PEER:-1} == 1 ]]; then
+      timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
+      echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
+    fi
+  done
+fi
+if want peer; then
+  peer_ready  # llama.cpp alone on the 14-layer files, experts on the CPU
+  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
+    f=$(model 14 $dtype)
+    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
+    echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
+  done
+fi
 if want greedy; then
   peer_ready
   prompt="The history of the city begins with a small village by the river, where"
@@ -114,7 +160,7 @@ if want greedy; then
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
   # Then the same with a head of a few full-scale rows (make-model --head_tokens): choices that
   # lead by a wide margin, so 32 tokens can agree despite the engines' different rounding.
-  for variant in q8_0 q4_k_m q8_0-head q4_k_m-head; do
+  for variant in ${GREEDY_VARIANTS:-q8_0 q4_k_m q8_0-head q4_k_m-head}; do
     dtype=${variant%-head}; head=0; [[ $variant == *-head ]] && head=${GREEDY_HEAD_TOKENS:-16}
     dir=$m/v2lite-6-$variant-tok
     [[ -f $dir/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers 6 --format gguf --dtype $dtype --seed 11 \
@@ -141,46 +187,6 @@ if want greedy; then
         --temp 0 --top-k 1 --ignore-eos -no-cnv -s 1 --no-display-prompt 2> /dev/null | sed -z 's/\n$//; s/\n/\\n/g')
       echo "prompt $i $dtype: ours [$ours] llama.cpp [$theirs]"
     done
-  done
-fi
-if want prefill; then
-  timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*' > "$out/prefill-tests.log" 2>&1
-  echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
-  ab=SWITCHYARD_CPU_TILES_F32_PANEL
-  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
-  [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
-  for spec in "q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3"; do
-    read -r dtype shape <<< "$spec"
-    timeout 120 $bin bench experts --weight_dtype $dtype --shape $shape --experts 64 --threads 16 --decode_tokens 1 \
-      --prefill_tokens 512 --repeat 8 --ab_env $ab > "$out/prefill-experts-$dtype.log" 2>&1
-    echo "experts $dtype $shape exit $?: $(grep -E 'STREAM triad' "$out/prefill-experts-$dtype.log" | grep -oE '[0-9.]+ GB/s')"
-    grep -E "^$shape|prefill with" "$out/prefill-experts-$dtype.log" | tr -s ' ' | cut -c1-220
-  done
-  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
-    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
-  # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
-  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
-    f=$(model 14 $dtype)
-    for variables in $ab ${DECODE_AB:-SWITCHYARD_CPU_EXPERTS_BARRIER,SWITCHYARD_CPU_EXPERTS_COMPARE_X}; do
-      log="$out/prefill-decode-$dtype-${variables:15:8}.log"
-      timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
-        --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
-      echo "bench decode $dtype A/B $variables exit $?"
-      grep -E 'STREAM|^decode|^prefill|GPU side|CPU experts|A/B' "$log" | cut -c1-260 | head -14
-      grep -E '^layer|^(1|7|13) +[0-9]|^decode step|^CPU experts [0-9.]+ ms' "$log" | cut -c1-260
-    done
-    if [[ ${PEER:-1} == 1 ]]; then
-      timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
-      echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
-    fi
-  done
-fi
-if want peer; then
-  peer_ready  # llama.cpp alone on the 14-layer files, experts on the CPU
-  for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
-    f=$(model 14 $dtype)
-    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$dtype.log" 2>&1
-    echo "llama.cpp $dtype exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$dtype.log" | tr -s ' '
   done
 fi
 if want marlin-bench; then

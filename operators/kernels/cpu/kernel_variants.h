@@ -12,8 +12,9 @@
 //   SWITCHYARD_CPU_TILES_F32_PANEL=1  AMX's prefill on block types dequantises each panel to f32
 //                                  and rounds it to bf16 in a second pass, instead of writing the
 //                                  bf16 panel in one (AVX512-BF16)
-//   SWITCHYARD_CPU_AMX_RELEASE=1     AMX's blocks load the tiles' configuration and release the
-//                                  tiles at every call, instead of keeping them configured per thread
+//   SWITCHYARD_CPU_AMX_KEEP_TILES=1  AMX's blocks keep the tiles configured on their thread between
+//                                  calls, instead of loading the configuration and releasing the
+//                                  tiles at every call
 //   SWITCHYARD_CPU_EXPERTS_BARRIER=1  the CPU experts' decode waits at a barrier between the gate/up
 //                                  and the down items, instead of each down item waiting for its
 //                                  own slot's gate/up items
@@ -26,7 +27,7 @@ struct KernelVariants {
   int quant_prefetch_bytes = 2048;  // 0: none
   bool qk_simd_scales = false;
   bool tiles_f32_panel = false;
-  bool amx_release_tiles = false;
+  bool amx_keep_tiles = false;
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
 };

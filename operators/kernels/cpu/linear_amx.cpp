@@ -45,13 +45,13 @@ void configure_tiles() {
   _tile_loadconfig(&config);
 }
 
-// The tiles' configuration stays loaded on a thread between calls (a prefill makes thousands of
-// panel-sized calls a layer, each of which would otherwise load it and release the tiles again):
-// every call here uses the one shape, and nothing else on these threads touches tiles. The variant
-// amx_release_tiles loads and releases around each call instead.
+// Each call loads the tiles' configuration and releases the tiles at its end, so that no thread
+// leaves AMX state in use behind it. The variant amx_keep_tiles keeps the configuration loaded on
+// a thread between calls instead (a prefill makes thousands of panel-sized calls a layer; every
+// call here uses the one shape, and nothing else on these threads touches tiles).
 class TileSession {
  public:
-  TileSession() : release_(kernel_variants().amx_release_tiles) {
+  TileSession() : release_(!kernel_variants().amx_keep_tiles) {
     thread_local bool configured = false;
     if (release_ || !configured) configure_tiles();
     configured = !release_;

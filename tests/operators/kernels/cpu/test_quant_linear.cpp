@@ -493,7 +493,7 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
   constexpr std::int64_t in = 1024, out = 29;
   const std::pair<const char*, const char*> variants[] = {
       {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
-      {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}};
+      {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"}};
   // 17 tokens: AMX's tiles path, where the CPU has it.
   for (sy::DType dtype : sy::testing::kBlockTypes)
     for (const std::int64_t tokens : {1, 3, 8, 9, 17})
