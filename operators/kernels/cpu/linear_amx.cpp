@@ -74,12 +74,15 @@ struct TileSource {
 };
 TileSource weight_tile(const LinearProblem& p, std::int64_t row, std::int64_t k, std::uint16_t* pad) {
   const auto* weight = static_cast<const std::uint16_t*>(p.weight);
-  const std::int64_t row_bytes = p.in * 2;
-  if (row + kTileRows <= p.out && k + kTilePairs <= p.in) return {weight + row * p.in + k, row_bytes};
+  // Row r's values from k on: row-major, or chunk-major (k a multiple of 32 there).
+  const bool chunked = p.weight_chunk_rows != 0;
+  const std::int64_t row_bytes = chunked ? 64 : p.in * 2;
+  auto at = [&](std::int64_t r) { return chunked ? weight + ((k / kTilePairs) * p.weight_chunk_rows + r) * kTilePairs : weight + r * p.in + k; };
+  if (row + kTileRows <= p.out && k + kTilePairs <= p.in) return {at(row), row_bytes};
   std::memset(pad, 0, kTileRows * 64);
   const std::int64_t rows = p.out - row < kTileRows ? p.out - row : kTileRows;
   const std::int64_t count = p.in - k < kTilePairs ? p.in - k : kTilePairs;
-  for (std::int64_t r = 0; r < rows; ++r) std::memcpy(pad + r * kTilePairs, weight + (row + r) * p.in + k, count * 2);
+  for (std::int64_t r = 0; r < rows; ++r) std::memcpy(pad + r * kTilePairs, at(row + r), count * 2);
   return {pad, 64};
 }
 

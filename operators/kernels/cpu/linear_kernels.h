@@ -32,6 +32,10 @@ struct LinearProblem {
   // [ceil(tokens / 16)][ceil(in / 32)][16 pairs of inputs][16 tokens], a pair of bf16 values (the
   // lower input in the low half) a word. Else null.
   const std::uint32_t* x_tiles = nullptr;
+  // bf16 weights of a tiles path's panel in chunk-major order when non-zero: weight (row, k) at
+  // element ((k / 32) * weight_chunk_rows + row) * 32 + k % 32, so that a tile's 16 rows of one
+  // 32-input chunk are 1 KiB in a row (row < weight_chunk_rows; in a multiple of 32). 0: row-major.
+  std::int64_t weight_chunk_rows = 0;
   // With weight_type quantized: the block dtype, and for decode x quantised to activation blocks
   // (quant_dot.h), token t at x_quantized + t * x_quantized_stride bytes; null in prefill, which
   // reads x as f32.

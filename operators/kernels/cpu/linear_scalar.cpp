@@ -86,7 +86,8 @@ void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block)
       for (std::int64_t k = 0; k < p.in; ++k) {
         const std::uint32_t pair = p.x_tiles[x_tile_word(t, k, chunks)];
         const auto x = static_cast<std::uint16_t>(k % 2 == 0 ? pair & 0xffffu : pair >> 16);
-        sum += bf16_to_f32(weight[r * p.in + k]) * bf16_to_f32(x);
+        const std::int64_t at = p.weight_chunk_rows == 0 ? r * p.in + k : ((k / 32) * p.weight_chunk_rows + r) * 32 + k % 32;
+        sum += bf16_to_f32(weight[at]) * bf16_to_f32(x);
       }
       p.y[t * p.out + r] = sum;
     }

@@ -28,42 +28,51 @@ inline void store_bf16(std::uint16_t* out, __m512 lo, __m512 hi) {
 // 16 bytes of u as 16 f32 values.
 inline __m512 bytes_to_floats(__m128i bytes) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); }
 
+// Where each 32 weights of a row go: row-major (chunk_rows 0) or chunk-major
+// (LinearProblem::weight_chunk_rows).
+struct PanelRow {
+  std::uint16_t* first;  // weights 0-31 of the row
+  std::int64_t chunk_step;  // elements from one 32-weight chunk to the next
+  std::uint16_t* chunk(std::int64_t c) const { return first + c * chunk_step; }
+};
+inline PanelRow panel_row(std::uint16_t* out, std::int64_t row, std::int64_t in, std::int64_t chunk_rows) {
+  return chunk_rows == 0 ? PanelRow{out + row * in, 32} : PanelRow{out + row * 32, chunk_rows * 32};
+}
+
+// One super-block's 256 weights into chunks 8c0 .. 8c0 + 7 of `row`.
 template <class Block>
-void dequantize_k(const Block* blocks, std::int64_t count, std::uint16_t* out) {
-  for (std::int64_t i = 0; i < count; ++i, out += quant::kSuperBlock) {
-    const ScalesKVector s = scales_vector(blocks[i]);
-    // a * scale[g] and b * min[g] for the 16 groups, each one IEEE product as the AVX2 code's.
-    const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(s.a), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.scale)));
-    const __m512 min = _mm512_mul_ps(_mm512_set1_ps(s.b), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.min)));
-    alignas(64) std::uint8_t u[quant::kSuperBlock];
-    unpack_simd(blocks[i], u);
-    // Q4_K's and Q5_K's 32-weight sub-blocks are two groups of one scale: one broadcast serves both.
-    constexpr bool kPaired = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
-    for (int g = 0; g < 16; g += 2) {
-      const __m512 v0 = bytes_to_floats(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g)));
-      const __m512 v1 = bytes_to_floats(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g + 16)));
-      const __m512 scale0 = _mm512_permutexvar_ps(_mm512_set1_epi32(g), scale);
-      const __m512 min0 = _mm512_permutexvar_ps(_mm512_set1_epi32(g), min);
-      const __m512 scale1 = kPaired ? scale0 : _mm512_permutexvar_ps(_mm512_set1_epi32(g + 1), scale);
-      const __m512 min1 = kPaired ? min0 : _mm512_permutexvar_ps(_mm512_set1_epi32(g + 1), min);
-      store_bf16(out + 16 * g, _mm512_fmsub_ps(scale0, v0, min0), _mm512_fmsub_ps(scale1, v1, min1));
-    }
+void dequantize_k(const Block& block, const PanelRow& row, std::int64_t c0) {
+  const ScalesKVector s = scales_vector(block);
+  // a * scale[g] and b * min[g] for the 16 groups, each one IEEE product as the AVX2 code's.
+  const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(s.a), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.scale)));
+  const __m512 min = _mm512_mul_ps(_mm512_set1_ps(s.b), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.min)));
+  alignas(64) std::uint8_t u[quant::kSuperBlock];
+  unpack_simd(block, u);
+  // Q4_K's and Q5_K's 32-weight sub-blocks are two groups of one scale: one broadcast serves both.
+  constexpr bool kPaired = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
+  for (int g = 0; g < 16; g += 2) {
+    const __m512 v0 = bytes_to_floats(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g)));
+    const __m512 v1 = bytes_to_floats(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g + 16)));
+    const __m512 scale0 = _mm512_permutexvar_ps(_mm512_set1_epi32(g), scale);
+    const __m512 min0 = _mm512_permutexvar_ps(_mm512_set1_epi32(g), min);
+    const __m512 scale1 = kPaired ? scale0 : _mm512_permutexvar_ps(_mm512_set1_epi32(g + 1), scale);
+    const __m512 min1 = kPaired ? min0 : _mm512_permutexvar_ps(_mm512_set1_epi32(g + 1), min);
+    store_bf16(row.chunk(c0 + g / 2), _mm512_fmsub_ps(scale0, v0, min0), _mm512_fmsub_ps(scale1, v1, min1));
   }
 }
 
+// One 32-weight block into chunk c of `row`.
 template <class Block>
-void dequantize_32(const Block* blocks, std::int64_t count, std::uint16_t* out) {
-  for (std::int64_t i = 0; i < count; ++i, out += quant::kBlock) {
-    const Scales32 s = scales_of(blocks[i]);
-    __m256i u = unpack32(blocks[i]);
-    if constexpr (std::is_same_v<Block, BlockQ8_0>) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
-    const __m512 d = _mm512_set1_ps(s.d), m = _mm512_set1_ps(s.m);
-    const __m512i offset = _mm512_set1_epi32(s.offset);
-    auto values = [&](__m128i bytes) {
-      return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), offset)), m);
-    };
-    store_bf16(out, values(_mm256_castsi256_si128(u)), values(_mm256_extracti128_si256(u, 1)));
-  }
+void dequantize_32(const Block& block, const PanelRow& row, std::int64_t c) {
+  const Scales32 s = scales_of(block);
+  __m256i u = unpack32(block);
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m512 d = _mm512_set1_ps(s.d), m = _mm512_set1_ps(s.m);
+  const __m512i offset = _mm512_set1_epi32(s.offset);
+  auto values = [&](__m128i bytes) {
+    return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), offset)), m);
+  };
+  store_bf16(row.chunk(c), values(_mm256_castsi256_si128(u)), values(_mm256_extracti128_si256(u, 1)));
 }
 
 }  // namespace
@@ -84,14 +93,21 @@ bool has_avx512_bf16() {
 #endif
 }
 
-void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out) {
+void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
+                                 std::int64_t chunk_rows) {
   visit_block_type(dtype, [&](auto tag) {
     using Block = decltype(tag);
     const auto* blocks = static_cast<const Block*>(rows);
-    if constexpr (kIsK<Block>)
-      dequantize_k(blocks, count * (in / kElements<Block>), out);
-    else
-      dequantize_32(blocks, count * (in / kElements<Block>), out);
+    const std::int64_t per_row = in / kElements<Block>, chunks_per_block = kElements<Block> / 32;
+    for (std::int64_t r = 0; r < count; ++r) {
+      const PanelRow row = panel_row(out, r, in, chunk_rows);
+      for (std::int64_t b = 0; b < per_row; ++b) {
+        if constexpr (kIsK<Block>)
+          dequantize_k(blocks[r * per_row + b], row, b * chunks_per_block);
+        else
+          dequantize_32(blocks[r * per_row + b], row, b);
+      }
+    }
   });
 }
 

@@ -88,13 +88,20 @@ using RoundRowsFn = void (*)(const float*, std::int64_t, std::uint16_t*);
 void quant_tiles_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,
                        RoundRowsFn round, F32BlockFn tiles_block);
 // The tiles path with the rows dequantised straight into the bf16 panel by `dequantize_bf16`
-// (the same panel, bit for bit, as dequantize_rows_avx2 then round_to_bf16_avx512 write).
-using DequantizeBf16Fn = void (*)(DType, const void*, std::int64_t, std::int64_t, std::uint16_t*);
+// (the same values, bit for bit, as dequantize_rows_avx2 then round_to_bf16_avx512 write), in
+// chunk-major order under the variant tiles_chunk_major (LinearProblem::weight_chunk_rows).
+using DequantizeBf16Fn = void (*)(DType, const void*, std::int64_t, std::int64_t, std::uint16_t*, std::int64_t);
 void quant_tiles_block_bf16(const LinearProblem& problem, const LinearBlock& block, DequantizeBf16Fn dequantize_bf16,
                             F32BlockFn tiles_block);
-// `count` rows of `in` weights of `dtype` to bf16, out [count, in] (quant_dequant_bf16_avx512.cpp;
-// only where has_avx512_bf16()).
-void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out);
+// `count` rows of `in` weights of `dtype` to bf16: out [count, in] when chunk_rows is 0, else in
+// chunk-major order with chunk_rows >= count rows a chunk (LinearProblem::weight_chunk_rows).
+// The AVX512-BF16 one (quant_dequant_bf16_avx512.cpp; only where has_avx512_bf16()) writes what
+// the scalar one writes from dequantize_rows_avx2's values; the scalar one rounds
+// dequantize_rows_scalar's (the AMX emulation's panels).
+void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
+                                 std::int64_t chunk_rows);
+void dequantize_rows_bf16_scalar(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
+                                 std::int64_t chunk_rows);
 bool has_avx512_bf16();
 // linear()'s block for quantised weights on AMX (the tiles path when x_tiles is set, else the
 // AVX-512 VNNI variant), and its emulation in plain C++ for tests on any CPU.

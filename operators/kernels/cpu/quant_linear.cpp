@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
 namespace switchyard::cpu::detail {
@@ -29,6 +30,8 @@ void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRow
   thread_local std::vector<float> panel, y_panel;
   thread_local std::vector<std::uint16_t> bf16_panel;
   const bool tiles = round != nullptr || dequantize_bf16 != nullptr;
+  // Chunk-major panels (the variant tiles_chunk_major) where the panel is written in one pass.
+  const std::int64_t chunk_rows = dequantize_bf16 != nullptr && kernel_variants().tiles_chunk_major ? panel_rows : 0;
   if (dequantize_bf16 == nullptr) panel.resize(static_cast<std::size_t>(panel_rows * p.in));
   if (tiles) bf16_panel.resize(static_cast<std::size_t>(panel_rows * p.in));
   y_panel.resize(static_cast<std::size_t>(panel_rows * p.tokens));
@@ -37,7 +40,7 @@ void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRow
     const std::int64_t rows = std::min(panel_rows, block.row_end - r0);
     const std::uint8_t* first = static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes;
     if (dequantize_bf16 != nullptr) {
-      dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel.data());
+      dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel.data(), chunk_rows);
     } else {
       dequantize(p.quant_dtype, first, p.in, rows, panel.data());
       if (round) round(panel.data(), rows * p.in, bf16_panel.data());
@@ -48,6 +51,7 @@ void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRow
       panel_problem.weight = bf16_panel.data();
       panel_problem.weight_type = LinearWeight::bf16;
       panel_problem.x_tiles = p.x_tiles;
+      panel_problem.weight_chunk_rows = chunk_rows;
     }
     block_fn(panel_problem, LinearBlock{0, rows, tiles ? 0 : block.token_begin, tiles ? p.tokens : block.token_end});
     for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
@@ -73,7 +77,23 @@ void quant_tiles_block_bf16(const LinearProblem& p, const LinearBlock& block, De
 
 void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block) {
   if (problem.x_tiles == nullptr) return quant_linear_block_scalar(problem, block);
-  quant_tiles_block(problem, block, dequantize_rows_scalar, round_to_bf16_scalar, linear_block_tiles_scalar);
+  quant_tiles_block_bf16(problem, block, dequantize_rows_bf16_scalar, linear_block_tiles_scalar);
+}
+
+void dequantize_rows_bf16_scalar(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
+                                 std::int64_t chunk_rows) {
+  thread_local std::vector<float> row_f32;
+  thread_local std::vector<std::uint16_t> row_bf16;
+  row_f32.resize(static_cast<std::size_t>(in));
+  row_bf16.resize(row_f32.size());
+  const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(in)));
+  for (std::int64_t r = 0; r < count; ++r) {
+    dequantize_rows_scalar(dtype, static_cast<const std::uint8_t*>(rows) + r * row_bytes, in, 1, row_f32.data());
+    round_to_bf16_scalar(row_f32.data(), in, row_bf16.data());
+    for (std::int64_t c = 0; c < in / 32; ++c)
+      std::copy_n(row_bf16.data() + 32 * c, 32,
+                  chunk_rows == 0 ? out + r * in + 32 * c : out + (c * chunk_rows + r) * 32);
+  }
 }
 
 bool has_avx512_vnni() {

@@ -138,12 +138,27 @@ TEST_CASE("quant dot: the bf16 panel decoder writes the AVX2 decoder's values ro
     detail::dequantize_rows_avx2(dtype, blocks.data(), in, rows, f32.data());
     std::vector<std::uint16_t> expected(rows * in, 0xFFFF), got(rows * in, 0xFFFF);
     detail::round_to_bf16_avx512(f32.data(), rows * in, expected.data());
-    detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, got.data());
+    detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, got.data(), 0);
     int failures = 0;
     for (std::int64_t i = 0; i < rows * in && failures < 5; ++i)
       if (got[i] != expected[i]) {
         ++failures;
         FAIL_CHECK("weight " << i << ": bf16 bits " << got[i] << ", expected " << expected[i] << " (f32 " << f32[i] << ")");
+      }
+    CHECK(failures == 0);
+    // Chunk-major (AMX's tiles read 16 rows of a chunk in a row): the same values, each 32 of a row
+    // at chunk c, row r of a panel of `chunk_rows` rows; the rows past `rows` left as they were.
+    constexpr std::int64_t chunk_rows = 8;
+    std::vector<std::uint16_t> chunked(chunk_rows * in, 0xABCD);
+    detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, chunked.data(), chunk_rows);
+    for (std::int64_t r = 0; r < chunk_rows; ++r)
+      for (std::int64_t k = 0; k < in && failures < 5; ++k) {
+        const std::uint16_t value = chunked[static_cast<std::size_t>(((k / 32) * chunk_rows + r) * 32 + k % 32)];
+        const std::uint16_t want = r < rows ? expected[static_cast<std::size_t>(r * in + k)] : 0xABCD;
+        if (value != want) {
+          ++failures;
+          FAIL_CHECK("chunk-major row " << r << ", input " << k << ": bf16 bits " << value << ", expected " << want);
+        }
       }
     CHECK(failures == 0);
   }
