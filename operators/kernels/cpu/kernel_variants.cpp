@@ -15,7 +15,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_F32_PANEL")) v.tiles_f32_panel = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
-  if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_CHUNK_MAJOR")) v.tiles_chunk_major = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
   return v;

@@ -12,9 +12,9 @@
 //   SWITCHYARD_CPU_TILES_F32_PANEL=1  AMX's prefill on block types dequantises each panel to f32
 //                                  and rounds it to bf16 in a second pass, instead of writing the
 //                                  bf16 panel in one (AVX512-BF16)
-//   SWITCHYARD_CPU_TILES_CHUNK_MAJOR=1  the tiles path's one-pass bf16 panels in chunk-major order
-//                                  (a tile's 16 rows of 32 inputs contiguous, 1 KiB) instead of
-//                                  row-major (16 rows `in` values apart)
+//   SWITCHYARD_CPU_TILES_ROW_MAJOR=1  the tiles path's one-pass bf16 panels row-major (a tile's 16
+//                                  rows `in` values apart) instead of chunk-major (the 16 rows of
+//                                  32 inputs contiguous, 1 KiB)
 //   SWITCHYARD_CPU_AMX_KEEP_TILES=1  AMX's blocks keep the tiles configured on their thread between
 //                                  calls, instead of loading the configuration and releasing the
 //                                  tiles at every call
@@ -31,7 +31,7 @@ struct KernelVariants {
   bool qk_simd_scales = false;
   bool tiles_f32_panel = false;
   bool amx_keep_tiles = false;
-  bool tiles_chunk_major = false;
+  bool tiles_row_major = false;
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
 };

@@ -89,7 +89,7 @@ void quant_tiles_block(const LinearProblem& problem, const LinearBlock& block, D
                        RoundRowsFn round, F32BlockFn tiles_block);
 // The tiles path with the rows dequantised straight into the bf16 panel by `dequantize_bf16`
 // (the same values, bit for bit, as dequantize_rows_avx2 then round_to_bf16_avx512 write), in
-// chunk-major order under the variant tiles_chunk_major (LinearProblem::weight_chunk_rows).
+// chunk-major order (LinearProblem::weight_chunk_rows; row-major under the variant tiles_row_major).
 using DequantizeBf16Fn = void (*)(DType, const void*, std::int64_t, std::int64_t, std::uint16_t*, std::int64_t);
 void quant_tiles_block_bf16(const LinearProblem& problem, const LinearBlock& block, DequantizeBf16Fn dequantize_bf16,
                             F32BlockFn tiles_block);

@@ -30,8 +30,9 @@ void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRow
   thread_local std::vector<float> panel, y_panel;
   thread_local std::vector<std::uint16_t> bf16_panel;
   const bool tiles = round != nullptr || dequantize_bf16 != nullptr;
-  // Chunk-major panels (the variant tiles_chunk_major) where the panel is written in one pass.
-  const std::int64_t chunk_rows = dequantize_bf16 != nullptr && kernel_variants().tiles_chunk_major ? panel_rows : 0;
+  // Panels written in one pass are chunk-major: a tile's 16 rows of 32 inputs are one KiB in a row,
+  // where row-major puts them `in` values apart (28 KiB at DeepSeek-V3's 7168 inputs).
+  const std::int64_t chunk_rows = dequantize_bf16 != nullptr && !kernel_variants().tiles_row_major ? panel_rows : 0;
   if (dequantize_bf16 == nullptr) panel.resize(static_cast<std::size_t>(panel_rows * p.in));
   if (tiles) bf16_panel.resize(static_cast<std::size_t>(panel_rows * p.in));
   y_panel.resize(static_cast<std::size_t>(panel_rows * p.tokens));

@@ -199,14 +199,14 @@ TEST_CASE("quant linear: AMX's tiles path (emulated) on every block type, from k
       cpu::detail::linear_batch_emulating_amx(calls);
       expect_close(cpu::Isa::amx, Case{dtype, tokens, in, out}, a, x, ya);
       expect_close(cpu::Isa::amx, Case{dtype, tokens, in, 7}, b, x, yb);
-      // The panels in chunk-major order (the variant SWITCHYARD_CPU_TILES_CHUNK_MAJOR) give the same bits.
+      // The panels in row-major order (the variant SWITCHYARD_CPU_TILES_ROW_MAJOR) give the same bits.
       std::vector<float> ca(ya.size(), NAN), cb(yb.size(), NAN);
       const cpu::LinearCall chunked[] = {{x.data(), tokens, in, a.data(), dtype, out, ca.data()},
                                          {x.data(), tokens, in, b.data(), dtype, 7, cb.data()}};
-      setenv("SWITCHYARD_CPU_TILES_CHUNK_MAJOR", "1", 1);
+      setenv("SWITCHYARD_CPU_TILES_ROW_MAJOR", "1", 1);
       cpu::refresh_kernel_variants();
       cpu::detail::linear_batch_emulating_amx(chunked);
-      unsetenv("SWITCHYARD_CPU_TILES_CHUNK_MAJOR");
+      unsetenv("SWITCHYARD_CPU_TILES_ROW_MAJOR");
       cpu::refresh_kernel_variants();
       CHECK(std::memcmp(ca.data(), ya.data(), ya.size() * sizeof(float)) == 0);
       CHECK(std::memcmp(cb.data(), yb.data(), yb.size() * sizeof(float)) == 0);
@@ -505,7 +505,7 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
   const std::pair<const char*, const char*> variants[] = {
       {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
       {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"},
-      {"SWITCHYARD_CPU_TILES_CHUNK_MAJOR", "1"}};
+      {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}};
   // 17 tokens: AMX's tiles path, where the CPU has it.
   for (sy::DType dtype : sy::testing::kBlockTypes)
     for (const std::int64_t tokens : {1, 3, 8, 9, 17})
