@@ -201,11 +201,11 @@ TEST_CASE("quant linear: AMX's tiles path (emulated) on every block type, from k
       expect_close(cpu::Isa::amx, Case{dtype, tokens, in, 7}, b, x, yb);
       // The panels in row-major order (the variant SWITCHYARD_CPU_TILES_ROW_MAJOR) give the same bits.
       std::vector<float> ca(ya.size(), NAN), cb(yb.size(), NAN);
-      const cpu::LinearCall chunked[] = {{x.data(), tokens, in, a.data(), dtype, out, ca.data()},
+      const cpu::LinearCall row_major[] = {{x.data(), tokens, in, a.data(), dtype, out, ca.data()},
                                          {x.data(), tokens, in, b.data(), dtype, 7, cb.data()}};
       setenv("SWITCHYARD_CPU_TILES_ROW_MAJOR", "1", 1);
       cpu::refresh_kernel_variants();
-      cpu::detail::linear_batch_emulating_amx(chunked);
+      cpu::detail::linear_batch_emulating_amx(row_major);
       unsetenv("SWITCHYARD_CPU_TILES_ROW_MAJOR");
       cpu::refresh_kernel_variants();
       CHECK(std::memcmp(ca.data(), ya.data(), ya.size() * sizeof(float)) == 0);
