@@ -34,6 +34,8 @@
 #   peer:    llama-bench alone on the 14-layer Q4_K_M and Q8_0 files (experts on the CPU, 16 threads).
 #   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
 #          (several at once; logs in $OUT)
+# Needs .device-deps as scripts/gpu-machine.sh says, .peer/llama.cpp (../shared/device/PEERS.md) for
+# the sections that run llama.cpp, and .tokenizers (carried).
 set -uo pipefail
 what=" ${*:-all} "
 want() { [[ $what == *" $1 "* || $what == *" all "* ]]; }

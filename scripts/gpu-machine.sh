@@ -23,7 +23,10 @@
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
 #                                   moves by up to ~5 us, docs/perf-notes.md S9-7)
-# Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried).
+# Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried), with
+# serve's HTTP library and what its pkg-config file requires:
+#   ../shared/device/fetch-build-deps.sh .device-deps libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 \
+#     zlib1g-dev libbrotli-dev libbrotli1
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/switchyard-out}
