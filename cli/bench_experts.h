@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/model_config.h"
+#include "operators/kernels/cpu/prefill_stages.h"
 
 namespace switchyard::cli {
 
@@ -21,6 +22,7 @@ struct ExpertsBenchOptions {
   // A kernel variant's environment variable (operators/kernels/cpu/kernel_variants.h, "VAR" or
   // "VAR=VALUE"): decode and prefill timed with it unset and set, alternating A B B A, in this process.
   std::string ab_env;
+  bool stages = false;  // the tiles prefill's stages timed apart (block types)
 };
 
 struct ExpertsBenchDecode {
@@ -35,6 +37,8 @@ struct ExpertsBenchRow {
   std::vector<ExpertsBenchDecode> decode;  // one per ExpertsBenchOptions::decode_tokens
   double prefill_seconds = 0, prefill_flops = 0;
   double prefill_seconds_set = 0;  // with ab_env: the prefill's median with the variable set
+  std::int64_t stage_tokens = 0;   // with stages: tokens a call, the prefill's mean per expert
+  cpu::PrefillStageTimes stages;
 };
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options);

@@ -149,6 +149,9 @@ Runner add_bench_command(CLI::App& app) {
   experts_sub->add_option("--ab_env", experts->ab_env,
                           "a CPU kernel variant's variable (VAR or VAR=VALUE): decode and prefill timed unset and set, alternating, "
                           "in this process");
+  experts_sub->add_flag("--stages", experts->stages,
+                        "block types: time the tiles prefill's stages apart too (bf16 panels from the blocks, the "
+                        "tiles' products on a cached panel, both), over every expert's rows once");
   experts_sub->add_option("--experts", experts->min_experts,
                           "experts allocated at least (the shape's own count at most); a pool larger than the L3 keeps "
                           "decode reading from DRAM, the shape's own count gives prefill its real tokens per expert")

@@ -28,9 +28,11 @@
 #            the same on models made with --head_tokens (well separated choices).
 #   prefill: the quantised kernels' tests, then the tiles path's bf16 panels written in one pass
 #            against the f32 panel then rounded (SWITCHYARD_CPU_TILES_F32_PANEL), A/B in one process:
-#            `bench experts` per block type (V2-Lite shape, its 64 experts) and `bench decode` of the
-#            14-layer Q4_K_M and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode
-#            with its profile table).
+#            `bench experts` per block type (64 experts, with the tiles prefill's stages timed apart)
+#            and `bench decode` of the 14-layer Q4_K_M and Q8_0 shapes (prefill 512 with the experts
+#            on the CPU, and decode with its profile table), then DECODE_AB's variables the same way;
+#            `run` for load time and RSS, and llama-bench on each file (PEER=0: without llama.cpp).
+#            EXPERTS_SPECS="q8_0 deepseek-v2-lite;..." picks the bench experts runs ("" for none).
 #   peer:    llama-bench alone on the 14-layer Q4_K_M and Q8_0 files (experts on the CPU, 16 threads).
 #   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
 #          (several at once; logs in $OUT)
@@ -120,9 +122,9 @@ if want prefill; then
   for spec in "${specs[@]}"; do
     read -r dtype shape <<< "$spec"
     timeout 120 $bin bench experts --weight_dtype $dtype --shape $shape --experts 64 --threads 16 --decode_tokens 1 \
-      --prefill_tokens 512 --repeat 8 --ab_env $ab > "$out/prefill-experts-$dtype.log" 2>&1
+      --prefill_tokens 512 --repeat 8 --ab_env $ab --stages > "$out/prefill-experts-$dtype.log" 2>&1
     echo "experts $dtype $shape exit $?: $(grep -E 'STREAM triad' "$out/prefill-experts-$dtype.log" | grep -oE '[0-9.]+ GB/s')"
-    grep -E "^$shape|prefill with" "$out/prefill-experts-$dtype.log" | tr -s ' ' | cut -c1-220
+    grep -E "^$shape|prefill with|prefill stages" "$out/prefill-experts-$dtype.log" | tr -s ' ' | cut -c1-260
   done
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml

@@ -25,6 +25,7 @@ class RoutedExperts final : public ExpertsWork {
   // Host memory.
   void forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
                float* out) const override;
+  const std::vector<Expert>& experts() const { return experts_; }
 
  private:
   // Decode: at most this many (token, slot) pairs go through one fused parallel region.

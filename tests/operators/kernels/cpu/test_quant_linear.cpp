@@ -31,6 +31,7 @@
 #include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/linear_kernels.h"
+#include "operators/kernels/cpu/prefill_stages.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
@@ -528,4 +529,26 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
           CHECK(std::memcmp(y.data(), base.data(), y.size() * sizeof(float)) == 0);
         }
       }
+}
+
+TEST_CASE("quant linear: the tiles prefill's stages time every 32-row panel of every matrix, and refuse other dtypes") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  const std::vector<std::uint8_t> a = sy::testing::random_blocks(sy::DType::q8_0, 40 * 64, random),
+                                  b = sy::testing::random_blocks(sy::DType::q4_k, 33 * 256, random);
+  const cpu::PanelSource matrices[] = {{a.data(), sy::DType::q8_0, 40, 64}, {b.data(), sy::DType::q4_k, 33, 256}};
+  const cpu::PrefillStageTimes times = cpu::time_prefill_stages(matrices, 3);
+  CHECK(times.panels == 2 + 2);
+  CHECK(times.weights == 40 * 64 + 33 * 256);
+  CHECK(times.panels_seconds > 0);
+  CHECK(times.tiles_seconds > 0);
+  CHECK(times.both_seconds > 0);
+  CHECK(times.emulated == !(cpu::isa_supported(cpu::Isa::amx) && cpu::detail::has_avx512_bf16()));
+  const std::vector<float> f32(64 * 8, 1.0f);
+  const cpu::PanelSource plain[] = {{f32.data(), sy::DType::f32, 8, 64}};
+  CHECK_THROWS_AS(cpu::time_prefill_stages(plain, 3), std::invalid_argument);
+  const cpu::PanelSource ragged[] = {{a.data(), sy::DType::q8_0, 40, 48}};
+  CHECK_THROWS_AS(cpu::time_prefill_stages(ragged, 3), std::invalid_argument);
+  CHECK_THROWS_AS(cpu::time_prefill_stages(matrices, 0), std::invalid_argument);
 }

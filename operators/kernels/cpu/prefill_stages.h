@@ -1,0 +1,34 @@
+#pragma once
+// The tiles prefill on block-type weights (quant_dot.h's tiles path) taken apart for measurement
+// (`bench experts --stages`): the bf16 panels written from the blocks alone, the tiles' products
+// alone on a panel that stays in cache, and both in turn as the path runs them, each over the same
+// 32-row panels of the given matrices, on every thread. Where the CPU lacks AMX or AVX512-BF16 the
+// plain C++ emulation of each stage runs instead (correct, not fast), and `emulated` says so.
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+
+namespace switchyard::cpu {
+
+// One weight matrix [rows, in] of a block type, in place.
+struct PanelSource {
+  const void* weight;
+  DType dtype;
+  std::int64_t rows, in;
+};
+
+struct PrefillStageTimes {
+  std::int64_t panels = 0;   // 32-row panels in each stage
+  std::int64_t weights = 0;  // weights in them
+  double panels_seconds = 0;  // bf16 panels from the blocks, nothing multiplied
+  double tiles_seconds = 0;   // the products of `tokens` tokens with one cached panel per thread
+  double both_seconds = 0;    // each panel written, then multiplied, as the tiles path does
+  bool emulated = false;
+};
+
+// `tokens`: tokens a call multiplies (a prefill's tokens an expert), from 1. Every matrix's `in`
+// a multiple of its block. Throws std::invalid_argument for a dtype that is not a block type.
+PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std::int64_t tokens);
+
+}  // namespace switchyard::cpu
