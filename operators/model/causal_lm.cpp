@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/quant_formats.h"
 #include "core/units.h"
 #include "operators/blocks/activations.h"
 #include "operators/model/implementation_builders.h"
@@ -73,8 +74,13 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     done_bytes += tree.subtree_bytes(index);
     if (options_.on_progress) options_.on_progress(std::min(done_bytes, total_bytes), total_bytes);
   };
-  embedding_ = context.param(embed, "weight", {DType::f32, DType::bf16, DType::f16});
   embed_device_ = context.device_of(embed);
+  // Floats, or (placement/weight_storage.h) a CPU-only plan's blocks as the file stores them: a
+  // bf16 copy of DeepSeek-V3's table would take 1.8 GB.
+  if (const DType resident = context.resident_dtype(embed, "weight", embed_device_); is_block_quantized(resident))
+    embedding_ = context.param(embed, "weight", {resident});
+  else
+    embedding_ = context.param(embed, "weight", {DType::f32, DType::bf16, DType::f16});
   progress(static_cast<int>(&embed - &tree.at(0)));  // modules are one vector: the index by address
   for (int layer : context.child(model, "layers").children) {
     layers_.push_back(std::make_unique<DecoderLayer>(context, tree.at(layer)));
@@ -230,7 +236,10 @@ void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position,
   float* hidden = stream_->start(Device::cpu(), tokens);
   for (std::int64_t t = 0; t < tokens; ++t) {
     const Tensor row = embedding_.rows(ids[static_cast<std::size_t>(t)], 1);
-    cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
+    if (is_block_quantized(row.dtype()))
+      quant::dequantize_row(row.dtype(), row.data(), hidden + t * hidden_, hidden_);
+    else
+      cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
   }
 }
 

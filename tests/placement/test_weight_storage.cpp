@@ -52,6 +52,33 @@ TEST_CASE("weight storage: a GPU keeps a projection's blocks under KLinearMarlin
   }
 }
 
+TEST_CASE("weight storage: a plan on the CPU alone keeps the embedding's blocks too, and check counts them") {
+  sy::CheckOptions o;
+  o.model.arch = "tiny-deepseek-v3";
+  o.model.weight_dtype = "q4_k_m";
+  o.gpus = 0;
+  o.default_device = sy::Device::cpu();
+  const sy::CheckResult r = sy::run_check(o);
+  for (const sy::Diagnostic& d : r.diagnostics.items()) INFO(sy::format_diagnostic(d));
+  REQUIRE_FALSE(r.diagnostics.has_errors());
+  const int embed = r.tree->find("model.embed_tokens");
+  REQUIRE(embed >= 0);
+  const sy::DType stored = r.tree->at(embed).params.front().dtype;
+  REQUIRE(sy::is_block_quantized(stored));
+  CHECK(sy::resident_dtype(r.plan, embed, stored, sy::Device::cpu()) == stored);
+  // The CPU's estimate holds the table's blocks, not a bf16 copy of it.
+  const sy::Shape& shape = r.tree->at(embed).params.front().shape;
+  std::uint64_t all_params = 0;
+  for (const sy::Module& m : r.tree->modules())
+    for (const sy::Parameter& p : m.params)
+      all_params += sy::storage_bytes(sy::resident_dtype(r.plan, static_cast<int>(&m - r.tree->modules().data()), p.dtype,
+                                                         sy::Device::cpu()),
+                                      p.shape.elements());
+  for (const sy::DeviceMemory& d : r.memory)
+    if (d.device.is_cpu()) CHECK(d.weight_bytes == all_params);
+  CHECK(sy::storage_bytes(stored, shape.elements()) < sy::storage_bytes(sy::DType::bf16, shape.elements()));
+}
+
 TEST_CASE("weight storage: GPU routed experts keep blocks under KExpertsMarlin and -ot, become bf16 under KExpertsTorch") {
   const sy::Device gpu = sy::Device::cuda(0);
   const std::string expert = "model.layers.1.mlp.experts.3.";
