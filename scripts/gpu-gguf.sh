@@ -180,6 +180,7 @@ if want greedy; then
       --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
     echo "llama.cpp $dtype exit $?: $(head -c 600 "$out/greedy-lcpp-$dtype.txt")"
     grep -E "prompt: |number of tokens in prompt|^ *[0-9]+ -> " "$out/greedy-lcpp-$dtype.log" | head -24 | tr '\n' ';' | cut -c1-900; echo
+    python3 scripts/greedy-agreement.py $bin $dir/model.gguf "$out/greedy-ours-$dtype.log" "$out/greedy-lcpp-$dtype.txt" "$prompt"
     i=0
     for p in "Once upon a time" "The best way to learn a language is" "def fibonacci(n):" "In 1969, the first humans" \
              "My favourite food is" "The theory of relativity says that" "Water boils at" "Dear Sir or Madam,"; do
