@@ -182,6 +182,8 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
     }
   const StreamResult stream = stream_triad(options.stream_bytes);
   const cpu::Isa isa = cpu::chosen_isa();
+  if (options.stages && !is_block_quantized(dtype))
+    std::printf("(--stages times the block types' tiles prefill; %s weights have no such stages)\n", dtype_name(dtype));
   std::printf("bench experts: %d threads, %s weights, CPU kernels %s; ", stream.threads, dtype_name(dtype), cpu::isa_name(isa));
   const bool rounds = cpu::linear_rounds_x(isa, dtype, options.prefill_tokens);
   if (is_block_quantized(dtype)) {
