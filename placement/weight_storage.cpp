@@ -40,19 +40,14 @@ bool needs_floats_on_gpu(const ModuleTree& tree, const Module& module) {
   return module.local_name() == "gate" && parent.cls->role == ModuleRole::moe;
 }
 
-// Whether any module runs on a GPU in either phase.
-bool places_on_gpu(const PlacementPlan& plan) {
-  for (const ModulePlacement& p : plan.visited)
-    if (p.generate_device.is_cuda() || p.prefill_device.is_cuda()) return true;
-  return false;
-}
-
 }  // namespace
 
 DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device device) {
   if (!is_block_quantized(stored)) return stored;
   const Module& m = plan.tree->at(module);
-  if (device.is_cpu()) return m.cls->role == ModuleRole::embedding && places_on_gpu(plan) ? DType::bf16 : stored;
+  // The embedding's rows are decoded from their blocks where they are gathered (CausalLM on the
+  // CPU, cuda::embedding on a GPU or from the CPU's pages in a decode graph).
+  if (device.is_cpu() || m.cls->role == ModuleRole::embedding) return stored;
   if (m.cls->role != ModuleRole::linear || needs_floats_on_gpu(*plan.tree, m)) return DType::bf16;
   // A routed expert's projection is part of its layer's experts operator (experts.gpu.quant keeps
   // blocks); any other projection is its own (linear.gpu.quant).

@@ -3,9 +3,9 @@
 // The memory estimate counts these bytes and the model's builders load these copies, both from
 // this one rule, so `check` and `run` agree.
 //
-//   CPU: as stored (its linear kernels and experts read ggml blocks in place from the mapping, the
-//        embedding's rows are decoded as tokens ask for them), except the token embedding's blocks
-//        in a plan that runs anything on a GPU, which become bf16 (GPU kernels gather its rows too).
+//   CPU: as stored (its linear kernels and experts read ggml blocks in place from the mapping).
+//   The token embedding, on any device: as stored; its rows are decoded as tokens ask for them,
+//        on the CPU or by the GPU's gather (which reads a CPU table's pages over the bus).
 //   GPU: ggml blocks stay as stored for a projection whose placement runs linear.gpu.quant
 //        (KLinearMarlin) in a phase on a GPU: its GEMV decodes them in registers, and a prefill
 //        that runs KLinearTorch dequantizes bounded chunks per call. Likewise a routed expert's

@@ -75,8 +75,9 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
     if (options_.on_progress) options_.on_progress(std::min(done_bytes, total_bytes), total_bytes);
   };
   embed_device_ = context.device_of(embed);
-  // Floats, or (placement/weight_storage.h) a CPU-only plan's blocks as the file stores them: a
-  // bf16 copy of DeepSeek-V3's table would take 1.8 GB.
+  // Floats, or (placement/weight_storage.h) the file's blocks, whose rows are decoded where they
+  // are gathered: a bf16 copy of DeepSeek-V3's table would take 1.8 GB (and a decode graph's
+  // page-locked copy of it as much again).
   if (const DType resident = context.resident_dtype(embed, "weight", embed_device_); is_block_quantized(resident))
     embedding_ = context.param(embed, "weight", {resident});
   else

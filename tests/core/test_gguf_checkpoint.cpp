@@ -141,8 +141,8 @@ TEST_CASE("gguf checkpoint: the description takes the file's types, and a missin
 
 TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold them, per device") {
   // Qwen3-MoE's hybrid profile: attention, norms, router and head on cuda:0, the routed experts on
-  // the CPU. What the CPU holds stays in the file's blocks (mapped), except the token embedding,
-  // which the model keeps as bf16 (GPU kernels read its rows). The GPU's projections run
+  // the CPU. What the CPU holds stays in the file's blocks (mapped), the token embedding's too
+  // (the GPU's gather decodes its rows). The GPU's projections run
   // KLinearMarlin in decode, so they keep the file's blocks too, except the router
   // (ffn_gate_inp), which becomes floats; prefill dequantizes a bounded chunk of rows per product,
   // which the GPU's prefill buffer counts. The file gives the stored bytes, so the totals follow
@@ -157,7 +157,7 @@ TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold 
   for (const sy::Diagnostic& d : check.diagnostics.items()) INFO(sy::format_diagnostic(d));
   REQUIRE_FALSE(check.diagnostics.has_errors());
   const sy::GgufFile file = sy::GgufFile::open(dir / "gguf");
-  std::uint64_t expert_bytes = 0, gpu_bytes = 0, embedding_bf16 = 0, chunk_bytes = 0;
+  std::uint64_t expert_bytes = 0, gpu_bytes = 0, embedding_bytes = 0, chunk_bytes = 0;
   int blocks_on_gpu = 0;
   for (const sy::GgufTensorInfo& t : file.tensors()) {
     std::uint64_t elements = 1;
@@ -165,7 +165,7 @@ TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold 
     const bool experts = t.name.find("_exps.") != std::string::npos;
     const bool router = t.name.find("ffn_gate_inp.") != std::string::npos;
     if (experts) expert_bytes += t.bytes;
-    else if (t.name == "token_embd.weight") embedding_bf16 = 2 * elements;
+    else if (t.name == "token_embd.weight") embedding_bytes = t.bytes;  // its blocks, gathered from the CPU's pages
     else if (router && sy::is_block_quantized(t.dtype)) gpu_bytes += 2 * elements;
     else {
       gpu_bytes += t.bytes;
@@ -183,7 +183,7 @@ TEST_CASE("gguf checkpoint: check counts a GGUF's weights as the operators hold 
     (m.device.is_cpu() ? cpu : gpu) += m.weight_bytes;
     if (m.device.is_cuda()) gpu_prefill = m.dequantize_buffer_bytes;
   }
-  CHECK(cpu == expert_bytes + embedding_bf16);
+  CHECK(cpu == expert_bytes + embedding_bytes);
   CHECK(gpu == gpu_bytes);
   CHECK(gpu_prefill == chunk_bytes);
 }

@@ -8,6 +8,7 @@
 #include "operators/kernels/cuda/block_reduce.cuh"
 #include "operators/kernels/cuda/cuda_check.h"
 #include "operators/kernels/cuda/launch.cuh"
+#include "operators/kernels/cuda/quant_rows.cuh"
 #include "operators/kernels/cuda/widen.cuh"
 
 namespace switchyard::cuda {
@@ -82,15 +83,72 @@ __global__ void gather_rows(const std::int32_t* ids, const T* table, std::int64_
   }
 }
 
+// A table of ggml blocks (a GGUF's embedding kept as the file stores it): one block per token,
+// each thread decoding 8 weights at a time with quant_rows.cuh's decoders (bit for bit the CPU's
+// quant::dequantize_row). `row_bytes`: a row's blocks; hidden a multiple of the type's block.
+// kVector: `out` is 16-byte aligned (then so is every row: hidden is a multiple of 32).
+template <DType D, bool kVector>
+__global__ void gather_block_rows(const std::int32_t* ids, const std::uint8_t* table, std::int64_t vocab,
+                                  std::int64_t hidden, std::int64_t row_bytes, float* out) {
+  begin_after_previous_grid();
+  const std::int32_t id = ids[blockIdx.x];
+  float* row = out + blockIdx.x * hidden;
+  if (id < 0 || id >= vocab) {
+    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) row[i] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const std::uint8_t* source = table + std::int64_t{id} * row_bytes;
+  // Every piece's loads are independent of the others': a warp's pieces are in flight together,
+  // which is what a table read over PCIe needs.
+  for (std::int64_t piece = threadIdx.x; piece < hidden / 8; piece += blockDim.x) {
+    float w[8];
+    load8_blocks<D>(source, static_cast<int>(piece * 8), w);
+    float* at = row + piece * 8;
+    if constexpr (kVector) {
+      reinterpret_cast<float4*>(at)[0] = make_float4(w[0], w[1], w[2], w[3]);
+      reinterpret_cast<float4*>(at)[1] = make_float4(w[4], w[5], w[6], w[7]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) at[i] = w[i];
+    }
+  }
+}
+
+void embedding_blocks(const std::int32_t* ids, std::int64_t tokens, const void* table, DType table_dtype,
+                      std::int64_t vocab, std::int64_t hidden, float* out, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(tokens);
+  const int threads = hidden >= 2048 ? 256 : 128;  // a piece of 8 weights each at 2048
+  const bool known = visit_block_type(table_dtype, [&]<DType D>() {
+    using Q = QuantRow<D>;
+    if (hidden % Q::kElements != 0 || hidden > 0x7fffffff)
+      throw std::invalid_argument("cuda::embedding: rows of " + std::to_string(hidden) + " " + dtype_name(table_dtype) +
+                                  " weights are not whole blocks of " + std::to_string(Q::kElements));
+    if (reinterpret_cast<std::uintptr_t>(table) % Q::kAlign != 0)
+      throw std::invalid_argument(std::string("cuda::embedding: a ") + dtype_name(table_dtype) +
+                                  " table must be " + std::to_string(Q::kAlign) + "-byte aligned");
+    const std::int64_t row_bytes = hidden / Q::kElements * Q::kBytes;
+    const auto* bytes = static_cast<const std::uint8_t*>(table);
+    if (aligned_16(out))
+      launch_kernel(gather_block_rows<D, true>, blocks, threads, 0, stream, ids, bytes, vocab, hidden, row_bytes, out);
+    else
+      launch_kernel(gather_block_rows<D, false>, blocks, threads, 0, stream, ids, bytes, vocab, hidden, row_bytes, out);
+  });
+  if (!known)
+    throw std::invalid_argument(std::string("cuda::embedding: tables of dtype ") + dtype_name(table_dtype) +
+                                " are not supported");
+}
+
 }  // namespace
 
 void embedding(const std::int32_t* ids, std::int64_t tokens, const void* table, DType table_dtype, std::int64_t vocab,
                std::int64_t hidden, float* out, cudaStream_t stream) {
-  if (table_dtype != DType::f32 && table_dtype != DType::bf16 && table_dtype != DType::f16)
+  const bool blocks_table = is_block_quantized(table_dtype);
+  if (table_dtype != DType::f32 && table_dtype != DType::bf16 && table_dtype != DType::f16 && !blocks_table)
     throw std::invalid_argument(std::string("cuda::embedding: tables of dtype ") + dtype_name(table_dtype) +
-                                " are not supported (f32, bf16 and f16 are)");
+                                " are not supported (f32, bf16, f16 and ggml's block types are)");
   if (tokens <= 0 || hidden <= 0) return;
   if (tokens > 0x7fffffff) throw std::invalid_argument("cuda::embedding: more than 2^31 - 1 tokens");
+  if (blocks_table) return embedding_blocks(ids, tokens, table, table_dtype, vocab, hidden, out, stream);
   const auto blocks = static_cast<unsigned>(tokens);
   const int threads = hidden >= 2048 ? 512 : 128;
   const std::int64_t element = table_dtype == DType::f32 ? 4 : 2;

@@ -41,10 +41,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_formats.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/moe_gate.h"
 #include "operators/kernels/cpu/reference.h"
 #include "tests/gate_test_support.h"
+#include "tests/operators/kernels/cpu/quant_test_blocks.h"
 #include "operators/kernels/cpu/rope.h"
 #include "operators/kernels/cpu/sampling.h"
 #include "operators/kernels/cuda/argmax.h"
@@ -311,6 +313,65 @@ TEST_CASE("cuda kernels: embedding gathers f32, bf16 and f16 rows exactly; bad i
         REQUIRE(got[t * hidden + i] == cpu::reference::element(table_host, dtype, ids[t] * hidden + i));
     for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(std::isnan(got[(tokens - 1) * hidden + i]));
   }
+}
+
+TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit as the CPU, from HBM and host pages") {
+  if (no_gpu()) return;
+  cuda::DeviceContext context(0);
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  // Each type three ways: the table in HBM (the embedding on a GPU), in read-only pages registered
+  // in place (a GGUF's mapping, the decode graph's table with the embedding on the CPU), and in a
+  // page-locked copy; `out` 16-byte aligned or not.
+  for (const sy::DType dtype : sy::testing::kBlockTypes) {
+    for (int round = 0; round < 3; ++round) {
+      const std::int64_t block = sy::dtype_info(dtype).block_elements;
+      const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 500)(random);
+      const std::int64_t hidden = block * std::uniform_int_distribution<std::int64_t>(1, 4096 / block + 2)(random);
+      const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(2, 24)(random);
+      INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens << ", round "
+                                 << round);
+      const std::vector<std::uint8_t> table_host = sy::testing::random_blocks(dtype, vocab * hidden, random);
+      std::vector<std::int32_t> ids(tokens);
+      std::uniform_int_distribution<std::int32_t> id_of(0, static_cast<std::int32_t>(vocab - 1));
+      for (auto& id : ids) id = id_of(random);
+      ids.back() = round == 1 ? -1 : static_cast<std::int32_t>(vocab);  // out of range
+
+      const ReadOnlyPages pages(round == 1 ? table_host.data() : nullptr, table_host.size());
+      std::unique_ptr<cuda::HostTable> host_table;
+      cuda::DeviceBuffer table;
+      const void* table_view = nullptr;
+      if (round == 0) {
+        table = to_device(context, table_host);
+        table_view = table.data();
+      } else {
+        host_table = std::make_unique<cuda::HostTable>(round == 1 ? pages.data() : table_host.data(), table_host.size(),
+                                                       "the table", /*read_only_pages=*/round == 1);
+        table_view = host_table->device_view();
+      }
+      cuda::DeviceBuffer ids_device = to_device(context, ids);
+      // One float past the start when unaligned.
+      const std::int64_t skew = round == 2 ? 1 : 0;
+      cuda::DeviceBuffer out = context.allocate((tokens * hidden + skew) * sizeof(float), "out");
+      cuda::embedding(ids_device.as<std::int32_t>(), tokens, table_view, dtype, vocab, hidden, out.as<float>() + skew,
+                      context.stream());
+      const std::vector<float> got = to_host<float>(context, out.as<float>() + skew, tokens * hidden);
+      const std::size_t row_bytes = sy::storage_bytes(dtype, static_cast<std::uint64_t>(hidden));
+      std::vector<float> expected(hidden);
+      for (std::int64_t t = 0; t + 1 < tokens; ++t) {
+        sy::quant::dequantize_row(dtype, table_host.data() + ids[t] * row_bytes, expected.data(), hidden);
+        for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(got[t * hidden + i] == expected[i]);
+      }
+      for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(std::isnan(got[(tokens - 1) * hidden + i]));
+    }
+  }
+  // A width that is not whole blocks is refused before anything runs.
+  cuda::DeviceBuffer ids_device = to_device(context, std::vector<std::int32_t>{0});
+  cuda::DeviceBuffer table = context.allocate(1024, "table"), out = context.allocate(1024, "out");
+  CHECK_THROWS_AS(cuda::embedding(ids_device.as<std::int32_t>(), 1, table.data(), sy::DType::q4_k, 1, 128,
+                                  out.as<float>(), context.stream()),
+                  std::invalid_argument);
 }
 
 TEST_CASE("cuda kernels: rope is bit-identical to the CPU kernel in all three layouts, strided heads too") {
