@@ -23,40 +23,40 @@ std::unique_ptr<GpuExpertStack> upload_experts(const BuildContext& context, GpuR
   const ExpertNames names = expert_names(context.tree.config());
   auto result = std::make_unique<GpuExpertStack>();
   const auto count = static_cast<std::int64_t>(experts.children.size());
-  std::vector<Tensor> tensors[3];
-  for (int e : experts.children) {
-    const Module& expert = context.tree.at(e);
-    int i = 0;
-    for (const char* name : {names.gate, names.up, names.down}) {
-      const Module& projection = context.child(expert, name);
-      const DType resident = context.resident_dtype(projection, "weight", gpu.where());
-      tensors[i++].push_back(is_block_quantized(resident)
-                                 ? context.param(projection, "weight", {resident})
-                                 : context.param(projection, "weight", {DType::bf16, DType::f32}));
-    }
-  }
   const std::string what = "the routed experts of " + std::string(experts.name);
+  // One projection of one expert at a time, each uploaded before the next is loaded: a layer's
+  // experts converted at load (KExpertsTorch on a GGUF: DeepSeek-V3's 22 GiB of bf16 a layer) are
+  // never on the host at once.
   cuda::DeviceBuffer* buffers[3] = {&result->gate, &result->up, &result->down};
+  const char* projections[3] = {names.gate, names.up, names.down};
+  DType dtypes[3] = {};
+  std::int64_t gate_rows = 0, gate_in = 0;
   for (int i = 0; i < 3; ++i) {
-    const Tensor& first = tensors[i].front();
-    const std::size_t each = first.bytes();
-    *buffers[i] = gpu.context().allocate(each * static_cast<std::size_t>(count), what);
+    std::size_t each = 0;
     for (std::int64_t e = 0; e < count; ++e) {
-      const Tensor& t = tensors[i][static_cast<std::size_t>(e)];
-      if (t.dtype() != first.dtype())
+      const Module& projection = context.child(context.tree.at(experts.children[static_cast<std::size_t>(e)]), projections[i]);
+      const DType resident = context.resident_dtype(projection, "weight", gpu.where());
+      const Tensor t = is_block_quantized(resident) ? context.param(projection, "weight", {resident})
+                                                    : context.param(projection, "weight", {DType::bf16, DType::f32});
+      if (e == 0) {
+        dtypes[i] = t.dtype();
+        each = t.bytes();
+        if (i == 0) gate_rows = t.dim(0), gate_in = t.dim(1);
+        *buffers[i] = gpu.context().allocate(each * static_cast<std::size_t>(count), what);
+      }
+      if (t.dtype() != dtypes[i] || t.bytes() != each)
         throw InputError(what + ": experts of mixed dtypes cannot be stacked on the GPU");
       gpu.context().copy_to_device(static_cast<char*>(buffers[i]->data()) + each * static_cast<std::size_t>(e),
                                    t.data(), each);
+      gpu.context().synchronize();  // before `t` goes
     }
   }
-  gpu.context().synchronize();
-  const Tensor& gate = tensors[0].front();
-  const DType up = tensors[1].front().dtype(), down = tensors[2].front().dtype();
-  if (up != gate.dtype() || (!is_block_quantized(gate.dtype()) && down != gate.dtype()))
-    throw InputError(what + ": gate, up and down in " + dtype_name(gate.dtype()) + ", " + dtype_name(up) + " and " +
+  const DType gate = dtypes[0], up = dtypes[1], down = dtypes[2];
+  if (up != gate || (!is_block_quantized(gate) && down != gate))
+    throw InputError(what + ": gate, up and down in " + dtype_name(gate) + ", " + dtype_name(up) + " and " +
                      dtype_name(down) + " cannot be stacked on the GPU (one dtype, or blocks with down of its own)");
-  result->stack = cuda::ExpertStack{result->gate.data(), result->up.data(), result->down.data(), gate.dtype(), count,
-                                    gate.dim(1), gate.dim(0), down};
+  result->stack = cuda::ExpertStack{result->gate.data(), result->up.data(), result->down.data(), gate, count,
+                                    gate_in, gate_rows, down};
   return result;
 }
 

@@ -64,13 +64,15 @@ Tensor load_weight(const BuildContext& context, const Module& linear, Device dev
 LinearOp::LinearOp(const BuildContext& context, const Module& linear) : LinearOp(context, linear, context.device_of(linear)) {}
 
 LinearOp::LinearOp(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32)
-    : weight_(load_weight(context, linear, device, widen_to_f32)), gpu_(context.gpu(device)) {
+    : weight_(load_weight(context, linear, device, widen_to_f32)), in_(weight_.dim(1)), out_(weight_.dim(0)),
+      gpu_(context.gpu(device)) {
   for (const Parameter& p : linear.params)
     if (p.name == "bias") bias_ = context.param_f32(linear, "bias");
 #if SWITCHYARD_HAVE_CUDA
   if (gpu_ == nullptr) return;
   device_weight_ = widen_to_f32 ? upload_f32(*gpu_, weight_, linear, "weight") : upload(*gpu_, weight_, linear, "weight");
   if (!bias_.empty()) device_bias_ = upload_f32(*gpu_, context.param(linear, "bias", {DType::f32, DType::bf16, DType::f16}), linear, "bias");
+  weight_ = Tensor();  // the uploads are done (they synchronize)
 #else
   (void)widen_to_f32;
 #endif

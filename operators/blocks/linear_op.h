@@ -25,12 +25,13 @@ class LinearOp {
   // widen_to_f32: a GPU copy in f32 whatever the checkpoint holds (routers).
   LinearOp(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32 = false);
   // A CPU weight that does not come from a checkpoint (benchmarks, tests): [out, in].
-  explicit LinearOp(Tensor weight) : weight_(std::move(weight)) {}
+  explicit LinearOp(Tensor weight) : weight_(std::move(weight)), in_(weight_.dim(1)), out_(weight_.dim(0)) {}
   // x: [tokens, in] f32 -> y: [tokens, out] f32, on device().
   void forward(const float* x, std::int64_t tokens, float* y) const;
-  std::int64_t in_features() const { return weight_.dim(1); }
-  std::int64_t out_features() const { return weight_.dim(0); }
-  const Tensor& weight() const { return weight_; }  // the checkpoint's (mapped) copy
+  std::int64_t in_features() const { return in_; }
+  std::int64_t out_features() const { return out_; }
+  // On the CPU the checkpoint's (mapped) copy; empty on a GPU, which holds the weight itself.
+  const Tensor& weight() const { return weight_; }
   // This layer's product on the CPU as one call of a cpu::linear_batch (its weights alone: the
   // caller adds a bias, if it has one).
   cpu::LinearCall cpu_call(const float* x, std::int64_t tokens, float* y) const {
@@ -52,7 +53,11 @@ class LinearOp {
   static const void* stack_on_device(std::span<LinearOp* const> ops);
 
  private:
-  Tensor weight_;             // [out, in] f32 | bf16 | f16
+  // [out, in] as weight_dtypes says, on the CPU only: a GPU op lets its host copy go once it is
+  // uploaded (a copy converted at load, as KLinearTorch's bf16 of a GGUF's blocks, would otherwise
+  // stay for the process's life).
+  Tensor weight_;
+  std::int64_t in_ = 0, out_ = 0;
   std::vector<float> bias_;   // [out] or empty
   GpuRuntime* gpu_ = nullptr;
   std::shared_ptr<const DeviceTensor> device_weight_, device_bias_;
