@@ -17,6 +17,7 @@
 #include "core/gguf.h"
 #include "core/make_model.h"
 #include "core/model_description.h"
+#include "core/process_memory.h"
 #include "core/trace.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -138,8 +139,14 @@ struct RunCommand {
     const std::uint64_t checkpoint_bytes = session.weights().file_bytes();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)\n", static_cast<double>(usage.ru_maxrss) / 1024.0,
+    std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)", static_cast<double>(usage.ru_maxrss) / 1024.0,
                 static_cast<double>(checkpoint_bytes) / (1 << 20));
+    // What is resident now, by what backs it: the mapped file's pages against everything else.
+    if (const std::optional<ProcessMemory> now = process_memory())
+      std::printf("; now %.1f MiB of mapped files, %.1f MiB anonymous, %.1f MiB shared",
+                  static_cast<double>(now->file_bytes) / (1 << 20), static_cast<double>(now->anon_bytes) / (1 << 20),
+                  static_cast<double>(now->shmem_bytes) / (1 << 20));
+    std::printf("\n");
     if (profile) std::printf("\n%s", tracer.profile_table().c_str());
     if (trace_file) {
       tracer.write_chrome_trace(*trace_file);
