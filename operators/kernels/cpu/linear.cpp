@@ -155,6 +155,27 @@ TileWriter tile_writer() {
 
 }  // namespace
 
+namespace detail {
+
+void FreeAligned::operator()(void* p) const noexcept { std::free(p); }
+
+namespace {
+void* aligned_or_throw(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0));
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+AlignedWords aligned_words(std::size_t bytes) { return AlignedWords(static_cast<std::uint32_t*>(aligned_or_throw(bytes))); }
+AlignedBytes aligned_bytes(std::size_t bytes) { return AlignedBytes(static_cast<std::uint8_t*>(aligned_or_throw(bytes))); }
+
+std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) {
+  return static_cast<std::size_t>(ceil_div(tokens, 16) * ceil_div(in, 32)) * 1024;
+}
+
+}  // namespace detail
+
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
   if (isa != Isa::amx) return false;
   if (weight_dtype == DType::bf16) return tokens >= kAmxTokens;
@@ -200,22 +221,16 @@ void run_one(const BlockFns& run_block, const LinearProblem& problem) {
 // The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
 template <class RoundsX>
 void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
-  struct Free {
-    void operator()(std::uint32_t* p) const { std::free(p); }
-  };
   std::vector<LinearProblem> problems;
   problems.reserve(calls.size());
-  std::vector<std::unique_ptr<std::uint32_t[], Free>> tiles;  // x's AMX tiles, one per distinct x
+  std::vector<detail::AlignedWords> tiles;  // x's AMX tiles, one per distinct x
   struct TileWork {
     std::size_t problem;
     std::int64_t tile;
     std::uint32_t* tiles;
   };
   std::vector<TileWork> tile_work;  // filled (padding included) in the parallel region
-  struct AlignedFree {
-    void operator()(std::uint8_t* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<std::uint8_t[], AlignedFree>> activations;  // x quantised, one per distinct x
+  std::vector<detail::AlignedBytes> activations;  // x quantised, one per distinct x
   struct QuantizeWork {
     std::size_t problem;
     std::int64_t token;  // the first of up to kQuantizeTokens
@@ -233,9 +248,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
             detail::takes_q8_k(earlier.quant_dtype) == detail::takes_q8_k(c.weight_dtype))
           problem.x_quantized = earlier.x_quantized;
       if (problem.x_quantized == nullptr) {
-        const auto bytes = static_cast<std::size_t>((problem.x_quantized_stride * c.tokens + 63) / 64 * 64);
-        activations.emplace_back(static_cast<std::uint8_t*>(std::aligned_alloc(64, bytes)));
-        if (!activations.back()) throw std::bad_alloc();
+        activations.push_back(detail::aligned_bytes(static_cast<std::size_t>(problem.x_quantized_stride * c.tokens)));
         problem.x_quantized = activations.back().get();
         for (std::int64_t t = 0; t < c.tokens; t += kQuantizeTokens) quantize_work.push_back({problems.size(), t});
       }
@@ -251,9 +264,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
           problem.x_tiles = earlier.x_tiles;
       if (problem.x_tiles == nullptr) {
         const std::int64_t token_tiles = ceil_div(c.tokens, 16);
-        const auto bytes = static_cast<std::size_t>(token_tiles * ceil_div(c.in, 32)) * 1024;  // whole 1 KiB tiles
-        tiles.emplace_back(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
-        if (!tiles.back()) throw std::bad_alloc();
+        tiles.push_back(detail::aligned_words(detail::x_tiles_bytes(c.tokens, c.in)));
         problem.x_tiles = tiles.back().get();
         for (std::int64_t tile = 0; tile < token_tiles; ++tile)
           tile_work.push_back({problems.size(), tile, tiles.back().get()});

@@ -2,7 +2,9 @@
 // Internal to linear(): the per-instruction-set halves, one translation unit each (compiled with
 // that set's flags), and what linear.cpp hands them. Plain data only: a shared inline function
 // here could be emitted by an AVX-512 unit and picked by the linker for every caller.
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "operators/kernels/cpu/linear.h"
@@ -43,6 +45,19 @@ struct LinearProblem {
   const std::uint8_t* x_quantized = nullptr;
   std::int64_t x_quantized_stride = 0;
 };
+
+// 64-byte-aligned scratch (x's AMX tiles, x quantised to activation blocks): std::aligned_alloc'd
+// (the size rounded up to 64 bytes), std::free'd; a failed allocation throws std::bad_alloc. The
+// functions are defined in linear.cpp, compiled for every CPU.
+struct FreeAligned {
+  void operator()(void* p) const noexcept;
+};
+using AlignedWords = std::unique_ptr<std::uint32_t[], FreeAligned>;
+using AlignedBytes = std::unique_ptr<std::uint8_t[], FreeAligned>;
+AlignedWords aligned_words(std::size_t bytes);
+AlignedBytes aligned_bytes(std::size_t bytes);
+// Bytes of LinearProblem::x_tiles for x [tokens, in]: whole 1 KiB tiles.
+std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in);
 
 // Token tile `tile` (tokens [16 tile, 16 tile + 16) of `tokens`) of LinearProblem::x_tiles from x
 // [tokens, in]: each value rounded to bf16 (cpu::f32_to_bf16) at its place, zeros where no token or

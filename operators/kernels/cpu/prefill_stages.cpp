@@ -53,10 +53,6 @@ Stages stages_here() {
   return s;
 }
 
-struct FreeWords {
-  void operator()(std::uint32_t* p) const { std::free(p); }
-};
-
 }  // namespace
 
 PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std::int64_t tokens) {
@@ -80,14 +76,11 @@ PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(tokens * widest));
   for (float& v : x) v = normal(random);
-  std::map<std::int64_t, std::unique_ptr<std::uint32_t[], FreeWords>> x_tiles;
+  std::map<std::int64_t, detail::AlignedWords> x_tiles;
   const std::int64_t token_tiles = (tokens + 15) / 16;
   for (const PanelSource& m : matrices) {
     if (x_tiles.count(m.in)) continue;
-    const auto bytes = static_cast<std::size_t>(token_tiles * ((m.in + 31) / 32) * 1024);
-    auto* words = static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes));
-    if (words == nullptr) throw std::bad_alloc();
-    x_tiles.emplace(m.in, std::unique_ptr<std::uint32_t[], FreeWords>(words));
+    std::uint32_t* words = x_tiles.emplace(m.in, detail::aligned_words(detail::x_tiles_bytes(tokens, m.in))).first->second.get();
     // x [tokens, widest] read as [tokens, m.in]: the first tokens * m.in values.
     for (std::int64_t t = 0; t < token_tiles; ++t) stages.write_x_tile(x.data(), tokens, m.in, t, words);
   }

@@ -303,13 +303,9 @@ TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar wr
     std::vector<float> x(static_cast<std::size_t>(tokens * in));
     for (float& v : x) v = random() % 4 == 0 ? std::bit_cast<float>(special[pick(random)]) : normal(random);
     const std::int64_t tiles = (tokens + 15) / 16, words = tiles * ((in + 31) / 32) * 256;
-    struct Free {
-      void operator()(std::uint32_t* p) const { std::free(p); }
-    };
-    const auto bytes = static_cast<std::size_t>(words) * 4;
-    std::unique_ptr<std::uint32_t[], Free> scalar(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
-    std::unique_ptr<std::uint32_t[], Free> vector(static_cast<std::uint32_t*>(std::aligned_alloc(64, bytes)));
-    REQUIRE((scalar && vector));
+    const std::size_t bytes = cpu::detail::x_tiles_bytes(tokens, in);
+    REQUIRE(bytes == static_cast<std::size_t>(words) * 4);
+    const cpu::detail::AlignedWords scalar = cpu::detail::aligned_words(bytes), vector = cpu::detail::aligned_words(bytes);
     std::fill(scalar.get(), scalar.get() + words, 0xdeadbeefu);  // every word must be written
     std::fill(vector.get(), vector.get() + words, 0x12345678u);
     for (std::int64_t tile = 0; tile < tiles; ++tile) {
