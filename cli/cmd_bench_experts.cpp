@@ -121,17 +121,26 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
     set ? setenv(variable.c_str(), value.c_str(), 1) : unsetenv(variable.c_str());
     cpu::refresh_kernel_variants();  // no kernel runs between the steps
   };
+  const int sides = variable.empty() ? 1 : 2;
+  // The side of round `round` when the first `warmup` rounds are not timed: the warm-up alternates
+  // A B A ..., the timed rounds go A B B A A B B A ..., so neither side always runs first.
+  auto side_of = [&](int round, int warmup) {
+    if (sides == 1) return 0;
+    if (round < warmup) return round % 2;
+    const int t = (round - warmup) % 4;
+    return t == 1 || t == 2 ? 1 : 0;
+  };
   for (const std::int64_t tokens : options.decode_tokens) {
     std::vector<double> seconds[2];
     double touched[2] = {0, 0};
-    const int sides = variable.empty() ? 1 : 2;
-    for (int r = 0; r < sides * options.repeat + 3; ++r) {
-      const int side = sides == 2 && (r % 4 == 1 || r % 4 == 2) ? 1 : 0;
+    constexpr int kWarmup = 3;
+    for (int r = 0; r < sides * options.repeat + kWarmup; ++r) {
+      const int side = side_of(r, kWarmup);
       use_variant(side == 1);
       route(tokens, ids, weights);
       const auto start = Clock::now();
       op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
-      if (r < 3) continue;
+      if (r < kWarmup) continue;
       seconds[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
       touched[side] += static_cast<double>(std::set<std::int32_t>(ids.begin(), ids.end()).size());
     }
@@ -142,14 +151,14 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
   }
   std::vector<double> prefill[2];
   {
-    const int sides = variable.empty() ? 1 : 2;
-    for (int r = 0; r < sides * std::max(2, options.repeat / 4) + 1; ++r) {
-      const int side = sides == 2 && (r % 4 == 2 || r % 4 == 3) ? 1 : 0;  // after the warm-up: A B B A ...
+    constexpr int kWarmup = 1;
+    for (int r = 0; r < sides * std::max(2, options.repeat / 4) + kWarmup; ++r) {
+      const int side = side_of(r, kWarmup);
       use_variant(side == 1);
       route(options.prefill_tokens, ids, weights);
       const auto start = Clock::now();
       op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
-      if (r >= 1) prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      if (r >= kWarmup) prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
     }
     use_variant(false);
   }
