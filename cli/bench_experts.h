@@ -39,6 +39,7 @@ struct ExpertsBenchRow {
   double prefill_seconds_set = 0;  // with ab_env: the prefill's median with the variable set
   std::int64_t stage_tokens = 0;   // with stages: tokens a call, the prefill's mean per expert
   cpu::PrefillStageTimes stages;
+  cpu::PrefillStageTimes stages_set;  // with stages and ab_env: the stages again with the variable set
 };
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options);

@@ -172,6 +172,11 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
         matrices.push_back({linear->weight().data(), dtype, linear->out_features(), linear->in_features()});
     row.stage_tokens = std::max<std::int64_t>(1, options.prefill_tokens * top_k / pool);
     row.stages = cpu::time_prefill_stages(matrices, row.stage_tokens);
+    if (sides == 2) {
+      use_variant(true);
+      row.stages_set = cpu::time_prefill_stages(matrices, row.stage_tokens);
+      use_variant(false);
+    }
   }
   row.prefill_flops = static_cast<double>(options.prefill_tokens) * top_k * 3.0 * 2.0 * static_cast<double>(hidden * inter);
   return row;
@@ -239,15 +244,18 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
       else
         std::printf("\n");
     }
-    if (row.stages.panels > 0) {
-      const cpu::PrefillStageTimes& s = row.stages;
+    for (const cpu::PrefillStageTimes* stages : {&row.stages, &row.stages_set}) {
+      const cpu::PrefillStageTimes& s = *stages;
+      if (s.panels == 0) continue;
+      const std::string variant = stages == &row.stages_set ? " with " + options.ab_env + " set" : "";
       const double flops = 2.0 * static_cast<double>(s.weights) * static_cast<double>(row.stage_tokens);
       std::printf("%-18s prefill stages%s, %lld panels of 32 rows (every expert once, %lld tokens a call): panels "
-                  "alone %.2f ms (%.1f G weights/s), tiles alone %.2f ms (%.3f TFLOP/s), both %.2f ms\n",
-                  "", s.emulated ? " (emulated: no AMX or AVX512-BF16 here)" : "", static_cast<long long>(s.panels),
-                  static_cast<long long>(row.stage_tokens), s.panels_seconds * 1e3,
-                  static_cast<double>(s.weights) / s.panels_seconds / 1e9, s.tiles_seconds * 1e3,
-                  flops / s.tiles_seconds / 1e12, s.both_seconds * 1e3);
+                  "alone %.2f ms (%.1f G weights/s%s), tiles alone %.2f ms (%.3f TFLOP/s%s), both %.2f ms\n",
+                  "", variant.c_str(), static_cast<long long>(s.panels), static_cast<long long>(row.stage_tokens),
+                  s.panels_seconds * 1e3, static_cast<double>(s.weights) / s.panels_seconds / 1e9,
+                  s.panels_emulated ? ", emulated: no AVX512-BF16 here" : "", s.tiles_seconds * 1e3,
+                  flops / s.tiles_seconds / 1e12, s.tiles_emulated ? ", emulated: no AMX here" : "",
+                  s.both_seconds * 1e3);
     }
     if (row.prefill_seconds_set > 0)
       std::printf("%-18s prefill with %s set: %.2f ms, %.3f TFLOP/s, %.1f tokens/s (unset: %.2f ms; set / unset %.3f)\n", "",

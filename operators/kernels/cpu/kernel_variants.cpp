@@ -16,6 +16,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_F32_PANEL")) v.tiles_f32_panel = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_BY_ROW")) v.panels_by_row = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
   return v;

@@ -15,6 +15,9 @@
 //   SWITCHYARD_CPU_TILES_ROW_MAJOR=1  the tiles path's one-pass bf16 panels row-major (a tile's 16
 //                                  rows `in` values apart) instead of chunk-major (the 16 rows of
 //                                  32 inputs contiguous, 1 KiB)
+//   SWITCHYARD_CPU_PANELS_BY_ROW=1  a chunk-major bf16 panel written a row at a time (its 64-byte
+//                                  pieces 2 KiB apart) instead of 8 chunks of every row at a time
+//                                  (8 sequential streams of stores)
 //   SWITCHYARD_CPU_AMX_KEEP_TILES=1  AMX's blocks keep the tiles configured on their thread between
 //                                  calls, instead of loading the configuration and releasing the
 //                                  tiles at every call
@@ -32,6 +35,7 @@ struct KernelVariants {
   bool tiles_f32_panel = false;
   bool amx_keep_tiles = false;
   bool tiles_row_major = false;
+  bool panels_by_row = false;
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
 };

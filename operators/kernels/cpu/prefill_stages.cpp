@@ -37,17 +37,22 @@ struct Stages {
   DequantizeBf16Fn dequantize = detail::dequantize_rows_bf16_scalar;
   void (*tiles)(const LinearProblem&, const LinearBlock&) = detail::linear_block_tiles_scalar;
   void (*write_x_tile)(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*) = detail::write_x_tile_scalar;
-  bool emulated = true;
+  bool panels_emulated = true, tiles_emulated = true;
 };
 
+// Each stage as the AMX path runs it where this CPU can: the panels need AVX512-BF16 only (so a CPU
+// without AMX still times them for real), the tiles AMX.
 Stages stages_here() {
   Stages s;
 #if defined(SWITCHYARD_CPU_X86)
-  if (isa_supported(Isa::amx) && detail::has_avx512_bf16()) {
+  if (isa_supported(Isa::avx512) && detail::has_avx512_bf16()) {
     s.dequantize = detail::dequantize_rows_bf16_avx512;
+    s.panels_emulated = false;
+  }
+  if (isa_supported(Isa::amx) && detail::has_avx512_bf16()) {
     s.tiles = detail::linear_block_amx;
     s.write_x_tile = detail::write_x_tile_avx512;
-    s.emulated = false;
+    s.tiles_emulated = false;
   }
 #endif
   return s;
@@ -70,7 +75,8 @@ PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std
   }
   times.panels = static_cast<std::int64_t>(panels.size());
   const Stages stages = stages_here();
-  times.emulated = stages.emulated;
+  times.panels_emulated = stages.panels_emulated;
+  times.tiles_emulated = stages.tiles_emulated;
   // x's tiles for each width, from random values: [token tiles][chunks][16 pairs][16 tokens].
   std::mt19937 random(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);

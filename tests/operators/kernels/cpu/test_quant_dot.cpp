@@ -14,6 +14,7 @@
 
 #include "core/quant_blocks.h"
 #include "operators/kernels/cpu/isa.h"
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
 #include "tests/test_seed.h"
@@ -126,9 +127,11 @@ TEST_CASE("quant dot: the bf16 panel decoder writes the AVX2 decoder's values ro
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
-  constexpr std::int64_t rows = 5, in = 768;
+  constexpr std::int64_t rows = 5;
   for (sy::DType dtype : sy::testing::kBlockTypes) {
-    INFO("dtype " << std::string(sy::dtype_name(dtype)));
+    // The chunk-major writer goes 8 chunks at a time: 27 32-weight blocks end on a part of 8.
+    const std::int64_t in = sy::dtype_info(dtype).block_elements == 32 ? 32 * 27 : 768;
+    INFO("dtype " << std::string(sy::dtype_name(dtype)) << ", in " << in);
     std::vector<std::uint8_t> blocks = sy::testing::random_blocks(dtype, rows * in, random);
     // Blocks of the last row with every byte random, scales included: subnormal, infinite and NaN
     // half-floats among them, which the two roundings must treat alike too.
@@ -148,19 +151,27 @@ TEST_CASE("quant dot: the bf16 panel decoder writes the AVX2 decoder's values ro
     CHECK(failures == 0);
     // Chunk-major (AMX's tiles read 16 rows of a chunk in a row): the same values, each 32 of a row
     // at chunk c, row r of a panel of `chunk_rows` rows; the rows past `rows` left as they were.
+    // Both store orders (kernel_variants.h's SWITCHYARD_CPU_PANELS_BY_ROW).
     constexpr std::int64_t chunk_rows = 8;
-    std::vector<std::uint16_t> chunked(chunk_rows * in, 0xABCD);
-    detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, chunked.data(), chunk_rows);
-    for (std::int64_t r = 0; r < chunk_rows; ++r)
-      for (std::int64_t k = 0; k < in && failures < 5; ++k) {
-        const std::uint16_t value = chunked[static_cast<std::size_t>(((k / 32) * chunk_rows + r) * 32 + k % 32)];
-        const std::uint16_t want = r < rows ? expected[static_cast<std::size_t>(r * in + k)] : 0xABCD;
-        if (value != want) {
-          ++failures;
-          FAIL_CHECK("chunk-major row " << r << ", input " << k << ": bf16 bits " << value << ", expected " << want);
+    for (const bool by_row : {false, true}) {
+      INFO("panel written " << (by_row ? "row by row" : "8 chunks at a time"));
+      if (by_row) setenv("SWITCHYARD_CPU_PANELS_BY_ROW", "1", 1);
+      cpu::refresh_kernel_variants();
+      std::vector<std::uint16_t> chunked(chunk_rows * in, 0xABCD);
+      detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, chunked.data(), chunk_rows);
+      unsetenv("SWITCHYARD_CPU_PANELS_BY_ROW");
+      cpu::refresh_kernel_variants();
+      for (std::int64_t r = 0; r < chunk_rows; ++r)
+        for (std::int64_t k = 0; k < in && failures < 5; ++k) {
+          const std::uint16_t value = chunked[static_cast<std::size_t>(((k / 32) * chunk_rows + r) * 32 + k % 32)];
+          const std::uint16_t want = r < rows ? expected[static_cast<std::size_t>(r * in + k)] : 0xABCD;
+          if (value != want) {
+            ++failures;
+            FAIL_CHECK("chunk-major row " << r << ", input " << k << ": bf16 bits " << value << ", expected " << want);
+          }
         }
-      }
-    CHECK(failures == 0);
+      CHECK(failures == 0);
+    }
   }
 #else
   MESSAGE("skipped: not an x86-64 build");

@@ -544,7 +544,9 @@ TEST_CASE("quant linear: the tiles prefill's stages time every 32-row panel of e
   CHECK(times.panels_seconds > 0);
   CHECK(times.tiles_seconds > 0);
   CHECK(times.both_seconds > 0);
-  CHECK(times.emulated == !(cpu::isa_supported(cpu::Isa::amx) && cpu::detail::has_avx512_bf16()));
+  const bool bf16 = cpu::detail::has_avx512_bf16();
+  CHECK(times.panels_emulated == !(cpu::isa_supported(cpu::Isa::avx512) && bf16));
+  CHECK(times.tiles_emulated == !(cpu::isa_supported(cpu::Isa::amx) && bf16));
   const std::vector<float> f32(64 * 8, 1.0f);
   const cpu::PanelSource plain[] = {{f32.data(), sy::DType::f32, 8, 64}};
   CHECK_THROWS_AS(cpu::time_prefill_stages(plain, 3), std::invalid_argument);
