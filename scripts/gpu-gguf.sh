@@ -26,12 +26,14 @@
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
 #            the same on models made with --head_tokens (well separated choices).
-#   prefill: the quantised kernels' tests, then the tiles path's bf16 panels written in one pass
-#            against the f32 panel then rounded (SWITCHYARD_CPU_TILES_F32_PANEL), A/B in one process:
-#            `bench experts` per block type (64 experts, with the tiles prefill's stages timed apart)
-#            and `bench decode` of the 14-layer Q4_K_M and Q8_0 shapes (prefill 512 with the experts
-#            on the CPU, and decode with its profile table), then DECODE_AB's variables the same way;
-#            `run` for load time and RSS, and llama-bench on each file (PEER=0: without llama.cpp).
+#   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's variant
+#            (default SWITCHYARD_CPU_PANELS_BY_ROW: chunk-major panels written a row at a time)
+#            against the default, A/B in one process: `bench experts` per block type (64 experts,
+#            with the tiles prefill's stages timed apart) and `bench decode` of the 14-layer Q4_K_M
+#            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
+#            table), then DECODE_AB's variables (comma-separated sets, space-separated runs) the
+#            same way; `run` for load time and RSS (its resident split), and llama-bench on each
+#            file (PEER=0: without llama.cpp).
 #            EXPERTS_SPECS="q8_0 deepseek-v2-lite;..." picks the bench experts runs ("" for none).
 #   peer:    llama-bench alone on the 14-layer Q4_K_M and Q8_0 files (experts on the CPU, 16 threads).
 #   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
@@ -112,9 +114,9 @@ if want experts-gpu; then
   grep -E 'MESSAGE: .*(relative error|blocks:|decode:|prefill:|us a call)' "$out/experts-gpu-tests.log" | sed 's/^.*MESSAGE: //' | cut -c1-220 | head -24
 fi
 if want prefill; then
-  timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*' > "$out/prefill-tests.log" 2>&1
+  timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*,cuda kernels: embedding*' > "$out/prefill-tests.log" 2>&1
   echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
-  ab=SWITCHYARD_CPU_TILES_F32_PANEL
+  ab=${PREFILL_AB:-SWITCHYARD_CPU_PANELS_BY_ROW}
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
   [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
   specs=("q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3")
@@ -131,7 +133,7 @@ if want prefill; then
   # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
-    for variables in $ab ${DECODE_AB:-SWITCHYARD_CPU_EXPERTS_BARRIER,SWITCHYARD_CPU_EXPERTS_COMPARE_X}; do
+    for variables in $ab ${DECODE_AB:-}; do
       log="$out/prefill-decode-$dtype-${variables:15:8}.log"
       timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
         --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
