@@ -44,6 +44,13 @@ __device__ inline void widen_piece(const uint4& piece, float* out) {
 // would each wait a round trip.
 constexpr int kPiecesInFlight = 4;
 
+// A row whose id is outside [0, vocab) filled with NaN by the block; true if so.
+__device__ inline bool nan_row_if_out_of_range(std::int32_t id, std::int64_t vocab, float* row, std::int64_t hidden) {
+  if (id >= 0 && id < vocab) return false;
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) row[i] = __int_as_float(0x7fc00000);
+  return true;
+}
+
 // One block per token. `pieces`: the row in 16-byte pieces when the table, the rows and `out` allow
 // (16-byte aligned), else 0 and element by element.
 template <DType kDType, typename T>
@@ -52,10 +59,7 @@ __global__ void gather_rows(const std::int32_t* ids, const T* table, std::int64_
   begin_after_previous_grid();
   const std::int32_t id = ids[blockIdx.x];
   float* row = out + blockIdx.x * hidden;
-  if (id < 0 || id >= vocab) {
-    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) row[i] = __int_as_float(0x7fc00000);
-    return;
-  }
+  if (nan_row_if_out_of_range(id, vocab, row, hidden)) return;
   const std::int64_t offset = std::int64_t{id} * hidden;
   if (pieces > 0) {
     constexpr int kPer = 16 / sizeof(T);  // elements a piece
@@ -93,10 +97,7 @@ __global__ void gather_block_rows(const std::int32_t* ids, const std::uint8_t* t
   begin_after_previous_grid();
   const std::int32_t id = ids[blockIdx.x];
   float* row = out + blockIdx.x * hidden;
-  if (id < 0 || id >= vocab) {
-    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) row[i] = __int_as_float(0x7fc00000);
-    return;
-  }
+  if (nan_row_if_out_of_range(id, vocab, row, hidden)) return;
   const std::uint8_t* source = table + std::int64_t{id} * row_bytes;
   // Every piece's loads are independent of the others': a warp's pieces are in flight together,
   // which is what a table read over PCIe needs.
