@@ -203,8 +203,9 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
   if (is_block_quantized(dtype)) {
     std::printf("decode x quantised to 8-bit blocks, integer dot products; prefill ");
     if (rounds)
-      std::printf("(expert groups of %lld tokens or more) bf16 x on AMX tiles against bf16 panels of the dequantised weights\n",
-                  static_cast<long long>(cpu::kQuantPrefillTokens));
+      std::printf("(expert groups of %lld tokens or more) bf16 x against bf16 panels of the dequantised weights, %s\n",
+                  static_cast<long long>(cpu::kQuantPrefillTokens),
+                  isa == cpu::Isa::amx ? "on AMX tiles" : "by AVX512-BF16's dot products");
     else if (cpu::linear_quantizes_x(dtype, options.prefill_tokens))
       std::printf("the same\n");
     else
@@ -250,11 +251,12 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
       const std::string variant = stages == &row.stages_set ? " with " + options.ab_env + " set" : "";
       const double flops = 2.0 * static_cast<double>(s.weights) * static_cast<double>(row.stage_tokens);
       std::printf("%-18s prefill stages%s, %lld panels of 32 rows (every expert once, %lld tokens a call): panels "
-                  "alone %.2f ms (%.1f G weights/s%s), tiles alone %.2f ms (%.3f TFLOP/s%s), both %.2f ms\n",
+                  "alone %.2f ms (%.1f G weights/s%s), tiles alone %.2f ms (%.3f TFLOP/s, %s), both %.2f ms\n",
                   "", variant.c_str(), static_cast<long long>(s.panels), static_cast<long long>(row.stage_tokens),
                   s.panels_seconds * 1e3, static_cast<double>(s.weights) / s.panels_seconds / 1e9,
                   s.panels_emulated ? ", emulated: no AVX512-BF16 here" : "", s.tiles_seconds * 1e3,
-                  flops / s.tiles_seconds / 1e12, s.tiles_emulated ? ", emulated: no AMX here" : "",
+                  flops / s.tiles_seconds / 1e12,
+                  std::string(s.tiles_kernel) == "emulated" ? "emulated: no AMX or AVX512-BF16 here" : s.tiles_kernel,
                   s.both_seconds * 1e3);
     }
     if (row.prefill_seconds_set > 0)

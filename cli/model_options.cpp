@@ -190,8 +190,9 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
 void add_cpu_kernels_option(CLI::App& command, std::string& value) {
   command
       .add_option("--cpu_kernels", value,
-                  "CPU kernel variant: auto (the widest this CPU runs), scalar, avx2, avx512, amx (bf16 prefill on AMX "
-                  "tiles, activations rounded to bf16; avx512 keeps them f32)")
+                  "CPU kernel variant: auto (the widest this CPU runs), scalar, avx2, avx512, avx512bf16 (GGUF block "
+                  "types' prefill on bf16 dot products, activations rounded to bf16), amx (bf16 prefill on AMX tiles, "
+                  "activations rounded to bf16; avx512 keeps them f32)")
       ->capture_default_str();
 }
 

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "operators/kernels/cpu/quant_dot.h"  // has_avx512_bf16, has_avx512_vnni
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -19,6 +21,7 @@ const char* isa_name(Isa isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::avx512bf16: return "avx512bf16";
     case Isa::amx: return "amx";
   }
   return "unknown";
@@ -75,6 +78,8 @@ bool isa_supported(Isa isa) {
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && isa_supported(Isa::avx2);
+    case Isa::avx512bf16:
+      return isa_supported(Isa::avx512) && detail::has_avx512_bf16() && detail::has_avx512_vnni();
     case Isa::amx:
 #if defined(__x86_64__)
       return isa_supported(Isa::avx512) && amx_enabled();
@@ -89,8 +94,9 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  static const Isa best = isa_supported(Isa::amx)      ? Isa::amx
-                          : isa_supported(Isa::avx512) ? Isa::avx512
+  static const Isa best = isa_supported(Isa::amx)          ? Isa::amx
+                          : isa_supported(Isa::avx512bf16) ? Isa::avx512bf16
+                          : isa_supported(Isa::avx512)     ? Isa::avx512
                           : isa_supported(Isa::avx2)   ? Isa::avx2
                                                        : Isa::scalar;
   return best;

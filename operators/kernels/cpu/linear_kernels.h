@@ -83,6 +83,9 @@ void linear_block_scalar(const LinearProblem& problem, const LinearBlock& block)
 void linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
 void linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
 void linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
+// With x_tiles: AMX's tiles product computed by AVX512-BF16's vdpbf16ps (linear_avx512_bf16.cpp),
+// else linear_block_avx512.
+void linear_block_tiles_avx512_bf16(const LinearProblem& problem, const LinearBlock& block);
 
 // For tests on any CPU: the AMX block's arithmetic in plain C++, reading x from x_tiles (bf16 weights),
 // and a batch that builds x's tiles as the AMX variant does and runs it. What the AMX variant adds

@@ -37,11 +37,12 @@ struct Stages {
   DequantizeBf16Fn dequantize = detail::dequantize_rows_bf16_scalar;
   void (*tiles)(const LinearProblem&, const LinearBlock&) = detail::linear_block_tiles_scalar;
   void (*write_x_tile)(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*) = detail::write_x_tile_scalar;
-  bool panels_emulated = true, tiles_emulated = true;
+  bool panels_emulated = true;
+  const char* tiles_kernel = "emulated";
 };
 
-// Each stage as the AMX path runs it where this CPU can: the panels need AVX512-BF16 only (so a CPU
-// without AMX still times them for real), the tiles AMX.
+// Each stage as this CPU's tiles path runs it: the panels by AVX512-BF16, the products by AMX, or
+// by AVX512-BF16's dot products without AMX; the plain C++ emulation where neither is.
 Stages stages_here() {
   Stages s;
 #if defined(SWITCHYARD_CPU_X86)
@@ -52,7 +53,11 @@ Stages stages_here() {
   if (isa_supported(Isa::amx) && detail::has_avx512_bf16()) {
     s.tiles = detail::linear_block_amx;
     s.write_x_tile = detail::write_x_tile_avx512;
-    s.tiles_emulated = false;
+    s.tiles_kernel = "amx";
+  } else if (isa_supported(Isa::avx512bf16)) {
+    s.tiles = detail::linear_block_tiles_avx512_bf16;
+    s.write_x_tile = detail::write_x_tile_avx512;
+    s.tiles_kernel = "avx512bf16";
   }
 #endif
   return s;
@@ -76,7 +81,7 @@ PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std
   times.panels = static_cast<std::int64_t>(panels.size());
   const Stages stages = stages_here();
   times.panels_emulated = stages.panels_emulated;
-  times.tiles_emulated = stages.tiles_emulated;
+  times.tiles_kernel = stages.tiles_kernel;
   // x's tiles for each width, from random values: [token tiles][chunks][16 pairs][16 tokens].
   std::mt19937 random(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -2,9 +2,10 @@
 // The tiles prefill on block-type weights (quant_dot.h's tiles path) taken apart for measurement
 // (`bench experts --stages`): the bf16 panels written from the blocks alone, the tiles' products
 // alone on a panel that stays in cache, and both in turn as the path runs them, each over the same
-// 32-row panels of the given matrices, on every thread. A stage this CPU cannot run as the AMX path
-// does (the panels need AVX512-BF16, the tiles AMX) runs its plain C++ emulation instead (correct,
-// not fast), and its `_emulated` says so.
+// 32-row panels of the given matrices, on every thread, as this CPU's tiles path runs them: the
+// panels by AVX512-BF16, the products by AMX or (without AMX) AVX512-BF16's dot products. Where
+// the CPU has neither, the plain C++ emulation runs instead (correct, not fast), and the fields
+// say so.
 #include <cstdint>
 #include <span>
 
@@ -25,7 +26,8 @@ struct PrefillStageTimes {
   double panels_seconds = 0;  // bf16 panels from the blocks, nothing multiplied
   double tiles_seconds = 0;   // the products of `tokens` tokens with one cached panel per thread
   double both_seconds = 0;    // each panel written, then multiplied, as the tiles path does
-  bool panels_emulated = false, tiles_emulated = false;
+  bool panels_emulated = false;
+  const char* tiles_kernel = "";  // "amx", "avx512bf16" or "emulated"
 };
 
 // `tokens`: tokens a call multiplies (a prefill's tokens an expert), from 1. Every matrix's `in`

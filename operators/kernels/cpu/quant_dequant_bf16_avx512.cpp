@@ -10,8 +10,6 @@
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <cpuid.h>
-
 #include <algorithm>
 #include <bit>
 
@@ -78,22 +76,6 @@ void dequantize_32(const Block& block, const PanelRow& row, std::int64_t c) {
 }
 
 }  // namespace
-
-bool has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  // CPUID leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16 (GCC's and clang's __builtin_cpu_supports
-  // disagree on its name); the AVX-512 state must be enabled too, which avx512f's check covers.
-  static const bool bf16 = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(7, 1, a, b, c, d);
-    return ((a >> 5) & 1u) != 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  }();
-  return bf16;
-#else
-  return false;
-#endif
-}
 
 void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
                                  std::int64_t chunk_rows) {

@@ -106,6 +106,8 @@ bool has_avx512_bf16();
 // linear()'s block for quantised weights on AMX (the tiles path when x_tiles is set, else the
 // AVX-512 VNNI variant), and its emulation in plain C++ for tests on any CPU.
 void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
+// The same on AVX512-BF16 without AMX: its tiles path multiplies by vdpbf16ps.
+void quant_linear_block_avx512_bf16(const LinearProblem& problem, const LinearBlock& block);
 void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
 
 }  // namespace switchyard::cpu::detail

@@ -49,5 +49,7 @@ TEST_CASE("isa_supported agrees with the flags Linux lists in /proc/cpuinfo") {
   const bool avx2 = has("avx2") && has("fma") && has("f16c");
   CHECK(isa_supported(Isa::avx2) == avx2);
   CHECK(isa_supported(Isa::avx512) == (avx2 && has("avx512f") && has("avx512bw") && has("avx512vl")));
+  CHECK(isa_supported(Isa::avx512bf16) ==
+        (isa_supported(Isa::avx512) && has("avx512_bf16") && has("avx512_vnni")));
   if (isa_supported(Isa::amx)) CHECK((has("amx_tile") && has("amx_bf16")));
 }

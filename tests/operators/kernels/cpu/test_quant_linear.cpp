@@ -506,8 +506,8 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
   const std::pair<const char*, const char*> variants[] = {
       {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
       {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"},
-      {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}};
-  // 17 tokens: AMX's tiles path, where the CPU has it.
+      {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "1"}};
+  // 17 tokens: the tiles path, where the CPU has AMX or AVX512-BF16.
   for (sy::DType dtype : sy::testing::kBlockTypes)
     for (const std::int64_t tokens : {1, 3, 8, 9, 17})
       for (cpu::Isa isa : supported_isas()) {
@@ -546,7 +546,10 @@ TEST_CASE("quant linear: the tiles prefill's stages time every 32-row panel of e
   CHECK(times.both_seconds > 0);
   const bool bf16 = cpu::detail::has_avx512_bf16();
   CHECK(times.panels_emulated == !(cpu::isa_supported(cpu::Isa::avx512) && bf16));
-  CHECK(times.tiles_emulated == !(cpu::isa_supported(cpu::Isa::amx) && bf16));
+  const std::string tiles = times.tiles_kernel;
+  CHECK(tiles == (cpu::isa_supported(cpu::Isa::amx) && bf16 ? "amx"
+                  : cpu::isa_supported(cpu::Isa::avx512bf16) ? "avx512bf16"
+                                                              : "emulated"));
   const std::vector<float> f32(64 * 8, 1.0f);
   const cpu::PanelSource plain[] = {{f32.data(), sy::DType::f32, 8, 64}};
   CHECK_THROWS_AS(cpu::time_prefill_stages(plain, 3), std::invalid_argument);
