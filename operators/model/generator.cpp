@@ -64,9 +64,8 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   const bool greedy = cpu::is_greedy(options.sampling) && !penalised;
   cpu::RepetitionPenalty penalty(model.vocab_size(), options.sampling.repetition_penalty);
   if (penalised) penalty.see(prompt);
-  auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
-    if (greedy) return model.forward_greedy(ids, position);
-    std::vector<float> logits = model.forward(ids, position);
+  // The choice from a step's logits (a copy: the prompt's are kept for a repeat).
+  auto choose = [&](std::vector<float> logits, std::span<const std::int32_t> ids, std::int64_t position) {
     if (penalised) {
       if (position > 0) penalty.see(ids);
       penalty.apply(logits.data());
@@ -74,21 +73,52 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     }
     return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
   };
-  // The prompt's part the cache already holds; at least its last token runs. Until this run ends
-  // well, the cache holds only that part for certain.
+  auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
+    if (greedy) return model.forward_greedy(ids, position);
+    return choose(model.forward(ids, position), ids, position);
+  };
+  // The prompt's part the cache already holds; at least its last token runs, unless the cache
+  // holds the whole prompt and what its last token gave (KvPrefix). Until this run ends well, the
+  // cache holds only that part for certain.
   std::size_t cached = 0;
+  bool repeat = false;
   if (options.reuse != nullptr) {
-    const std::vector<std::int32_t>& held = options.reuse->ids;
-    const std::size_t most = std::min(held.size(), prompt.size() - 1);
+    KvPrefix& reuse = *options.reuse;
+    const std::vector<std::int32_t>& held = reuse.ids;
+    const std::size_t most = std::min(held.size(), prompt.size());
     while (cached < most && held[cached] == prompt[cached]) ++cached;
-    options.reuse->ids.resize(cached);
+    repeat = cached == prompt.size() && reuse.prompt_size == prompt.size() &&
+             (greedy ? reuse.greedy_id >= 0 || !reuse.logits.empty() : !reuse.logits.empty());
+    if (!repeat) cached = std::min(cached, prompt.size() - 1);
+    reuse.ids.resize(cached);
   }
   auto start = Clock::now();
   std::int32_t next = 0;
-  {
+  if (repeat) {
+    const KvPrefix& reuse = *options.reuse;
+    next = greedy && reuse.greedy_id >= 0 ? reuse.greedy_id
+           : greedy                      ? cpu::argmax(reuse.logits.data(), model.vocab_size())
+                                         : choose(reuse.logits, prompt, 0);
+  } else {
     if (options.tracer) options.tracer->begin_step(0);
     const Tracer::Scope scope(options.tracer, Region::prefill);
-    next = step(prompt.subspan(cached), static_cast<std::int64_t>(cached));
+    const std::span<const std::int32_t> rest = prompt.subspan(cached);
+    const auto position = static_cast<std::int64_t>(cached);
+    if (options.reuse != nullptr) {
+      KvPrefix& reuse = *options.reuse;
+      reuse.prompt_size = 0;  // until this run ends well
+      reuse.logits.clear();
+      reuse.greedy_id = -1;
+      if (greedy) {
+        next = model.forward_greedy(rest, position);
+        reuse.greedy_id = next;
+      } else {
+        reuse.logits = model.forward(rest, position);
+        next = choose(reuse.logits, rest, position);
+      }
+    } else {
+      next = step(rest, position);
+    }
   }
   result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   result.stats.cached_tokens = static_cast<std::int64_t>(cached);
@@ -131,6 +161,7 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     std::vector<std::int32_t>& held = options.reuse->ids;
     held.assign(prompt.begin(), prompt.end());
     held.insert(held.end(), result.tokens.begin(), result.tokens.end() - 1);
+    options.reuse->prompt_size = prompt.size();
   }
   return result;
 }

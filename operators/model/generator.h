@@ -21,6 +21,14 @@ namespace switchyard {
 // right only while every forward pass on the model goes through generations that share it.
 struct KvPrefix {
   std::vector<std::int32_t> ids;
+  // What the last generation's prompt gave at its last token: its logits, or for a greedy run the
+  // id alone (on a GPU only the id comes back). The same prompt again takes this instead of running
+  // that token alone, which could differ in its last bits from the prompt's run: a prefill's many
+  // tokens and one token may multiply differently (cpu::linear_rounds_x), and a sampled choice near
+  // a boundary follows such bits. prompt_size 0: nothing kept.
+  std::size_t prompt_size = 0;
+  std::vector<float> logits;
+  std::int32_t greedy_id = -1;
 };
 
 struct GenerationOptions {

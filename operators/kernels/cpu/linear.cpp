@@ -46,8 +46,7 @@ BlockFns block_functions(Isa isa) {
   switch (isa) {
 #if defined(SWITCHYARD_CPU_X86)
     case Isa::amx: return {detail::linear_block_amx, detail::quant_linear_block_amx};
-    // Plain weights as avx512's (bf16's vdpbf16ps lost to f32 FMAs on the Xeon, linear.h).
-    case Isa::avx512bf16: return {detail::linear_block_avx512, detail::quant_linear_block_avx512_bf16};
+    case Isa::avx512bf16: return {detail::linear_block_tiles_avx512_bf16, detail::quant_linear_block_avx512_bf16};
     case Isa::avx512: {
       // Quantised weights take AVX512-VNNI's byte products; an AVX-512 CPU without it (Skylake-SP)
       // runs them with AVX2's.
@@ -180,7 +179,7 @@ std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) {
 
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
   if (isa != Isa::amx && isa != Isa::avx512bf16) return false;
-  if (weight_dtype == DType::bf16) return isa == Isa::amx && tokens >= kAmxTokens;
+  if (weight_dtype == DType::bf16) return tokens >= kAmxTokens;
   return is_block_quantized(weight_dtype) && tokens >= kQuantPrefillTokens;
 }
 

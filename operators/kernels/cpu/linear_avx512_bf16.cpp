@@ -12,7 +12,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
+#include <vector>
 
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
@@ -24,16 +27,24 @@ constexpr int kRows = 12;
 constexpr std::int64_t kPairs = 16;  // a chunk's 32 inputs
 
 // Where a weight row's input pairs are: word (row, chunk c, pair p) of the panel at
-// row * row_words + c * chunk_words + p.
+// row * row_words + c * chunk_words + p. The words are pairs of bf16 values, read with memcpy
+// (a checkpoint's bf16 rows may be only 2-byte aligned, and the copies are uint16_t objects).
 struct PanelWords {
-  const std::uint32_t* words;
+  const std::uint16_t* values;
   std::int64_t row_words, chunk_words;
 };
 
-// `rows` (1..kRows) rows from `row` x the token tiles tt (and tt + 1 when kTwo), over every chunk;
-// y [tokens, out] gets the rows and tokens that exist.
+inline int word_at(const std::uint16_t* pair) {
+  int word;
+  std::memcpy(&word, pair, sizeof word);
+  return word;
+}
+
+// kCount rows of the panel from `panel_row` (y's rows from `row`) x the token tiles tt (and tt + 1
+// when kTwo), over every chunk; y [tokens, out] gets the rows and tokens that exist.
 template <int kCount, bool kTwo>
-void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t row, std::int64_t tt, std::int64_t chunks) {
+void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t panel_row, std::int64_t row, std::int64_t tt,
+                std::int64_t chunks) {
   __m512 acc0[kCount], acc1[kCount];
   for (int i = 0; i < kCount; ++i) {
     acc0[i] = _mm512_setzero_ps();
@@ -41,16 +52,16 @@ void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t row, s
   }
   const std::uint32_t* x0 = p.x_tiles + tt * chunks * 256;
   const std::uint32_t* x1 = x0 + chunks * 256;
-  const std::uint32_t* first = w.words + row * w.row_words;
+  const std::uint16_t* first = w.values + 2 * panel_row * w.row_words;
   for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::uint32_t* chunk = first + c * w.chunk_words;
+    const std::uint16_t* chunk = first + 2 * c * w.chunk_words;
     for (std::int64_t pair = 0; pair < kPairs; ++pair) {
       // 16 tokens' inputs 2 pair, 2 pair + 1 (x_tiles: [token tile][chunk][16 pairs][16 tokens]).
       const __m512bh a0 = std::bit_cast<__m512bh>(_mm512_load_si512(x0 + (c * kPairs + pair) * 16));
       __m512bh a1;
       if constexpr (kTwo) a1 = std::bit_cast<__m512bh>(_mm512_load_si512(x1 + (c * kPairs + pair) * 16));
       for (int i = 0; i < kCount; ++i) {
-        const __m512bh b = std::bit_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(chunk[i * w.row_words + pair])));
+        const __m512bh b = std::bit_cast<__m512bh>(_mm512_set1_epi32(word_at(chunk + 2 * (i * w.row_words + pair))));
         acc0[i] = _mm512_dpbf16_ps(acc0[i], a0, b);
         if constexpr (kTwo) acc1[i] = _mm512_dpbf16_ps(acc1[i], a1, b);
       }
@@ -68,11 +79,11 @@ void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t row, s
 }
 
 template <bool kTwo>
-void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::int64_t row, std::int64_t tt,
-                   std::int64_t chunks) {
+void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::int64_t panel_row, std::int64_t row,
+                   std::int64_t tt, std::int64_t chunks) {
   switch (count) {
 #define SWITCHYARD_BF16_ROWS(N) \
-  case N: return rows_block<N, kTwo>(p, w, row, tt, chunks);
+  case N: return rows_block<N, kTwo>(p, w, panel_row, row, tt, chunks);
     SWITCHYARD_BF16_ROWS(1)
     SWITCHYARD_BF16_ROWS(2)
     SWITCHYARD_BF16_ROWS(3)
@@ -85,7 +96,7 @@ void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::
     SWITCHYARD_BF16_ROWS(10)
     SWITCHYARD_BF16_ROWS(11)
 #undef SWITCHYARD_BF16_ROWS
-    default: return rows_block<kRows, kTwo>(p, w, row, tt, chunks);
+    default: return rows_block<kRows, kTwo>(p, w, panel_row, row, tt, chunks);
   }
 }
 
@@ -93,18 +104,27 @@ void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::
 
 void linear_block_tiles_avx512_bf16(const LinearProblem& p, const LinearBlock& block) {
   if (p.x_tiles == nullptr) return linear_block_avx512(p, block);  // no tiles: the f32 path
-  // Whole chunks only: x's tiles are zero past `in`, but a row-major panel's last pair would be
-  // read past its row (block types always have whole chunks; bf16 weights take the f32 path).
-  if (p.in % 32 != 0) return linear_block_avx512(p, block);
-  const std::int64_t chunks = p.in / 32, token_tiles = (p.tokens + 15) / 16;
-  const auto* words = static_cast<const std::uint32_t*>(p.weight);
-  const PanelWords w = p.weight_chunk_rows == 0 ? PanelWords{words, p.in / 2, kPairs}
-                                                : PanelWords{words, kPairs, p.weight_chunk_rows * kPairs};
+  const std::int64_t chunks = (p.in + 31) / 32, token_tiles = (p.tokens + 15) / 16;
+  const auto* bits = static_cast<const std::uint16_t*>(p.weight);
+  // A row-major matrix whose rows are not whole chunks (bf16 weights of an odd width: tests and
+  // toy shapes) is read from zero-padded copies of kRows rows at a time: x's tiles are zero past
+  // `in`, but the words past a row are the next row's (or past the matrix), and an odd row length
+  // leaves the pairs unaligned.
+  const bool copies = p.weight_chunk_rows == 0 && p.in % 32 != 0;
+  thread_local std::vector<std::uint16_t> padded;
+  if (copies) padded.assign(static_cast<std::size_t>(kRows * chunks * 32), 0);
+  const std::uint16_t* values = copies ? padded.data() : bits;
+  const PanelWords w = p.weight_chunk_rows != 0 ? PanelWords{values, kPairs, p.weight_chunk_rows * kPairs}
+                       : copies                 ? PanelWords{values, chunks * kPairs, kPairs}
+                                                : PanelWords{values, p.in / 2, kPairs};
   for (std::int64_t row = block.row_begin; row < block.row_end; row += kRows) {
     const int count = static_cast<int>(block.row_end - row < kRows ? block.row_end - row : kRows);
+    const std::int64_t first = copies ? 0 : row;  // the copies hold the block's rows from 0
+    if (copies)
+      for (int i = 0; i < count; ++i) std::copy_n(bits + (row + i) * p.in, p.in, padded.data() + i * chunks * 32);
     for (std::int64_t tt = 0; tt < token_tiles; tt += 2) {
-      if (tt + 1 < token_tiles) rows_dispatch<true>(count, p, w, row, tt, chunks);
-      else rows_dispatch<false>(count, p, w, row, tt, chunks);
+      if (tt + 1 < token_tiles) rows_dispatch<true>(count, p, w, first, row, tt, chunks);
+      else rows_dispatch<false>(count, p, w, first, row, tt, chunks);
     }
   }
 }

@@ -103,11 +103,30 @@ void check_reuse(CausalLM& model, const Reference& ref) {
   const GenerationResult fresh = generate(model, other, plain);
   CHECK(fresh.stats.cached_tokens == 0);
   CHECK(reused.tokens == fresh.tokens);
-  // The same prompt again: all but its last token from the cache (the run without reuse left the
-  // same ids there, but the cache cannot know: it still holds what `reused` left).
+  // The same prompt again: the whole prompt from the cache, its last token's choice too (the run
+  // without reuse left the same ids there, but the cache cannot know: it still holds what `reused`
+  // left).
   const GenerationResult again = generate(model, other, options);
-  CHECK(again.stats.cached_tokens == static_cast<std::int64_t>(other.size()) - 1);
+  CHECK(again.stats.cached_tokens == static_cast<std::int64_t>(other.size()));
   CHECK(again.tokens == fresh.tokens);
+  // Sampled with a seed: the same request twice answers the same, the second from the first's
+  // logits; a prompt one token shorter runs its last token.
+  GenerationOptions sampled = options;
+  sampled.sampling.temperature = 0.9f;
+  sampled.sampling.top_p = 0.95f;
+  sampled.seed = 11;
+  sampled.max_new_tokens = 8;
+  const GenerationResult s1 = generate(model, other, sampled);
+  CHECK(s1.stats.cached_tokens == static_cast<std::int64_t>(other.size()) - 1);  // a greedy run left only an id
+  const GenerationResult s2 = generate(model, other, sampled);
+  CHECK(s2.stats.cached_tokens == static_cast<std::int64_t>(other.size()));
+  CHECK(s2.tokens == s1.tokens);
+  const std::vector<std::int32_t> shorter(other.begin(), other.end() - 1);
+  const GenerationResult s3 = generate(model, shorter, sampled);
+  CHECK(s3.stats.cached_tokens == static_cast<std::int64_t>(shorter.size()) - 1);
+  CHECK(cache.prompt_size == shorter.size());
+  CHECK(cache.greedy_id == -1);
+  CHECK(cache.logits.size() == static_cast<std::size_t>(model.vocab_size()));
 }
 
 }  // namespace

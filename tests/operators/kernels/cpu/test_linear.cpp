@@ -124,28 +124,34 @@ TEST_CASE("cpu kernels: linear matches the reference at every tile edge, for eve
         for (const auto& shape : shapes) check_linear(isa, dtype, shape[0], in, shape[1], random);
 }
 
-TEST_CASE("cpu kernels: linear's AMX tiles match the reference at every tile edge") {
+TEST_CASE("cpu kernels: linear's bf16 tiles (AMX, AVX512-BF16) match the reference at every tile edge") {
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
-  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::bf16, 7));  // decode keeps f32 x
-  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::f16, 64));
-  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::avx512, sy::DType::bf16, 64));
-  if (!cpu::isa_supported(cpu::Isa::amx)) {
-    MESSAGE("this CPU (or its OS) offers no AMX; its linear variant is not tested here");
-    return;
+  for (const cpu::Isa isa : {cpu::Isa::amx, cpu::Isa::avx512bf16}) {
+    INFO("isa " << cpu::isa_name(isa));
+    CHECK_FALSE(cpu::linear_rounds_x(isa, sy::DType::bf16, 7));  // decode keeps f32 x
+    CHECK_FALSE(cpu::linear_rounds_x(isa, sy::DType::f16, 64));
   }
-  // Tokens from the first that rounds x (8) around the 16-token tile and the 2-tile step; inputs
-  // around a tile row's 32 values; rows around the 16-row tile and the 2-tile step.
-  const std::int64_t tokens[] = {8, 15, 16, 17, 32, 33, 70};
-  const std::int64_t ins[] = {1, 2, 31, 32, 33, 100, 2048};
-  const std::int64_t outs[] = {1, 15, 16, 17, 32, 33, 50};
-  for (std::int64_t t : tokens)
-    for (std::int64_t in : ins)
-      for (std::int64_t out : outs) {
-        REQUIRE(cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::bf16, t));
-        check_linear(cpu::Isa::amx, sy::DType::bf16, t, in, out, random);
-      }
+  CHECK_FALSE(cpu::linear_rounds_x(cpu::Isa::avx512, sy::DType::bf16, 64));
+  for (const cpu::Isa isa : {cpu::Isa::amx, cpu::Isa::avx512bf16}) {
+    if (!cpu::isa_supported(isa)) {
+      MESSAGE("this CPU (or its OS) offers no " << cpu::isa_name(isa) << "; its linear variant is not tested here");
+      continue;
+    }
+    // Tokens from the first that rounds x (8) around the 16-token tile and the 2-tile step; inputs
+    // around a tile row's 32 values, odd ones included; rows around the 16-row tile, AVX512-BF16's
+    // 12 rows and the 2-tile step.
+    const std::int64_t tokens[] = {8, 15, 16, 17, 32, 33, 70};
+    const std::int64_t ins[] = {1, 2, 31, 32, 33, 100, 2048};
+    const std::int64_t outs[] = {1, 11, 12, 13, 15, 16, 17, 32, 33, 50};
+    for (std::int64_t t : tokens)
+      for (std::int64_t in : ins)
+        for (std::int64_t out : outs) {
+          REQUIRE(cpu::linear_rounds_x(isa, sy::DType::bf16, t));
+          check_linear(isa, sy::DType::bf16, t, in, out, random);
+        }
+  }
 }
 
 TEST_CASE("cpu kernels: linear matches the reference on decode and prefill sizes, across thread counts") {
