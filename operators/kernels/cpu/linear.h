@@ -18,7 +18,9 @@
 // are (8 significant bits: relative error 2^-9 an element), and tile instructions multiply it by
 // the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
 // bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
-// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md keeps the measurement).
+// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md keeps the measurement), which
+// has AMX anyway; on a CPU without AMX (Isa::avx512bf16: Zen 4, Cooper Lake) it multiplies the
+// same x tiles by the weights' rows from kAmxTokens tokens, 2.4-3x the f32 FMAs on Zen 4.
 // Block-type weights take the same tiles from kQuantPrefillTokens tokens on: their rows are
 // dequantised 32 at a time into a bf16 panel (one more rounding of each weight, relative 2^-9),
 // which costs about as much as the integer products of a handful of tokens and is then shared by
@@ -80,9 +82,8 @@ void linear_batch(Isa isa, std::span<const LinearCall> calls);
 // a call streams its weights (decode), and the f32 path costs no more.
 constexpr std::int64_t kAmxTokens = 8;
 
-// Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens: with AMX, bf16
-// weights from kAmxTokens tokens and block types from kQuantPrefillTokens; with avx512bf16 block
-// types from kQuantPrefillTokens.
+// Whether linear(isa, ...) rounds x to bf16 for these weights and this many tokens: with AMX or
+// avx512bf16, bf16 weights from kAmxTokens tokens and block types from kQuantPrefillTokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 
 // Tokens from which the 32-weight block types (q4_0 ... q8_0) are dequantised to f32 panels and
