@@ -48,9 +48,10 @@ std::unique_ptr<GpuExpertStack> upload_experts(const BuildContext& context, GpuR
         throw InputError(what + ": experts of mixed dtypes cannot be stacked on the GPU");
       gpu.context().copy_to_device(static_cast<char*>(buffers[i]->data()) + each * static_cast<std::size_t>(e),
                                    t.data(), each);
-      gpu.context().synchronize();  // before `t` goes
+      if (!t.in_read_only_pages()) gpu.context().synchronize();  // a converted copy goes with `t`; the mapping stays
     }
   }
+  gpu.context().synchronize();
   const DType gate = dtypes[0], up = dtypes[1], down = dtypes[2];
   if (up != gate || (!is_block_quantized(gate) && down != gate))
     throw InputError(what + ": gate, up and down in " + dtype_name(gate) + ", " + dtype_name(up) + " and " +
