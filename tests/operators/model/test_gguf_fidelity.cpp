@@ -5,7 +5,9 @@
 // token's activations to 8-bit blocks (Q8_0-style for the 32-weight types, Q8_K for the K types;
 // operators/kernels/cpu/quant_dot.h) and the panel path of the 32-weight types' prefill keeps f32
 // activations. So the prompt's logits of the 32-weight types match to float rounding, and the
-// rest within the activation quantisation's error, stated below.
+// rest within the activation quantisation's error, stated below. On a CPU with AMX or AVX512-BF16
+// the prefill's expert groups of 16 tokens or more round activations and weights to bf16 instead
+// (cpu::linear_rounds_x), within the same bounds.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -166,7 +168,8 @@ void check_case(const Case& c, bool gguf_on_gpu) {
   }
   const std::int64_t vocab = reference->lm->vocab_size();
 
-  // 24 prompt tokens: past the 32-weight types' panel threshold, so their prefill keeps f32 x.
+  // 24 prompt tokens: past the 32-weight types' panel threshold, so their prefill keeps f32 x (or,
+  // with AMX or AVX512-BF16, rounds it to bf16).
   std::vector<std::int32_t> prompt;
   for (int i = 0; i < 24; ++i) prompt.push_back(static_cast<std::int32_t>((i * 37 + 11) % vocab));
   const std::vector<float> ref_logits = reference->lm->forward(prompt, 0, /*all_logits=*/true);
