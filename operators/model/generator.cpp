@@ -73,9 +73,16 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
     }
     return sampler.sample(logits.data(), model.vocab_size(), options.sampling);
   };
-  auto step = [&](std::span<const std::int32_t> ids, std::int64_t position) {
-    if (greedy) return model.forward_greedy(ids, position);
-    return choose(model.forward(ids, position), ids, position);
+  // A forward pass and its choice; `keep`, for the prompt's pass, records what it gave (KvPrefix).
+  auto step = [&](std::span<const std::int32_t> ids, std::int64_t position, KvPrefix* keep = nullptr) {
+    if (greedy) {
+      const std::int32_t id = model.forward_greedy(ids, position);
+      if (keep != nullptr) keep->greedy_id = id;
+      return id;
+    }
+    std::vector<float> logits = model.forward(ids, position);
+    if (keep != nullptr) keep->logits = logits;
+    return choose(std::move(logits), ids, position);
   };
   // The prompt's part the cache already holds; at least its last token runs, unless the cache
   // holds the whole prompt and what its last token gave (KvPrefix). Until this run ends well, the
@@ -102,23 +109,12 @@ GenerationResult generate(CausalLM& model, std::span<const std::int32_t> prompt,
   } else {
     if (options.tracer) options.tracer->begin_step(0);
     const Tracer::Scope scope(options.tracer, Region::prefill);
-    const std::span<const std::int32_t> rest = prompt.subspan(cached);
-    const auto position = static_cast<std::int64_t>(cached);
     if (options.reuse != nullptr) {
-      KvPrefix& reuse = *options.reuse;
-      reuse.prompt_size = 0;  // until this run ends well
-      reuse.logits.clear();
-      reuse.greedy_id = -1;
-      if (greedy) {
-        next = model.forward_greedy(rest, position);
-        reuse.greedy_id = next;
-      } else {
-        reuse.logits = model.forward(rest, position);
-        next = choose(reuse.logits, rest, position);
-      }
-    } else {
-      next = step(rest, position);
+      options.reuse->prompt_size = 0;  // until this run ends well
+      options.reuse->logits.clear();
+      options.reuse->greedy_id = -1;
     }
+    next = step(prompt.subspan(cached), static_cast<std::int64_t>(cached), options.reuse);
   }
   result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   result.stats.cached_tokens = static_cast<std::int64_t>(cached);
