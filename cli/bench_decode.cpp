@@ -160,7 +160,11 @@ void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds, const st
   const std::vector<std::string> variables = comma_separated(ab_env);
   // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
   auto switch_to = [&](bool variant) {
-    for (const std::string& v : variables) variant ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
+    for (const std::string& v : variables) {
+      const std::size_t equals = v.find('=');  // VAR or VAR=VALUE; VAR alone is set to 1
+      const std::string name = v.substr(0, equals), value = equals == std::string::npos ? "1" : v.substr(equals + 1);
+      variant ? setenv(name.c_str(), value.c_str(), 1) : unsetenv(name.c_str());
+    }
     cpu::refresh_kernel_variants();
     steps.lm.discard_decode_graph();
   };
@@ -274,9 +278,9 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
                      "the run with an error");
   command.add_option("--ab_env", ab_env,
                      "an A/B inside this process, for a variant that host code reads from this environment "
-                     "variable (or these, comma-separated) when it queues work: the GPU side (and, with CPU experts, "
-                     "the whole step) timed with it unset and set to 1, alternating, graphs captured again at every "
-                     "switch (no spread between processes)");
+                     "variable (VAR or VAR=VALUE, or several, comma-separated) when it queues work: the GPU side (and, "
+                     "with CPU experts, the whole step) timed with it unset and set (to 1 where no value is given), "
+                     "alternating, graphs captured again at every switch (no spread between processes)");
   command.add_option("--ab_rounds", ab_rounds, "timings of each side of --ab_env")
       ->capture_default_str()
       ->transform(integer_range(1, 64));

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "operators/kernels/cpu/isa.h"
+
 namespace switchyard::cpu {
 namespace {
 
@@ -14,8 +16,13 @@ KernelVariants read_variants() {
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_F32_PANEL")) v.tiles_f32_panel = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_FRESH_SCRATCH")) v.fresh_scratch = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_GROUP16")) v.tiles_group16 = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
+  // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/perf-notes.md),
+  // where the VM's Zen 4 wrote its panels twice as fast 8 chunks at a time.
+  v.panels_by_row = isa_supported(Isa::amx);
   if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_BY_ROW")) v.panels_by_row = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";

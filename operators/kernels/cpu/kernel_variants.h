@@ -15,9 +15,15 @@
 //   SWITCHYARD_CPU_TILES_ROW_MAJOR=1  the tiles path's one-pass bf16 panels row-major (a tile's 16
 //                                  rows `in` values apart) instead of chunk-major (the 16 rows of
 //                                  32 inputs contiguous, 1 KiB)
-//   SWITCHYARD_CPU_PANELS_BY_ROW=1  a chunk-major bf16 panel written a row at a time (its 64-byte
-//                                  pieces 2 KiB apart) instead of 8 chunks of every row at a time
-//                                  (8 sequential streams of stores)
+//   SWITCHYARD_CPU_PANELS_BY_ROW=1|0  a chunk-major bf16 panel written a row at a time (its 64-byte
+//                                  pieces 2 KiB apart: 1), or 8 chunks of every row at a time (8
+//                                  sequential streams of stores: 0); unset: a row at a time where
+//                                  AMX is, 8 chunks elsewhere (each the faster where measured)
+//   SWITCHYARD_CPU_FRESH_SCRATCH=1  a batch of linear calls writes each x's tiles and quantised x
+//                                  into an allocation of its own, freed at the batch's end, instead
+//                                  of the calling thread's kept scratch
+//   SWITCHYARD_CPU_TILES_GROUP16=1  the tiles path shares rows out to threads in groups of 16 (one
+//                                  weight tile) instead of 32 (the AMX block's two)
 //   SWITCHYARD_CPU_AMX_KEEP_TILES=1  AMX's blocks keep the tiles configured on their thread between
 //                                  calls, instead of loading the configuration and releasing the
 //                                  tiles at every call
@@ -34,8 +40,10 @@ struct KernelVariants {
   bool qk_simd_scales = false;
   bool tiles_f32_panel = false;
   bool amx_keep_tiles = false;
+  bool fresh_scratch = false;
+  bool tiles_group16 = false;
   bool tiles_row_major = false;
-  bool panels_by_row = false;
+  bool panels_by_row = false;  // read_variants sets this CPU's default
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
 };

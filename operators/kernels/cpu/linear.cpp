@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
@@ -118,28 +120,33 @@ constexpr std::int64_t kBlocksPerThread = 4;
 
 // How `threads` threads share y: by row groups, and by tokens as well when there are too few row
 // groups to go round and enough tokens to share (each token part re-reads its rows' weights); each
-// thread's rows cut into up to kBlocksPerThread blocks.
+// thread's rows cut into up to kBlocksPerThread blocks. With x's tiles a group is two tile rows
+// (kTilesRowGroup): a block of 16 rows would run the AMX block's one-weight-tile edge, which loads
+// x's tiles once per 16 rows instead of 32.
+constexpr std::int64_t kTilesRowGroup = 32;
+
 struct LinearSplit {
-  std::int64_t row_groups, row_blocks, token_parts;
+  std::int64_t group_rows, row_groups, row_blocks, token_parts;
   std::int64_t blocks() const { return row_blocks * token_parts; }
 };
 
 LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread) {
-  const std::int64_t row_groups = ceil_div(p.out, kRowGroup);
+  const std::int64_t group_rows = p.x_tiles != nullptr && !kernel_variants().tiles_group16 ? kTilesRowGroup : kRowGroup;
+  const std::int64_t row_groups = ceil_div(p.out, group_rows);
   std::int64_t token_parts = 1;
   if (row_groups < 2 * threads && p.x_tiles == nullptr)  // AMX blocks take every token
     token_parts = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(row_groups, 1), 1,
                                            std::max<std::int64_t>(p.tokens / kMinTokensPerThread, 1));
   const std::int64_t row_parts = std::max<std::int64_t>(threads / token_parts, 1);
-  return LinearSplit{row_groups, std::min(row_groups, row_parts * blocks_per_thread), token_parts};
+  return LinearSplit{group_rows, row_groups, std::min(row_groups, row_parts * blocks_per_thread), token_parts};
 }
 
 // Block `id` of the split (maybe empty).
 LinearBlock block_of(const LinearProblem& p, const LinearSplit& split, std::int64_t id) {
   const std::int64_t row_block = id % split.row_blocks, token_part = id / split.row_blocks;
   return LinearBlock{
-      std::min(p.out, split.row_groups * row_block / split.row_blocks * kRowGroup),
-      std::min(p.out, split.row_groups * (row_block + 1) / split.row_blocks * kRowGroup),
+      std::min(p.out, split.row_groups * row_block / split.row_blocks * split.group_rows),
+      std::min(p.out, split.row_groups * (row_block + 1) / split.row_blocks * split.group_rows),
       p.tokens * token_part / split.token_parts,
       p.tokens * (token_part + 1) / split.token_parts,
   };
@@ -219,19 +226,43 @@ void run_one(const BlockFns& run_block, const LinearProblem& problem) {
   }
 }
 
+// The bytes a batch writes before its blocks run (x's tiles, x quantised), kept by the calling
+// thread between batches and grown to the largest: a prefill's layers ask for the same sizes
+// (V2-Lite's gate and up: 12 MiB of tiles at 512 tokens), and fresh pages every batch cost more
+// than writing them (the allocator returns them, and each one faults in again).
+std::uint8_t* batch_scratch(std::size_t bytes) {
+  thread_local detail::AlignedBytes kept;
+  thread_local std::size_t capacity = 0;
+  if (bytes > capacity) {
+    kept.reset();
+    kept = detail::aligned_bytes(bytes);
+    capacity = bytes;
+  }
+  return kept.get();
+}
+
 // The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
 template <class RoundsX>
 void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
   std::vector<LinearProblem> problems;
   problems.reserve(calls.size());
-  std::vector<detail::AlignedWords> tiles;  // x's AMX tiles, one per distinct x
+  // Where each problem's tiles and quantised x lie in the batch's scratch (byte offsets; kNone:
+  // none); a problem on the same x as an earlier one shares the earlier's.
+  constexpr std::size_t kNone = SIZE_MAX;
+  std::vector<std::size_t> tiles_at, activations_at;
+  std::size_t scratch_bytes = 0;
+  std::vector<std::size_t> part_bytes;  // each part's size, in the order reserved
+  auto reserve = [&](std::size_t bytes) {
+    const std::size_t at = scratch_bytes;
+    scratch_bytes += (bytes + 63) / 64 * 64;  // each part 64-byte aligned (tile loads, AVX-512 stores)
+    part_bytes.push_back(bytes);
+    return at;
+  };
   struct TileWork {
     std::size_t problem;
     std::int64_t tile;
-    std::uint32_t* tiles;
   };
   std::vector<TileWork> tile_work;  // filled (padding included) in the parallel region
-  std::vector<detail::AlignedBytes> activations;  // x quantised, one per distinct x
   struct QuantizeWork {
     std::size_t problem;
     std::int64_t token;  // the first of up to kQuantizeTokens
@@ -241,16 +272,16 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
   for (const LinearCall& c : calls) {
     LinearProblem problem = problem_of(c);
     if (c.tokens <= 0 || c.out <= 0) continue;
+    std::size_t activations = kNone, tiles = kNone;
     if (c.in > 0 && linear_quantizes_x(c.weight_dtype, c.tokens) && !rounds_x(c)) {
       // A call on the same x as an earlier one (gate and up) takes its activations, if of the same kind.
       problem.x_quantized_stride = detail::activation_bytes(c.weight_dtype, c.in);
-      for (const LinearProblem& earlier : problems)
-        if (earlier.x_quantized != nullptr && earlier.x == c.x && earlier.tokens == c.tokens && earlier.in == c.in &&
-            detail::takes_q8_k(earlier.quant_dtype) == detail::takes_q8_k(c.weight_dtype))
-          problem.x_quantized = earlier.x_quantized;
-      if (problem.x_quantized == nullptr) {
-        activations.push_back(detail::aligned_bytes(static_cast<std::size_t>(problem.x_quantized_stride * c.tokens)));
-        problem.x_quantized = activations.back().get();
+      for (std::size_t i = 0; i < problems.size() && activations == kNone; ++i)
+        if (activations_at[i] != kNone && problems[i].x == c.x && problems[i].tokens == c.tokens &&
+            problems[i].in == c.in && detail::takes_q8_k(problems[i].quant_dtype) == detail::takes_q8_k(c.weight_dtype))
+          activations = activations_at[i];
+      if (activations == kNone) {
+        activations = reserve(static_cast<std::size_t>(problem.x_quantized_stride * c.tokens));
         for (std::int64_t t = 0; t < c.tokens; t += kQuantizeTokens) quantize_work.push_back({problems.size(), t});
       }
     }
@@ -260,19 +291,36 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     }
     if (rounds_x(c)) {
       // A call on the same x as an earlier one (an MLP's gate and up projections) takes its tiles.
-      for (const LinearProblem& earlier : problems)
-        if (earlier.x_tiles != nullptr && earlier.x == c.x && earlier.tokens == c.tokens && earlier.in == c.in)
-          problem.x_tiles = earlier.x_tiles;
-      if (problem.x_tiles == nullptr) {
-        const std::int64_t token_tiles = ceil_div(c.tokens, 16);
-        tiles.push_back(detail::aligned_words(detail::x_tiles_bytes(c.tokens, c.in)));
-        problem.x_tiles = tiles.back().get();
-        for (std::int64_t tile = 0; tile < token_tiles; ++tile)
-          tile_work.push_back({problems.size(), tile, tiles.back().get()});
+      for (std::size_t i = 0; i < problems.size() && tiles == kNone; ++i)
+        if (tiles_at[i] != kNone && problems[i].x == c.x && problems[i].tokens == c.tokens && problems[i].in == c.in)
+          tiles = tiles_at[i];
+      if (tiles == kNone) {
+        tiles = reserve(detail::x_tiles_bytes(c.tokens, c.in));
+        for (std::int64_t tile = 0; tile < ceil_div(c.tokens, 16); ++tile) tile_work.push_back({problems.size(), tile});
       }
     }
     work += c.tokens * c.in * c.out;
     problems.push_back(problem);
+    tiles_at.push_back(tiles);
+    activations_at.push_back(activations);
+  }
+  if (problems.empty()) return;
+  // The variant fresh_scratch: each part allocated apart and freed at the batch's end.
+  std::vector<detail::AlignedBytes> fresh;
+  std::vector<std::size_t> fresh_at;  // each fresh part's offset in the kept scratch's layout
+  if (kernel_variants().fresh_scratch)
+    for (std::size_t i = 0, at = 0; i < part_bytes.size(); at += (part_bytes[i] + 63) / 64 * 64, ++i) {
+      fresh.push_back(detail::aligned_bytes(part_bytes[i]));
+      fresh_at.push_back(at);
+    }
+  std::uint8_t* const scratch = scratch_bytes > 0 && fresh.empty() ? batch_scratch(scratch_bytes) : nullptr;
+  auto address = [&](std::size_t at) {
+    if (fresh.empty()) return scratch + at;
+    return fresh[static_cast<std::size_t>(std::lower_bound(fresh_at.begin(), fresh_at.end(), at) - fresh_at.begin())].get();
+  };
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    if (tiles_at[i] != kNone) problems[i].x_tiles = reinterpret_cast<const std::uint32_t*>(address(tiles_at[i]));
+    if (activations_at[i] != kNone) problems[i].x_quantized = address(activations_at[i]);
   }
   if (problems.empty()) return;
   if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) return run_one(run_block, problems.front());
@@ -285,7 +333,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < tile_work.size(); ++i) {
       const LinearProblem& p = problems[tile_work[i].problem];
-      write_x_tile(p.x, p.tokens, p.in, tile_work[i].tile, tile_work[i].tiles);
+      write_x_tile(p.x, p.tokens, p.in, tile_work[i].tile, const_cast<std::uint32_t*>(p.x_tiles));
     }
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < quantize_work.size(); ++i) {

@@ -155,7 +155,7 @@ TEST_CASE("quant dot: the bf16 panel decoder writes the AVX2 decoder's values ro
     constexpr std::int64_t chunk_rows = 8;
     for (const bool by_row : {false, true}) {
       INFO("panel written " << (by_row ? "row by row" : "8 chunks at a time"));
-      if (by_row) setenv("SWITCHYARD_CPU_PANELS_BY_ROW", "1", 1);
+      setenv("SWITCHYARD_CPU_PANELS_BY_ROW", by_row ? "1" : "0", 1);  // unset: this CPU's default
       cpu::refresh_kernel_variants();
       std::vector<std::uint16_t> chunked(chunk_rows * in, 0xABCD);
       detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, chunked.data(), chunk_rows);
