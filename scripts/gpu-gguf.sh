@@ -25,7 +25,8 @@
 #   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
-#            the same on models made with --head_tokens (well separated choices).
+#            the same on models made with --head_tokens (well separated choices). GREEDY_VARIANTS,
+#            GREEDY_HEAD_TOKENS (16) and GREEDY_SHORT (how many of the 8 short prompts) narrow it.
 #   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's variant
 #            (default SWITCHYARD_CPU_PANELS_BY_ROW: chunk-major panels written a row at a time)
 #            against the default, A/B in one process: `bench experts` per block type (64 experts,
@@ -191,6 +192,7 @@ if want greedy; then
     for p in "Once upon a time" "The best way to learn a language is" "def fibonacci(n):" "In 1969, the first humans" \
              "My favourite food is" "The theory of relativity says that" "Water boils at" "Dear Sir or Madam,"; do
       i=$((i + 1))
+      [[ $i -gt ${GREEDY_SHORT:-8} ]] && break
       ours=$(timeout 60 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
         --prompt "$p" --max_new_tokens 4 2>&1 |
         awk '/^generated ids: /{f=0} /^generated text: /{f=1; sub(/^generated text: /, "")} f' | sed -z 's/\n$//; s/\n/\\n/g')
