@@ -39,14 +39,19 @@
 #            PREFILL_TESTS=0 leaves the tests out (after `tests` on the same machine).
 #   peer:    llama-bench alone on the 14-layer Q4_K_M and Q8_0 files (experts on the CPU, 16 threads).
 #   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
-#          (several at once; logs in $OUT)
+#          (several at once; the logs in $OUT/logs.tar.gz)
 # Needs .device-deps as scripts/gpu-machine.sh says, .peer/llama.cpp (../shared/device/PEERS.md) for
 # the sections that run llama.cpp, and .tokenizers (carried).
 set -uo pipefail
 what=" ${*:-all} "
 want() { [[ $what == *" $1 "* || $what == *" all "* ]]; }
-out=${OUT:-/tmp/switchyard-out}
-mkdir -p "$out"
+# The logs go to /tmp and leave in one archive: the device tool brings back at most 8 files from
+# $OUT. Tee this script's own output into $OUT too (it is the summary).
+final=${OUT:-/tmp/switchyard-out}
+out=/tmp/switchyard-logs
+rm -rf "$out"
+mkdir -p "$out" "$final"
+trap 'tar -czf "$final/logs.tar.gz" -C "$out" . 2> /dev/null' EXIT
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
 export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
 # llama.cpp builds beside ours, for the sections that run it; each waits for it (peer_ready) only
