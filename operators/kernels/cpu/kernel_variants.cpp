@@ -17,7 +17,10 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_QK_SIMD_SCALES")) v.qk_simd_scales = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_F32_PANEL")) v.tiles_f32_panel = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_FRESH_SCRATCH")) v.fresh_scratch = std::string(s) == "1";
-  if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_GROUP16")) v.tiles_group16 = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_BLOCK_ROWS")) {
+    const int n = std::atoi(s);
+    v.tiles_block_rows = n <= 0 ? 0 : n > (1 << 20) ? 1 << 20 : n;
+  }
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
   // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/perf-notes.md),

@@ -22,8 +22,11 @@
 //   SWITCHYARD_CPU_FRESH_SCRATCH=1  a batch of linear calls writes each x's tiles and quantised x
 //                                  into an allocation of its own, freed at the batch's end, instead
 //                                  of the calling thread's kept scratch
-//   SWITCHYARD_CPU_TILES_GROUP16=1  the tiles path shares rows out to threads in groups of 16 (one
-//                                  weight tile) instead of 32 (the AMX block's two)
+//   SWITCHYARD_CPU_TILES_BLOCK_ROWS=N  a batch's tiles calls (a prefill's experts) cut into blocks
+//                                  of at least N rows (whole 32-row groups) while the batch keeps
+//                                  kBlocksPerThread blocks a thread: a thread reads an expert's x
+//                                  tiles once per N rows instead of once per 32 (unset or 0: each
+//                                  call in up to kBlocksPerThread blocks a thread, as alone)
 //   SWITCHYARD_CPU_AMX_KEEP_TILES=1  AMX's blocks keep the tiles configured on their thread between
 //                                  calls, instead of loading the configuration and releasing the
 //                                  tiles at every call
@@ -41,7 +44,7 @@ struct KernelVariants {
   bool tiles_f32_panel = false;
   bool amx_keep_tiles = false;
   bool fresh_scratch = false;
-  bool tiles_group16 = false;
+  int tiles_block_rows = 0;  // 0: off
   bool tiles_row_major = false;
   bool panels_by_row = false;  // read_variants sets this CPU's default
   bool experts_phase_barrier = false;

@@ -130,15 +130,20 @@ struct LinearSplit {
   std::int64_t blocks() const { return row_blocks * token_parts; }
 };
 
-LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread) {
-  const std::int64_t group_rows = p.x_tiles != nullptr && !kernel_variants().tiles_group16 ? kTilesRowGroup : kRowGroup;
+// `least_rows` (0: none): blocks of at least that many rows (as whole groups), fewer blocks where
+// needed (kernel_variants' tiles_block_rows).
+LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread,
+                      std::int64_t least_rows = 0) {
+  const std::int64_t group_rows = p.x_tiles != nullptr ? kTilesRowGroup : kRowGroup;
   const std::int64_t row_groups = ceil_div(p.out, group_rows);
   std::int64_t token_parts = 1;
   if (row_groups < 2 * threads && p.x_tiles == nullptr)  // AMX blocks take every token
     token_parts = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(row_groups, 1), 1,
                                            std::max<std::int64_t>(p.tokens / kMinTokensPerThread, 1));
   const std::int64_t row_parts = std::max<std::int64_t>(threads / token_parts, 1);
-  return LinearSplit{group_rows, row_groups, std::min(row_groups, row_parts * blocks_per_thread), token_parts};
+  std::int64_t row_blocks = std::min(row_groups, row_parts * blocks_per_thread);
+  if (least_rows > 0) row_blocks = std::clamp<std::int64_t>(p.out / std::max(least_rows, group_rows), 1, row_blocks);
+  return LinearSplit{group_rows, row_groups, row_blocks, token_parts};
 }
 
 // Block `id` of the split (maybe empty).
@@ -343,9 +348,20 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
                                    const_cast<std::uint8_t*>(p.x_quantized));
     }
 #pragma omp single
-    for (std::size_t i = 0; i < problems.size(); ++i) {
-      splits[i] = split_for(problems[i], omp_get_num_threads(), kBlocksPerThread);
-      first_block[i + 1] = first_block[i] + splits[i].blocks();
+    {
+      const std::int64_t threads = omp_get_num_threads();
+      // kernel_variants' tiles_block_rows, where the batch still has kBlocksPerThread blocks a thread.
+      std::int64_t least_rows = kernel_variants().tiles_block_rows;
+      if (least_rows > 0) {
+        std::int64_t coarse = 0;
+        for (const LinearProblem& p : problems)
+          coarse += split_for(p, threads, kBlocksPerThread, p.x_tiles != nullptr ? least_rows : 0).blocks();
+        if (coarse < threads * kBlocksPerThread) least_rows = 0;
+      }
+      for (std::size_t i = 0; i < problems.size(); ++i) {
+        splits[i] = split_for(problems[i], threads, kBlocksPerThread, problems[i].x_tiles != nullptr ? least_rows : 0);
+        first_block[i + 1] = first_block[i] + splits[i].blocks();
+      }
     }
     // (the loops end in a barrier: the tiles and activations are written and the splits known past here)
     for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < first_block.back();
