@@ -189,7 +189,7 @@ if want greedy; then
       --prompt "$prompt" --max_new_tokens 32 > "$out/greedy-ours-$dtype.log" 2>&1
     echo "ours $dtype exit $?:"; grep -aE '^(prompt ids|generated text|generated ids|eval rate)' "$out/greedy-ours-$dtype.log" | cut -c1-600
     timeout 120 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$prompt" -n 32 \
-      --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
+      --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 -sp > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
     echo "llama.cpp $dtype exit $?: $(head -c 600 "$out/greedy-lcpp-$dtype.txt")"
     grep -E "prompt: |number of tokens in prompt|^ *[0-9]+ -> " "$out/greedy-lcpp-$dtype.log" | head -24 | tr '\n' ';' | cut -c1-900; echo
     python3 scripts/greedy-agreement.py $bin $dir/model.gguf "$out/greedy-ours-$dtype.log" "$out/greedy-lcpp-$dtype.txt" "$prompt"

@@ -208,6 +208,39 @@ TEST_CASE("tokenizer: switchyard tokenize prints ids and pieces as tokenizers do
   CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer " + dir_bad.path().string() + " --prompt x").exit_code == 1);
 }
 
+TEST_CASE("tokenizer: switchyard tokenize --ids spells ids back into the text they encode, special tokens included") {
+  using switchyard::testing::run_switchyard;
+  const std::string dir = real_tokenizer("deepseek_v3").string();
+  // A special token, repeated pieces and a multi-byte character: what greedy continuations hold.
+  const std::string text = "<｜begin▁of▁sentence｜>The river, where 家电家电 ran<｜tool▁output▁begin｜>私自私自";
+  const auto encoded = run_switchyard("tokenize --tokenizer " + dir + " --format json --add_special false --prompt '" + text + "'");
+  REQUIRE(encoded.exit_code == 0);
+  const std::vector<std::int32_t> ids = nlohmann::json::parse(encoded.output)["ids"];
+  REQUIRE(ids.size() > 6);
+  std::string list;
+  for (std::int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  const auto decoded = run_switchyard("tokenize --tokenizer " + dir + " --format json --ids " + list);
+  REQUIRE(decoded.exit_code == 0);
+  const nlohmann::json got = nlohmann::json::parse(decoded.output);
+  CHECK(got["text"] == text);
+  CHECK(got["ids"] == ids);
+  // token_ends: the text's length after each id, each prefix what those ids alone decode to.
+  const std::vector<std::size_t> ends = got["token_ends"];
+  REQUIRE(ends.size() == ids.size());
+  CHECK(ends.back() == text.size());
+  for (std::size_t k : {std::size_t{1}, ids.size() / 2, ids.size() - 1}) {
+    std::string first;
+    for (std::size_t i = 0; i < k; ++i) first += (i ? " " : "") + std::to_string(ids[i]);
+    const auto prefix = run_switchyard("tokenize --tokenizer " + dir + " --ids '" + first + "'");
+    REQUIRE(prefix.exit_code == 0);
+    CHECK(prefix.output == text.substr(0, ends[k - 1]) + "\n");
+  }
+  const auto bad = switchyard::testing::run_switchyard_with_env("", "tokenize --tokenizer " + dir + " --ids 5,129000", true);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("'129000' is not a token id of this vocabulary") != std::string::npos);
+  CHECK(run_switchyard("tokenize --tokenizer " + dir + " --ids 5 --prompt x").exit_code == 2);
+}
+
 TEST_CASE("tokenizer: run --prompt encodes text with the checkpoint's tokenizer and answers in text") {
   using switchyard::testing::run_switchyard;
   using switchyard::testing::run_switchyard_with_env;
