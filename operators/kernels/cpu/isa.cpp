@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "operators/kernels/cpu/quant_dot.h"  // has_avx512_bf16, has_avx512_vnni
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -66,6 +65,36 @@ bool amx_enabled() {
 }
 }  // namespace
 #endif
+
+namespace detail {
+
+bool has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  // CPUID leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16 (GCC's and clang's __builtin_cpu_supports
+  // disagree on its name); the AVX-512 state must be enabled too, which avx512f's check covers.
+  static const bool bf16 = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return ((a >> 5) & 1u) != 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  return bf16;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl");
+  return vnni;
+#else
+  return false;
+#endif
+}
+
+}  // namespace detail
 
 // __builtin_cpu_supports reads CPUID and, for AVX/AVX-512, whether the OS saves those registers;
 // GCC and clang agree on the names used here (F16C is read by f16c_enabled).

@@ -30,4 +30,12 @@ void choose_isa(Isa isa);
 // The variant called `name` (isa_name's spelling), or none.
 std::optional<Isa> isa_named(std::string_view name);
 
+namespace detail {
+// Single extensions the variants' kernels pick their paths by (each read from CPUID once): AVX-512
+// VNNI's byte products (the quantised decode: AVX2's on AVX-512 CPUs without them), and
+// AVX512-BF16's conversions and dot products (the tiles path's one-pass bf16 panels).
+bool has_avx512_vnni();
+bool has_avx512_bf16();
+}  // namespace detail
+
 }  // namespace switchyard::cpu

@@ -25,6 +25,7 @@
 
 #include "core/dtype.h"
 #include "core/quant_blocks.h"
+#include "operators/kernels/cpu/isa.h"  // has_avx512_vnni, has_avx512_bf16
 #include "operators/kernels/cpu/linear_kernels.h"
 
 namespace switchyard::cpu::detail {
@@ -70,7 +71,6 @@ void dequantize_rows_avx2(DType dtype, const void* rows, std::int64_t in, std::i
 void quant_linear_block_scalar(const LinearProblem& problem, const LinearBlock& block);
 void quant_linear_block_avx2(const LinearProblem& problem, const LinearBlock& block);
 void quant_linear_block_avx512(const LinearProblem& problem, const LinearBlock& block);
-bool has_avx512_vnni();
 
 // The panel path, shared by every ISA: rows of the block 64 at a time dequantised by `dequantize`
 // into a thread-local [64, in] f32 panel, multiplied by `f32_block` into a thread-local
@@ -102,7 +102,6 @@ void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in,
                                  std::int64_t chunk_rows);
 void dequantize_rows_bf16_scalar(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
                                  std::int64_t chunk_rows);
-bool has_avx512_bf16();
 // linear()'s block for quantised weights on AMX (the tiles path when x_tiles is set, else the
 // AVX-512 VNNI variant), and its emulation in plain C++ for tests on any CPU.
 void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block);

@@ -1,10 +1,6 @@
 // The ISA-independent parts of linear() on quantised weights (quant_dot.h): the prefill paths over
-// dequantised weight panels (f32, and bf16 for AMX's tiles), and whether this CPU runs the AVX-512
-// VNNI variant.
+// dequantised weight panels (f32, and bf16 for AMX's tiles).
 #include <algorithm>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <vector>
 
 #include "operators/kernels/cpu/kernel_variants.h"
@@ -98,32 +94,6 @@ void dequantize_rows_bf16_scalar(DType dtype, const void* rows, std::int64_t in,
       std::copy_n(row_bf16.data() + 32 * c, 32,
                   chunk_rows == 0 ? out + r * in + 32 * c : out + (c * chunk_rows + r) * 32);
   }
-}
-
-bool has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  // CPUID leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16 (GCC's and clang's __builtin_cpu_supports
-  // disagree on its name); the AVX-512 state must be enabled too, which avx512f's check covers.
-  static const bool bf16 = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(7, 1, a, b, c, d);
-    return ((a >> 5) & 1u) != 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  }();
-  return bf16;
-#else
-  return false;
-#endif
-}
-
-bool has_avx512_vnni() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl");
-  return vnni;
-#else
-  return false;
-#endif
 }
 
 }  // namespace switchyard::cpu::detail
