@@ -29,8 +29,9 @@
 #            GREEDY_HEAD_TOKENS (16) and GREEDY_SHORT (how many of the 8 short prompts) narrow it.
 #   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's variant
 #            (default SWITCHYARD_CPU_TILES_BLOCK_ROWS=128: a prefill's expert calls in blocks of
-#            128 rows or more) against the default, A/B in one process: `bench experts` per block type (64 experts,
-#            with the tiles prefill's stages timed apart) and `bench decode` of the 14-layer Q4_K_M
+#            128 rows or more) against the default, A/B in one process: `bench experts` per block
+#            type (64 experts, with the tiles prefill's stages timed apart) and `bench decode` of
+#            the 14-layer Q4_K_M
 #            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
 #            table), then DECODE_AB's variables (comma-separated sets, space-separated runs) the
 #            same way; `run` for load time and RSS (its resident split), and llama-bench on each

@@ -234,7 +234,8 @@ void run_one(const BlockFns& run_block, const LinearProblem& problem) {
 // The bytes a batch writes before its blocks run (x's tiles, x quantised), kept by the calling
 // thread between batches and grown to the largest: a prefill's layers ask for the same sizes
 // (V2-Lite's gate and up: 12 MiB of tiles at 512 tokens), and fresh pages every batch cost more
-// than writing them (the allocator returns them, and each one faults in again).
+// than writing them (the allocator returns them, and each one faults in again). One batch at a
+// time per thread: no block function starts another batch.
 std::uint8_t* batch_scratch(std::size_t bytes) {
   thread_local detail::AlignedBytes kept;
   thread_local std::size_t capacity = 0;
@@ -327,7 +328,6 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     if (tiles_at[i] != kNone) problems[i].x_tiles = reinterpret_cast<const std::uint32_t*>(address(tiles_at[i]));
     if (activations_at[i] != kNone) problems[i].x_quantized = address(activations_at[i]);
   }
-  if (problems.empty()) return;
   if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) return run_one(run_block, problems.front());
   std::vector<LinearSplit> splits(problems.size());
   std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
