@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/model_config.h"
+#include "operators/blocks/routed_experts.h"
 #include "operators/kernels/cpu/prefill_stages.h"
 
 namespace switchyard::cli {
@@ -40,6 +41,8 @@ struct ExpertsBenchRow {
   std::int64_t stage_tokens = 0;   // with stages: tokens a call, the prefill's mean per expert
   cpu::PrefillStageTimes stages;
   cpu::PrefillStageTimes stages_set;  // with stages and ab_env: the stages again with the variable set
+  // With stages: the prefill's phases, the mean of the timed calls, per side of ab_env.
+  RoutedExperts::GroupedSeconds phases[2];
 };
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options);

@@ -158,7 +158,13 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
       route(options.prefill_tokens, ids, weights);
       const auto start = Clock::now();
       op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
-      if (r >= kWarmup) prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      if (r < kWarmup) continue;
+      prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      const RoutedExperts::GroupedSeconds p = RoutedExperts::last_grouped_seconds();
+      RoutedExperts::GroupedSeconds& sum = row.phases[side];
+      for (auto [to, from] : {std::pair{&sum.gather, p.gather}, {&sum.gate_up_prep, p.gate_up_prep}, {&sum.gate_up, p.gate_up},
+                              {&sum.silu, p.silu}, {&sum.down_prep, p.down_prep}, {&sum.down, p.down}, {&sum.scatter, p.scatter}})
+        *to += from / static_cast<double>(std::max(2, options.repeat / 4));  // a mean over the side's timed calls
     }
     use_variant(false);
   }
@@ -258,6 +264,14 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
                   flops / s.tiles_seconds / 1e12,
                   std::string(s.tiles_kernel) == "emulated" ? "emulated: no AMX or AVX512-BF16 here" : s.tiles_kernel,
                   s.both_seconds * 1e3);
+    }
+    for (int side = 0; side < 2 && options.stages; ++side) {
+      const RoutedExperts::GroupedSeconds& p = row.phases[side];
+      if (side == 1 && row.prefill_seconds_set <= 0) continue;
+      std::printf("%-18s prefill phases%s (ms, the timed calls' mean): gather %.2f, gate/up %.2f (x written %.2f), "
+                  "silu %.2f, down %.2f (x written %.2f), weighted sum %.2f\n",
+                  "", side == 1 ? (" with " + options.ab_env + " set").c_str() : "", p.gather * 1e3, p.gate_up * 1e3,
+                  p.gate_up_prep * 1e3, p.silu * 1e3, p.down * 1e3, p.down_prep * 1e3, p.scatter * 1e3);
     }
     if (row.prefill_seconds_set > 0)
       std::printf("%-18s prefill with %s set: %.2f ms, %.3f TFLOP/s, %.1f tokens/s (unset: %.2f ms; set / unset %.3f)\n", "",

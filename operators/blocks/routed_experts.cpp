@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,16 @@ namespace {
 // Values below which a row-wise loop (gather, SiLU, weighted add) runs on one thread: a parallel
 // region costs a few microseconds.
 constexpr std::int64_t kMinParallelRowWork = 1 << 15;
+
+thread_local RoutedExperts::GroupedSeconds last_grouped;  // the calling thread's last grouped call
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point& mark) {
+  const Clock::time_point now = Clock::now();
+  const double seconds = std::chrono::duration<double>(now - mark).count();
+  mark = now;
+  return seconds;
+}
 
 // A spinning thread's pause (a decode item waiting for its slot's gate and up items).
 inline void cpu_relax() {
@@ -57,6 +68,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   // Rows grouped by expert, so each expert's weights are read once: slot s = token * top_k + k goes
   // to row row_of[s], expert e's rows from first[e] on.
   const std::int64_t slots = tokens * top_k;
+  GroupedSeconds seconds;
+  Clock::time_point mark = Clock::now();
   std::vector<std::int64_t> first(experts_.size() + 1, 0), row_of(static_cast<std::size_t>(slots));
   for (std::int64_t s = 0; s < slots; ++s) ++first[static_cast<std::size_t>(ids[s]) + 1];
   std::vector<std::int64_t> inter_first(experts_.size() + 1, 0);  // the same in the experts' widths
@@ -82,6 +95,7 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
 #pragma omp parallel for if (parallel)
   for (std::int64_t s = 0; s < slots; ++s)
     std::copy_n(x + s / top_k * hidden_, hidden_, xs + row_of[static_cast<std::size_t>(s)] * hidden_);
+  seconds.gather = seconds_since(mark);
   // Every expert's gate and up projections in one batch (one fork-join; gate and up share x's
   // rounded tiles on AMX), then every down projection in another.
   std::vector<cpu::LinearCall> calls;
@@ -94,9 +108,12 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     calls.push_back(expert.up.cpu_call(xe, n, u + inter_first[e]));
   }
   cpu::linear_batch(calls);
+  seconds.gate_up = seconds_since(mark);
+  seconds.gate_up_prep = cpu::last_batch_seconds().prep;
 #pragma omp parallel for if (parallel)
   for (std::size_t e = 0; e < experts_.size(); ++e)
     cpu::silu_and_mul(g + inter_first[e], u + inter_first[e], inter_first[e + 1] - inter_first[e], g + inter_first[e]);
+  seconds.silu = seconds_since(mark);
   calls.clear();
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
@@ -104,6 +121,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     calls.push_back(experts_[e].down.cpu_call(g + inter_first[e], n, y + first[e] * hidden_));
   }
   cpu::linear_batch(calls);
+  seconds.down = seconds_since(mark);
+  seconds.down_prep = cpu::last_batch_seconds().prep;
   // Each token's rows in slot order, as forward_fused adds them.
 #pragma omp parallel for if (parallel)
   for (std::int64_t t = 0; t < tokens; ++t) {
@@ -115,7 +134,11 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
       for (std::int64_t i = 0; i < hidden_; ++i) row[i] += w * ys[i];
     }
   }
+  seconds.scatter = seconds_since(mark);
+  last_grouped = seconds;
 }
+
+RoutedExperts::GroupedSeconds RoutedExperts::last_grouped_seconds() { return last_grouped; }
 
 void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
                                   int top_k, float* out) const {

@@ -26,6 +26,13 @@ class RoutedExperts final : public ExpertsWork {
   void forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
                float* out) const override;
   const std::vector<Expert>& experts() const { return experts_; }
+  // Where the calling thread's last grouped call (more than kFusedSlots slots: a prefill) spent its
+  // time, in seconds: rows gathered by expert, the gate and up batch (x's tiles or quantised x
+  // written, then the blocks), SiLU, the down batch (the same two), the weighted sum per token.
+  struct GroupedSeconds {
+    double gather = 0, gate_up_prep = 0, gate_up = 0, silu = 0, down_prep = 0, down = 0, scatter = 0;
+  };
+  static GroupedSeconds last_grouped_seconds();
 
  private:
   // Decode: at most this many (token, slot) pairs go through one fused parallel region.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -247,6 +248,11 @@ std::uint8_t* batch_scratch(std::size_t bytes) {
   return kept.get();
 }
 
+thread_local BatchSeconds last_batch;  // the calling thread's last run_batch
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
 // The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
 template <class RoundsX>
 void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
@@ -328,7 +334,13 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     if (tiles_at[i] != kNone) problems[i].x_tiles = reinterpret_cast<const std::uint32_t*>(address(tiles_at[i]));
     if (activations_at[i] != kNone) problems[i].x_quantized = address(activations_at[i]);
   }
-  if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) return run_one(run_block, problems.front());
+  const Clock::time_point start = Clock::now();
+  Clock::time_point prepared = start;  // set once the tiles and activations are written
+  if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) {
+    run_one(run_block, problems.front());
+    last_batch = BatchSeconds{0, seconds_between(start, Clock::now())};
+    return;
+  }
   std::vector<LinearSplit> splits(problems.size());
   std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
   std::atomic<std::int64_t> next{0};  // the next block to take
@@ -349,6 +361,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     }
 #pragma omp single
     {
+      prepared = Clock::now();
       const std::int64_t threads = omp_get_num_threads();
       // kernel_variants' tiles_block_rows, where the batch still has kBlocksPerThread blocks a thread.
       std::int64_t least_rows = kernel_variants().tiles_block_rows;
@@ -372,6 +385,7 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
       if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problems[i], block);
     }
   }
+  last_batch = BatchSeconds{seconds_between(start, prepared), seconds_between(prepared, Clock::now())};
 }
 
 }  // namespace
@@ -387,6 +401,8 @@ void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
 }
 
 void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa(), calls); }
+
+BatchSeconds last_batch_seconds() { return last_batch; }
 
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {

@@ -77,6 +77,12 @@ struct LinearCall {
 // call's y may overlap another's x, weight or y. Throws as linear() does, before any work.
 void linear_batch(std::span<const LinearCall> calls);
 void linear_batch(Isa isa, std::span<const LinearCall> calls);
+// Where the calling thread's last linear_batch spent its time, in seconds: writing x's tiles and
+// quantising x (`prep`), then the calls' row blocks (`blocks`). For benchmarks' breakdowns.
+struct BatchSeconds {
+  double prep = 0, blocks = 0;
+};
+BatchSeconds last_batch_seconds();
 
 // Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
 // a call streams its weights (decode), and the f32 path costs no more.
