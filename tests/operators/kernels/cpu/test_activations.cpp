@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "operators/kernels/cpu/reference.h"
@@ -51,6 +53,33 @@ TEST_CASE("cpu kernels: silu_and_mul matches the reference, fused and separate, 
       const float out = fused[t * width + i];
       CHECK(std::fabs(out - expected[i]) <= 1e-6 * std::fabs(expected[i]) + 1e-30);
       CHECK(separate[t * width + i] == out);
+    }
+  }
+  // Every variant this CPU runs, at every length mod 16 (the vector tail), on the same bound.
+  for (cpu::Isa isa : cpu::kAllIsas) {
+    if (!cpu::isa_supported(isa)) continue;
+    INFO("isa " << std::string(cpu::isa_name(isa)));
+    for (std::int64_t count : {1, 15, 16, 17, 1000}) {
+      std::vector<double> expected(count);
+      cpu::reference::silu_and_mul(gate_up.data(), gate_up.data() + width, count, expected.data());
+      std::vector<float> out(count + 1, 7.0f);  // one past the end: left as it was
+      cpu::silu_and_mul(isa, gate_up.data(), gate_up.data() + width, count, out.data());
+      for (std::int64_t i = 0; i < count; ++i) {
+        INFO("count " << count << ", gate " << gate_up[i] << ", up " << gate_up[width + i]);
+        CHECK(std::fabs(out[i] - expected[i]) <= 1e-6 * std::fabs(expected[i]) + 1e-30);
+      }
+      CHECK(out[count] == 7.0f);
+    }
+    // The edges: e^-g past f32's range both ways, infinities and NaN as the scalar formula gives them.
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> gates = {-200.0f, -89.0f, 89.0f, 200.0f, inf, -inf, nan, 0.0f}, ups(gates.size(), 1.5f);
+    std::vector<float> got(gates.size()), scalar(gates.size());
+    cpu::silu_and_mul(isa, gates.data(), ups.data(), static_cast<std::int64_t>(gates.size()), got.data());
+    cpu::silu_and_mul(cpu::Isa::scalar, gates.data(), ups.data(), static_cast<std::int64_t>(gates.size()), scalar.data());
+    for (std::size_t i = 0; i < gates.size(); ++i) {
+      INFO("gate " << gates[i] << ": " << got[i] << " against the scalar " << scalar[i]);
+      if (std::isnan(scalar[i])) CHECK(std::isnan(got[i]));
+      else CHECK((got[i] == scalar[i] || std::fabs(got[i] - scalar[i]) <= 1e-6f * std::fabs(scalar[i]) + 1e-30f));
     }
   }
 }
