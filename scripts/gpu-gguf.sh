@@ -28,8 +28,8 @@
 #            the same on models made with --head_tokens (well separated choices). GREEDY_VARIANTS,
 #            GREEDY_HEAD_TOKENS (16) and GREEDY_SHORT (how many of the 8 short prompts) narrow it.
 #   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's variant
-#            (default SWITCHYARD_CPU_TILES_BLOCK_ROWS=128: a prefill's expert calls in blocks of
-#            128 rows or more) against the default, A/B in one process: `bench experts` per block
+#            (default SWITCHYARD_CPU_TILES_BLOCK_ROWS=256: a prefill's expert calls in blocks of
+#            256 rows or more, against 128) against the default, A/B in one process: `bench experts` per block
 #            type (64 experts, with the tiles prefill's stages timed apart) and `bench decode` of
 #            the 14-layer Q4_K_M
 #            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
@@ -126,7 +126,7 @@ if want prefill; then
     timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*,cuda kernels: embedding*' > "$out/prefill-tests.log" 2>&1
     echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
   fi
-  ab=${PREFILL_AB:-SWITCHYARD_CPU_TILES_BLOCK_ROWS=128}
+  ab=${PREFILL_AB:-SWITCHYARD_CPU_TILES_BLOCK_ROWS=256}
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
   [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
   specs=("q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3")

@@ -19,7 +19,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_FRESH_SCRATCH")) v.fresh_scratch = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_BLOCK_ROWS")) {
     const int n = std::atoi(s);
-    v.tiles_block_rows = n <= 0 ? 0 : n > (1 << 20) ? 1 << 20 : n;
+    v.tiles_block_rows = s[0] == '\0' ? KernelVariants{}.tiles_block_rows : n <= 0 ? 0 : n > (1 << 20) ? 1 << 20 : n;
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
