@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -110,15 +111,55 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   cpu::linear_batch(calls);
   seconds.gate_up = seconds_since(mark);
   seconds.gate_up_prep = cpu::last_batch_seconds().prep;
-#pragma omp parallel for if (parallel)
-  for (std::size_t e = 0; e < experts_.size(); ++e)
-    cpu::silu_and_mul(g + inter_first[e], u + inter_first[e], inter_first[e + 1] - inter_first[e], g + inter_first[e]);
+  // SiLU. Where an expert's down call rounds x into tiles (cpu::linear_rounds_x: the tiles
+  // prefill), each token tile's 16 rows of silu(g) * u go into x's tiles while in cache, and the
+  // down batch reads those; other experts' rows are written to g for their down call to read.
+  struct SiluItem {
+    std::size_t expert;
+    std::int64_t tile;  // the token tile rounded into tiles_at[expert]; -1: the expert's rows into g
+  };
+  const std::int64_t inter = experts_.empty() ? 0 : experts_.front().down.in_features();
+  const std::int64_t chunk_words = (inter + 31) / 32 * 256;  // one token tile of x's tiles
+  std::vector<SiluItem> silu_items;
+  std::vector<std::int64_t> tiles_at(experts_.size(), -1);  // word offsets into `tiles`
+  std::int64_t tile_words = 0;
+  const bool apart = cpu::kernel_variants().experts_silu_apart;
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    if (apart || !cpu::linear_rounds_x(cpu::chosen_isa(), experts_[e].down.weight().dtype(), n)) {
+      silu_items.push_back({e, -1});
+      continue;
+    }
+    tiles_at[e] = tile_words;
+    tile_words += static_cast<std::int64_t>(cpu::x_tiles_bytes(n, inter) / 4);
+    for (std::int64_t t = 0; t * 16 < n; ++t) silu_items.push_back({e, t});
+  }
+  // The tiles, 64-byte aligned (their writer's stores), kept like the buffers above.
+  thread_local std::vector<std::uint32_t> kept_tiles;
+  kept_tiles.resize(static_cast<std::size_t>(tile_words + 16));
+  std::uint32_t* const tiles = kept_tiles.data() + (64 - reinterpret_cast<std::uintptr_t>(kept_tiles.data()) % 64) % 64 / 4;
+#pragma omp parallel for schedule(dynamic, 4) if (parallel)
+  for (std::size_t i = 0; i < silu_items.size(); ++i) {
+    const SiluItem item = silu_items[i];
+    const std::int64_t e_first = inter_first[item.expert], n = first[item.expert + 1] - first[item.expert];
+    if (item.tile < 0) {
+      cpu::silu_and_mul(g + e_first, u + e_first, n * inter, g + e_first);
+      continue;
+    }
+    thread_local std::vector<float> rows;  // [16, inter]: one token tile's rows
+    const std::int64_t row = item.tile * 16, count = std::min<std::int64_t>(16, n - row);
+    rows.resize(static_cast<std::size_t>(16 * inter));
+    cpu::silu_and_mul(g + e_first + row * inter, u + e_first + row * inter, count * inter, rows.data());
+    cpu::write_x_tiles(rows.data(), count, inter, 0, tiles + tiles_at[item.expert] + item.tile * chunk_words);
+  }
   seconds.silu = seconds_since(mark);
   calls.clear();
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
     calls.push_back(experts_[e].down.cpu_call(g + inter_first[e], n, y + first[e] * hidden_));
+    if (tiles_at[e] >= 0) calls.back().x_tiles = tiles + tiles_at[e];
   }
   cpu::linear_batch(calls);
   seconds.down = seconds_since(mark);

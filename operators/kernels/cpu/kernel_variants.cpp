@@ -29,6 +29,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_BY_ROW")) v.panels_by_row = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_SILU_APART")) v.experts_silu_apart = std::string(s) == "1";
   return v;
 }
 

@@ -34,6 +34,9 @@
 //   SWITCHYARD_CPU_EXPERTS_BARRIER=1  the CPU experts' decode waits at a barrier between the gate/up
 //                                  and the down items, instead of each down item waiting for its
 //                                  own slot's gate/up items
+//   SWITCHYARD_CPU_EXPERTS_SILU_APART=1  the CPU experts' prefill writes silu(gate) * up to memory
+//                                  and the down batch rounds it into x's tiles, instead of each
+//                                  token tile's 16 rows rounded into them as SiLU computes them
 //   SWITCHYARD_CPU_EXPERTS_COMPARE_X=1  the CPU experts' decode items compare x with the thread's
 //                                  last x before reusing its quantised bytes, instead of trusting
 //                                  the call's version (cpu::linear_versioned_x)
@@ -50,6 +53,7 @@ struct KernelVariants {
   bool panels_by_row = false;  // read_variants sets this CPU's default
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
+  bool experts_silu_apart = false;
 };
 
 const KernelVariants& kernel_variants();

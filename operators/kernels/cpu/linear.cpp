@@ -301,7 +301,12 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
       std::fill(c.y, c.y + c.tokens * c.out, 0.0f);
       continue;
     }
-    if (rounds_x(c)) {
+    if (c.x_tiles != nullptr && !rounds_x(c))
+      throw std::invalid_argument("linear_batch: x_tiles given for a call that does not round x (" +
+                                  std::to_string(c.tokens) + " tokens of " + dtype_name(c.weight_dtype) + " weights)");
+    if (rounds_x(c) && c.x_tiles != nullptr) {
+      problem.x_tiles = c.x_tiles;  // the caller's (tiles_at stays kNone: nothing to write or place)
+    } else if (rounds_x(c)) {
       // A call on the same x as an earlier one (an MLP's gate and up projections) takes its tiles.
       for (std::size_t i = 0; i < problems.size() && tiles == kNone; ++i)
         if (tiles_at[i] != kNone && problems[i].x == c.x && problems[i].tokens == c.tokens && problems[i].in == c.in)
@@ -401,6 +406,12 @@ void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
 }
 
 void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa(), calls); }
+
+std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) { return detail::x_tiles_bytes(tokens, in); }
+
+void write_x_tiles(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile, std::uint32_t* tiles) {
+  tile_writer()(x, tokens, in, tile, tiles);
+}
 
 BatchSeconds last_batch_seconds() { return last_batch; }
 

@@ -61,7 +61,9 @@ void linear_versioned_x(Isa isa, std::uint64_t x_version, const float* x, std::i
 // A version no earlier call of this process got (thread-safe).
 std::uint64_t new_x_version();
 
-// One product of a batch: y = x W^T as linear() takes it.
+// One product of a batch: y = x W^T as linear() takes it. `x_tiles` (optional): x already rounded
+// into the tiles a call that rounds x (linear_rounds_x) writes, by write_x_tiles; such a call then
+// reads them instead of x, and the batch writes none for it. Other calls ignore them and read x.
 struct LinearCall {
   const float* x;
   std::int64_t tokens, in;
@@ -69,7 +71,14 @@ struct LinearCall {
   DType weight_dtype;
   std::int64_t out;
   float* y;
+  const std::uint32_t* x_tiles = nullptr;
 };
+
+// x [tokens, in] rounded to bf16 in the tiles' layout, for LinearCall::x_tiles: token tile `tile`
+// (tokens [16 tile, 16 tile + 16)) into `tiles`, x_tiles_bytes(tokens, in) bytes, 64-byte aligned
+// (zeros where no token or input is). The words linear_batch writes itself, on any CPU.
+std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in);
+void write_x_tiles(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile, std::uint32_t* tiles);
 
 // Every call of `calls` in one parallel region: threads take row blocks of all of them as they ask,
 // so many small products (a prefill's experts) cost one fork-join, not one each, and no thread waits

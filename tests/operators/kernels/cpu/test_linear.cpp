@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -282,6 +283,31 @@ TEST_CASE("cpu kernels: the AMX variant's tiles of x, shared by calls on one x, 
     // Below the AMX variant's tokens: f32 x on its fallback (expect_linear knows which).
     expect_linear(cpu::Isa::amx, sy::DType::bf16, xs[c.x], c.tokens, c.in, c.w, c.out, c.y);
   }
+  // The same calls with x's tiles written by the caller (LinearCall::x_tiles, cpu::write_x_tiles)
+  // where a call rounds x: the same bits, with x itself out of reach (null).
+  std::vector<cpu::detail::AlignedWords> own;
+  std::vector<std::vector<float>> again;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    again.emplace_back(c.y.size(), NAN);
+    calls[i].y = again.back().data();
+    if (!cpu::linear_rounds_x(cpu::Isa::amx, sy::DType::bf16, c.tokens)) continue;
+    own.push_back(cpu::detail::aligned_words(cpu::x_tiles_bytes(c.tokens, c.in)));
+    for (std::int64_t tile = 0; tile * 16 < c.tokens; ++tile)
+      cpu::write_x_tiles(xs[c.x].data(), c.tokens, c.in, tile, own.back().get());
+    calls[i].x_tiles = own.back().get();
+    calls[i].x = nullptr;
+  }
+  cpu::detail::linear_batch_emulating_amx(calls);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    INFO("call " << i << ", tokens " << cases[i].tokens << (calls[i].x_tiles ? ", the caller's tiles" : ""));
+    CHECK(std::memcmp(again[i].data(), cases[i].y.data(), cases[i].y.size() * sizeof(float)) == 0);
+  }
+  // Tiles for a call that reads f32 x (group 0's 7 tokens) are refused, before any work.
+  REQUIRE(calls[0].x_tiles == nullptr);
+  calls[0].x_tiles = own.front().get();
+  CHECK_THROWS_WITH_AS(cpu::detail::linear_batch_emulating_amx(calls), doctest::Contains("does not round x"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar writer's words") {

@@ -469,10 +469,11 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
                             << ", bound " << bound);
         }
       }
-      // The decode path's variants (kernel_variants.h) give the same bits; and x changed in place
-      // between two calls gives what a fresh copy of it gives (no quantised x kept from the last).
+      // The experts' variants (kernel_variants.h) give the same bits (the prefill's SiLU rounded
+      // into the down calls' tiles or written apart among them); and x changed in place between two
+      // calls gives what a fresh copy of it gives (no quantised x kept from the last).
       const char* const decode_variants[] = {"SWITCHYARD_CPU_EXPERTS_BARRIER", "SWITCHYARD_CPU_EXPERTS_COMPARE_X",
-                                             "SWITCHYARD_CPU_TILES_F32_PANEL"};
+                                             "SWITCHYARD_CPU_TILES_F32_PANEL", "SWITCHYARD_CPU_EXPERTS_SILU_APART"};
       for (const char* name : decode_variants) {
         INFO(name << "=1");
         setenv(name, "1", 1);
