@@ -33,7 +33,8 @@
 #            type (64 experts, with the tiles prefill's stages timed apart) and `bench decode` of
 #            the 14-layer Q4_K_M
 #            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
-#            table), then DECODE_AB's variables (comma-separated sets, space-separated runs) the
+#            table), then DECODE_AB's variables (default SWITCHYARD_CPU_EXPERTS_SILU_APART;
+#            comma-separated sets, space-separated runs; "" for none) the
 #            same way; `run` for load time and RSS (its resident split), and llama-bench on each
 #            file (PEER=0: without llama.cpp).
 #            EXPERTS_SPECS="q8_0 deepseek-v2-lite;..." picks the bench experts runs ("" for none);
@@ -143,7 +144,7 @@ if want prefill; then
   # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
-    for variables in $ab ${DECODE_AB:-}; do
+    for variables in $ab ${DECODE_AB-SWITCHYARD_CPU_EXPERTS_SILU_APART}; do
       log="$out/prefill-decode-$dtype-${variables:15:8}.log"
       timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
         --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
