@@ -151,7 +151,8 @@ Runner add_bench_command(CLI::App& app) {
                           "in this process");
   experts_sub->add_flag("--stages", experts->stages,
                         "block types: time the tiles prefill's stages apart too (bf16 panels from the blocks, the "
-                        "tiles' products on a cached panel, both), over every expert's rows once");
+                        "tiles' products on a cached panel, both), over every expert's rows once; and print the "
+                        "prefill's phases (gather, gate/up, SiLU, down, weighted sum)");
   experts_sub->add_option("--experts", experts->min_experts,
                           "experts allocated at least (the shape's own count at most); a pool larger than the L3 keeps "
                           "decode reading from DRAM, the shape's own count gives prefill its real tokens per expert")
