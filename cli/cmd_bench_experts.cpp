@@ -76,6 +76,16 @@ DType weight_dtype_named(const std::string& name) {
 
 }  // namespace
 
+namespace {
+// f(a's phase, b's same phase) for each phase of the grouped prefill's clock.
+template <class F>
+void each_phase(RoutedExperts::GroupedSeconds& a, const RoutedExperts::GroupedSeconds& b, F f) {
+  for (auto [to, from] : {std::pair{&a.gather, b.gather}, {&a.gate_up_prep, b.gate_up_prep}, {&a.gate_up, b.gate_up},
+                          {&a.silu, b.silu}, {&a.down_prep, b.down_prep}, {&a.down, b.down}, {&a.scatter, b.scatter}})
+    f(*to, from);
+}
+}  // namespace
+
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options) {
   const DType dtype = weight_dtype_named(options.weight_dtype);
   const std::int64_t hidden = config.hidden_size, inter = config.moe_intermediate_size;
@@ -160,13 +170,13 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
       op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
       if (r < kWarmup) continue;
       prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-      const RoutedExperts::GroupedSeconds p = RoutedExperts::last_grouped_seconds();
-      RoutedExperts::GroupedSeconds& sum = row.phases[side];
-      for (auto [to, from] : {std::pair{&sum.gather, p.gather}, {&sum.gate_up_prep, p.gate_up_prep}, {&sum.gate_up, p.gate_up},
-                              {&sum.silu, p.silu}, {&sum.down_prep, p.down_prep}, {&sum.down, p.down}, {&sum.scatter, p.scatter}})
-        *to += from / static_cast<double>(std::max(2, options.repeat / 4));  // a mean over the side's timed calls
+      each_phase(row.phases[side], RoutedExperts::last_grouped_seconds(), [](double& sum, double v) { sum += v; });
     }
     use_variant(false);
+    for (int side = 0; side < 2; ++side) {  // the sums to means over the side's timed calls
+      const double calls = std::max<double>(1, static_cast<double>(prefill[side].size()));
+      each_phase(row.phases[side], row.phases[side], [calls](double& sum, double) { sum /= calls; });
+    }
   }
   row.prefill_seconds = median(prefill[0]);
   if (!prefill[1].empty()) row.prefill_seconds_set = median(prefill[1]);

@@ -119,7 +119,7 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     std::int64_t tile;  // the token tile rounded into tiles_at[expert]; -1: the expert's rows into g
   };
   const std::int64_t inter = experts_.empty() ? 0 : experts_.front().down.in_features();
-  const std::int64_t chunk_words = (inter + 31) / 32 * 256;  // one token tile of x's tiles
+  const auto token_tile_words = static_cast<std::int64_t>(cpu::x_tiles_bytes(16, inter) / 4);  // one token tile
   std::vector<SiluItem> silu_items;
   std::vector<std::int64_t> tiles_at(experts_.size(), -1);  // word offsets into `tiles`
   std::int64_t tile_words = 0;
@@ -151,7 +151,7 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     const std::int64_t row = item.tile * 16, count = std::min<std::int64_t>(16, n - row);
     rows.resize(static_cast<std::size_t>(16 * inter));
     cpu::silu_and_mul(g + e_first + row * inter, u + e_first + row * inter, count * inter, rows.data());
-    cpu::write_x_tiles(rows.data(), count, inter, 0, tiles + tiles_at[item.expert] + item.tile * chunk_words);
+    cpu::write_x_tiles(rows.data(), count, inter, 0, tiles + tiles_at[item.expert] + item.tile * token_tile_words);
   }
   seconds.silu = seconds_since(mark);
   calls.clear();
