@@ -28,14 +28,13 @@
 #            the same on models made with --head_tokens (well separated choices). GREEDY_VARIANTS,
 #            GREEDY_HEAD_TOKENS (16) and GREEDY_SHORT (how many of the 8 short prompts) narrow it.
 #   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's variant
-#            (default SWITCHYARD_CPU_TILES_BLOCK_ROWS=256: a prefill's expert calls in blocks of
-#            256 rows or more, against 128) against the default, A/B in one process: `bench experts` per block
-#            type (64 experts, with the tiles prefill's stages timed apart) and `bench decode` of
-#            the 14-layer Q4_K_M
+#            (default SWITCHYARD_CPU_AMX_SCALAR_STORE=1: AMX's C tiles stored by scalar moves)
+#            against the default, A/B in one process: `bench experts` per block type (64 experts,
+#            with the tiles prefill's stages timed apart) and `bench decode` of the 14-layer Q4_K_M
 #            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
-#            table), then DECODE_AB's variables (default SWITCHYARD_CPU_EXPERTS_SILU_APART;
-#            comma-separated sets, space-separated runs; "" for none) the
-#            same way; `run` for load time and RSS (its resident split), and llama-bench on each
+#            table), then DECODE_AB's variables (default: the experts' rows gathered apart, their
+#            SiLU apart, 256-row tile blocks; comma-separated sets, space-separated runs; "" for
+#            none) the same way; `run` for load time and RSS (its resident split), and llama-bench on each
 #            file (PEER=0: without llama.cpp).
 #            EXPERTS_SPECS="q8_0 deepseek-v2-lite;..." picks the bench experts runs ("" for none);
 #            PREFILL_TESTS=0 leaves the tests out (after `tests` on the same machine).
@@ -127,7 +126,7 @@ if want prefill; then
     timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*,cuda kernels: embedding*' > "$out/prefill-tests.log" 2>&1
     echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
   fi
-  ab=${PREFILL_AB:-SWITCHYARD_CPU_TILES_BLOCK_ROWS=256}
+  ab=${PREFILL_AB:-SWITCHYARD_CPU_AMX_SCALAR_STORE=1}
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
   [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
   specs=("q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3")
@@ -144,8 +143,9 @@ if want prefill; then
   # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
-    for variables in $ab ${DECODE_AB-SWITCHYARD_CPU_EXPERTS_SILU_APART}; do
-      log="$out/prefill-decode-$dtype-${variables:15:8}.log"
+    for variables in $ab ${DECODE_AB-SWITCHYARD_CPU_EXPERTS_GATHER_ROWS SWITCHYARD_CPU_EXPERTS_SILU_APART SWITCHYARD_CPU_TILES_BLOCK_ROWS=256}; do
+      tag=${variables//SWITCHYARD_CPU_/}
+      log="$out/prefill-decode-$dtype-${tag//[^A-Za-z0-9]/_}.log"
       timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
         --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
       echo "bench decode $dtype A/B $variables exit $?"

@@ -33,6 +33,21 @@ double seconds_since(Clock::time_point& mark) {
   return seconds;
 }
 
+// A buffer kept between calls (a prefill's layers) of at least `count` elements: grown, never
+// shrunk, so that no call faults its pages in or zeroes them again (the sizes vary with the routing).
+template <class T>
+T* kept_buffer(std::vector<T>& kept, std::int64_t count) {
+  if (kept.size() < static_cast<std::size_t>(count)) kept.resize(static_cast<std::size_t>(count));
+  return kept.data();
+}
+
+// kept_buffer's `words` 32-bit words from a 64-byte boundary: x's tiles, whose writer stores whole
+// aligned 64-byte lines.
+std::uint32_t* aligned_words(std::vector<std::uint32_t>& kept, std::int64_t words) {
+  std::uint32_t* const data = kept_buffer(kept, words + 16);
+  return data + (64 - reinterpret_cast<std::uintptr_t>(data) % 64) % 64 / 4;
+}
+
 // A spinning thread's pause (a decode item waiting for its slot's gate and up items).
 inline void cpu_relax() {
 #if defined(__x86_64__)
@@ -82,31 +97,81 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     std::vector<std::int64_t> filled(first.begin(), first.end() - 1);
     for (std::int64_t s = 0; s < slots; ++s) row_of[static_cast<std::size_t>(s)] = filled[static_cast<std::size_t>(ids[s])]++;
   }
-  // Buffers kept between calls (a prefill's layers): fresh ones would fault in every page again.
-  // The calling thread's; the parallel loops below use their addresses, not the (per-thread) names.
+  // Buffers kept between calls (kept_buffer). The calling thread's; the parallel loops below use
+  // their addresses, not the (per-thread) names.
   thread_local std::vector<float> kept[4];
-  kept[0].resize(static_cast<std::size_t>(slots * hidden_));
-  kept[1].resize(kept[0].size());
-  kept[2].resize(static_cast<std::size_t>(inter_first.back()));
-  kept[3].resize(kept[2].size());
-  float *const xs = kept[0].data(), *const y = kept[1].data(), *const g = kept[2].data(), *const u = kept[3].data();
+  float* const y = kept_buffer(kept[1], slots * hidden_);
+  float* const g = kept_buffer(kept[2], inter_first.back());
+  float* const u = kept_buffer(kept[3], inter_first.back());
   // The row-wise steps around the projections run parallel too: with the projections on AMX tiles
   // this fast, serial row steps would leave the other cores idle for a large share of prefill.
   const bool parallel = slots * hidden_ >= kMinParallelRowWork;
-#pragma omp parallel for if (parallel)
-  for (std::int64_t s = 0; s < slots; ++s)
-    std::copy_n(x + s / top_k * hidden_, hidden_, xs + row_of[static_cast<std::size_t>(s)] * hidden_);
+  const cpu::Isa isa = cpu::chosen_isa();
+  const cpu::KernelVariants& variants = cpu::kernel_variants();
+  // Where an expert's gate and up calls both round x into tiles (the tiles prefill), its rows go
+  // from x straight into x's tiles, 16 (a token tile) gathered in cache at a time, and both calls
+  // read them; the other experts' rows are gathered into xs (expert e's from row xs_first[e] on)
+  // for their calls.
+  struct TileItem {
+    std::size_t expert;
+    std::int64_t tile;  // the expert's token tile
+  };
+  std::vector<TileItem> x_tile_items;
+  std::vector<std::int64_t> x_tiles_at(experts_.size(), -1);  // word offsets into x_tiles; -1: rows into xs
+  std::vector<std::int64_t> xs_first(experts_.size(), -1);
+  std::int64_t x_tile_words = 0, xs_rows = 0;
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    if (variants.experts_gather_rows || !cpu::linear_rounds_x(isa, experts_[e].gate.weight().dtype(), n) ||
+        !cpu::linear_rounds_x(isa, experts_[e].up.weight().dtype(), n)) {
+      xs_first[e] = xs_rows;
+      xs_rows += n;
+      continue;
+    }
+    x_tiles_at[e] = x_tile_words;
+    x_tile_words += static_cast<std::int64_t>(cpu::x_tiles_bytes(n, hidden_) / 4);
+    for (std::int64_t t = 0; t * 16 < n; ++t) x_tile_items.push_back({e, t});
+  }
+  std::vector<std::int64_t> token_of_row(static_cast<std::size_t>(slots));
+  for (std::int64_t s = 0; s < slots; ++s) token_of_row[static_cast<std::size_t>(row_of[static_cast<std::size_t>(s)])] = s / top_k;
+  float* const xs = kept_buffer(kept[0], xs_rows * hidden_);
+  thread_local std::vector<std::uint32_t> kept_x_tiles;
+  std::uint32_t* const x_tiles = aligned_words(kept_x_tiles, x_tile_words);
+  const auto hidden_tile_words = static_cast<std::int64_t>(cpu::x_tiles_bytes(16, hidden_) / 4);  // one token tile
+#pragma omp parallel if (parallel)
+  {
+#pragma omp for nowait
+    for (std::int64_t s = 0; s < slots; ++s) {
+      const auto e = static_cast<std::size_t>(ids[s]);
+      if (xs_first[e] >= 0)
+        std::copy_n(x + s / top_k * hidden_, hidden_, xs + (xs_first[e] + row_of[static_cast<std::size_t>(s)] - first[e]) * hidden_);
+    }
+#pragma omp for schedule(dynamic, 4)
+    for (std::size_t i = 0; i < x_tile_items.size(); ++i) {
+      const TileItem item = x_tile_items[i];
+      thread_local std::vector<float> kept_rows;
+      float* const rows = kept_buffer(kept_rows, 16 * hidden_);  // [16, hidden]: one token tile's rows
+      const std::int64_t row = first[item.expert] + item.tile * 16;
+      const std::int64_t count = std::min<std::int64_t>(16, first[item.expert + 1] - row);
+      for (std::int64_t r = 0; r < count; ++r)
+        std::copy_n(x + token_of_row[static_cast<std::size_t>(row + r)] * hidden_, hidden_, rows + r * hidden_);
+      cpu::write_x_tiles(rows, count, hidden_, 0, x_tiles + x_tiles_at[item.expert] + item.tile * hidden_tile_words);
+    }
+  }
   seconds.gather = seconds_since(mark);
   // Every expert's gate and up projections in one batch (one fork-join; gate and up share x's
-  // rounded tiles on AMX), then every down projection in another.
+  // rounded tiles), then every down projection in another.
   std::vector<cpu::LinearCall> calls;
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
     const Expert& expert = experts_[e];
-    const float* xe = xs + first[e] * hidden_;
+    const float* xe = x_tiles_at[e] >= 0 ? x : xs + xs_first[e] * hidden_;  // (tiles: x unread)
     calls.push_back(expert.gate.cpu_call(xe, n, g + inter_first[e]));
+    if (x_tiles_at[e] >= 0) calls.back().x_tiles = x_tiles + x_tiles_at[e];
     calls.push_back(expert.up.cpu_call(xe, n, u + inter_first[e]));
+    if (x_tiles_at[e] >= 0) calls.back().x_tiles = x_tiles + x_tiles_at[e];
   }
   cpu::linear_batch(calls);
   seconds.gate_up = seconds_since(mark);
@@ -123,11 +188,11 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   std::vector<SiluItem> silu_items;
   std::vector<std::int64_t> tiles_at(experts_.size(), -1);  // word offsets into `tiles`
   std::int64_t tile_words = 0;
-  const bool apart = cpu::kernel_variants().experts_silu_apart;
+  const bool apart = variants.experts_silu_apart;
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
-    if (apart || !cpu::linear_rounds_x(cpu::chosen_isa(), experts_[e].down.weight().dtype(), n)) {
+    if (apart || !cpu::linear_rounds_x(isa, experts_[e].down.weight().dtype(), n)) {
       silu_items.push_back({e, -1});
       continue;
     }
@@ -135,10 +200,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     tile_words += static_cast<std::int64_t>(cpu::x_tiles_bytes(n, inter) / 4);
     for (std::int64_t t = 0; t * 16 < n; ++t) silu_items.push_back({e, t});
   }
-  // The tiles, 64-byte aligned (their writer's stores), kept like the buffers above.
   thread_local std::vector<std::uint32_t> kept_tiles;
-  kept_tiles.resize(static_cast<std::size_t>(tile_words + 16));
-  std::uint32_t* const tiles = kept_tiles.data() + (64 - reinterpret_cast<std::uintptr_t>(kept_tiles.data()) % 64) % 64 / 4;
+  std::uint32_t* const tiles = aligned_words(kept_tiles, tile_words);
 #pragma omp parallel for schedule(dynamic, 4) if (parallel)
   for (std::size_t i = 0; i < silu_items.size(); ++i) {
     const SiluItem item = silu_items[i];
@@ -147,11 +210,11 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
       cpu::silu_and_mul(g + e_first, u + e_first, n * inter, g + e_first);
       continue;
     }
-    thread_local std::vector<float> rows;  // [16, inter]: one token tile's rows
+    thread_local std::vector<float> kept_rows;
+    float* const rows = kept_buffer(kept_rows, 16 * inter);  // [16, inter]: one token tile's rows
     const std::int64_t row = item.tile * 16, count = std::min<std::int64_t>(16, n - row);
-    rows.resize(static_cast<std::size_t>(16 * inter));
-    cpu::silu_and_mul(g + e_first + row * inter, u + e_first + row * inter, count * inter, rows.data());
-    cpu::write_x_tiles(rows.data(), count, inter, 0, tiles + tiles_at[item.expert] + item.tile * token_tile_words);
+    cpu::silu_and_mul(g + e_first + row * inter, u + e_first + row * inter, count * inter, rows);
+    cpu::write_x_tiles(rows, count, inter, 0, tiles + tiles_at[item.expert] + item.tile * token_tile_words);
   }
   seconds.silu = seconds_since(mark);
   calls.clear();

@@ -22,6 +22,7 @@ KernelVariants read_variants() {
     v.tiles_block_rows = s[0] == '\0' ? KernelVariants{}.tiles_block_rows : n <= 0 ? 0 : n > (1 << 20) ? 1 << 20 : n;
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_SCALAR_STORE")) v.amx_scalar_store = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
   // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/perf-notes.md),
   // where the VM's Zen 4 wrote its panels twice as fast 8 chunks at a time.
@@ -29,6 +30,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_BY_ROW")) v.panels_by_row = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_GATHER_ROWS")) v.experts_gather_rows = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_SILU_APART")) v.experts_silu_apart = std::string(s) == "1";
   return v;
 }

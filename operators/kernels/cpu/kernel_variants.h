@@ -31,9 +31,16 @@
 //   SWITCHYARD_CPU_AMX_KEEP_TILES=1  AMX's blocks keep the tiles configured on their thread between
 //                                  calls, instead of loading the configuration and releasing the
 //                                  tiles at every call
+//   SWITCHYARD_CPU_AMX_SCALAR_STORE=1  AMX's blocks move each C tile into y by 256 scalar loads
+//                                  and stores, instead of a transpose in AVX-512 registers and a
+//                                  store of each token's rows
 //   SWITCHYARD_CPU_EXPERTS_BARRIER=1  the CPU experts' decode waits at a barrier between the gate/up
 //                                  and the down items, instead of each down item waiting for its
 //                                  own slot's gate/up items
+//   SWITCHYARD_CPU_EXPERTS_GATHER_ROWS=1  the CPU experts' prefill gathers every expert's rows of x
+//                                  into one matrix and the gate and up batch rounds them into x's
+//                                  tiles, instead of each token tile's 16 rows going from x into
+//                                  the tiles while in cache
 //   SWITCHYARD_CPU_EXPERTS_SILU_APART=1  the CPU experts' prefill writes silu(gate) * up to memory
 //                                  and the down batch rounds it into x's tiles, instead of each
 //                                  token tile's 16 rows rounded into them as SiLU computes them
@@ -47,6 +54,7 @@ struct KernelVariants {
   bool qk_simd_scales = false;
   bool tiles_f32_panel = false;
   bool amx_keep_tiles = false;
+  bool amx_scalar_store = false;
   bool fresh_scratch = false;
   int tiles_block_rows = 128;  // 0: off
   bool tiles_row_major = false;
@@ -54,6 +62,7 @@ struct KernelVariants {
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
   bool experts_silu_apart = false;
+  bool experts_gather_rows = false;
 };
 
 const KernelVariants& kernel_variants();

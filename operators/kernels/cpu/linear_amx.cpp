@@ -96,8 +96,9 @@ void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t
   }
   const std::int64_t rows = p.out - row < kTileRows ? p.out - row : kTileRows;
   const std::int64_t tokens = p.tokens - token < kTileRows ? p.tokens - token : kTileRows;
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t r = 0; r < rows; ++r) p.y[(token + t) * p.out + row + r] = scratch[r * kTileRows + t];
+  float* const y = p.y + token * p.out + row;
+  if (kernel_variants().amx_scalar_store) return store_c_tile_scalar(scratch, rows, tokens, y, p.out);
+  store_c_tile_avx512(scratch, rows, tokens, y, p.out);
 }
 
 // Rows [block.row_begin, block.row_end) (multiples of 16 apart from the matrix's end) for every

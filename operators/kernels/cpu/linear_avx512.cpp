@@ -165,4 +165,13 @@ void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, s
   }
 }
 
+
+void store_c_tile_avx512(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride) {
+  __m512i words[16];
+  for (int r = 0; r < 16; ++r) words[r] = _mm512_load_si512(c + 16 * r);
+  transpose16(words);  // words[t]: token t's 16 rows
+  const auto row_mask = static_cast<__mmask16>(rows >= 16 ? 0xffffu : (1u << rows) - 1u);
+  for (std::int64_t t = 0; t < tokens; ++t) _mm512_mask_storeu_epi32(y + t * y_stride, row_mask, words[t]);
+}
+
 }  // namespace switchyard::cpu::detail

@@ -68,6 +68,13 @@ void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, s
 void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
                          std::uint32_t* tiles);
 
+// A C tile c [16 rows][16 tokens] f32 (64-byte aligned) into y [token][row]: y[t * y_stride + r] =
+// c[16 r + t] for r < rows, t < tokens (each at most 16); nothing else of y is written. The AVX-512
+// one (x86, called only after isa_supported(Isa::avx512)) transposes in registers and stores a
+// token's rows at once, where the scalar one takes 256 loads and stores.
+void store_c_tile_scalar(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride);
+void store_c_tile_avx512(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride);
+
 // `count` f32 values rounded to bf16 bits (cpu::f32_to_bf16: to nearest even, NaN kept quiet). The
 // AVX-512 one (x86, called only after isa_supported(Isa::avx512)) writes the same bits.
 void round_to_bf16_scalar(const float* in, std::int64_t count, std::uint16_t* out);

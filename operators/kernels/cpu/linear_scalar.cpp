@@ -72,6 +72,11 @@ void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, s
   }
 }
 
+void store_c_tile_scalar(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride) {
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t r = 0; r < rows; ++r) y[t * y_stride + r] = c[16 * r + t];
+}
+
 void round_to_bf16_scalar(const float* in, std::int64_t count, std::uint16_t* out) {
   for (std::int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16(in[i]);
 }

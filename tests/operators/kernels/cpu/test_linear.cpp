@@ -355,6 +355,36 @@ TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar wr
 #endif
 }
 
+TEST_CASE("cpu kernels: a C tile goes into y transposed, the AVX-512 store as the scalar one, nothing past it") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<std::int64_t> count_of(1, 16), extra_of(0, 9);
+  alignas(64) float c[256];
+  for (int round = 0; round < 200; ++round) {
+    // Whole tiles first, then ragged edges (a call's last rows and tokens), in a y wider than the tile.
+    const std::int64_t rows = round == 0 ? 16 : count_of(random), tokens = round == 0 ? 16 : count_of(random);
+    const std::int64_t stride = 16 + extra_of(random);
+    INFO("rows " << rows << ", tokens " << tokens << ", stride " << stride);
+    for (float& v : c) v = normal(random);
+    const float untouched = -1234.5f;
+    std::vector<float> expected(static_cast<std::size_t>(17 * stride), untouched);
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t r = 0; r < rows; ++r) expected[static_cast<std::size_t>(t * stride + r)] = c[16 * r + t];
+    std::vector<float> scalar(expected.size(), untouched);
+    cpu::detail::store_c_tile_scalar(c, rows, tokens, scalar.data(), stride);
+    CHECK(scalar == expected);
+#if defined(__x86_64__)
+    if (cpu::isa_supported(cpu::Isa::avx512)) {
+      std::vector<float> vector(expected.size(), untouched);
+      cpu::detail::store_c_tile_avx512(c, rows, tokens, vector.data(), stride);
+      CHECK(vector == expected);
+    }
+#endif
+  }
+}
+
 TEST_CASE("cpu kernels: linear refuses weight dtypes it cannot read") {
   std::vector<float> x(4, 1.0f), y(2);
   std::vector<std::uint8_t> weight(8, 1);

@@ -473,7 +473,8 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
       // into the down calls' tiles or written apart among them); and x changed in place between two
       // calls gives what a fresh copy of it gives (no quantised x kept from the last).
       const char* const decode_variants[] = {"SWITCHYARD_CPU_EXPERTS_BARRIER", "SWITCHYARD_CPU_EXPERTS_COMPARE_X",
-                                             "SWITCHYARD_CPU_TILES_F32_PANEL", "SWITCHYARD_CPU_EXPERTS_SILU_APART"};
+                                             "SWITCHYARD_CPU_TILES_F32_PANEL", "SWITCHYARD_CPU_EXPERTS_SILU_APART",
+                                             "SWITCHYARD_CPU_EXPERTS_GATHER_ROWS"};
       for (const char* name : decode_variants) {
         INFO(name << "=1");
         setenv(name, "1", 1);
@@ -506,7 +507,7 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
   constexpr std::int64_t in = 1024, out = 29;
   const std::pair<const char*, const char*> variants[] = {
       {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
-      {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"},
+      {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"}, {"SWITCHYARD_CPU_AMX_SCALAR_STORE", "1"},
       {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "0"},
       {"SWITCHYARD_CPU_FRESH_SCRATCH", "1"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "0"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "64"}};
   // 17 tokens: the tiles path, where the CPU has AMX or AVX512-BF16.
