@@ -12,6 +12,7 @@
 #endif
 
 #include "core/error.h"
+#include "operators/kernels/cpu/kept_buffer.h"
 #include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
@@ -33,13 +34,7 @@ double seconds_since(Clock::time_point& mark) {
   return seconds;
 }
 
-// A buffer kept between calls (a prefill's layers) of at least `count` elements: grown, never
-// shrunk, so that no call faults its pages in or zeroes them again (the sizes vary with the routing).
-template <class T>
-T* kept_buffer(std::vector<T>& kept, std::int64_t count) {
-  if (kept.size() < static_cast<std::size_t>(count)) kept.resize(static_cast<std::size_t>(count));
-  return kept.data();
-}
+using cpu::kept_buffer;
 
 // kept_buffer's `words` 32-bit words from a 64-byte boundary: x's tiles, whose writer stores whole
 // aligned 64-byte lines.

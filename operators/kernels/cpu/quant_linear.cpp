@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "operators/kernels/cpu/kept_buffer.h"
 #include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
@@ -26,36 +27,36 @@ namespace {
 // to the largest problem seen: no allocation per block once warm.
 void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize, RoundRowsFn round,
                  DequantizeBf16Fn dequantize_bf16, F32BlockFn block_fn, std::int64_t panel_rows) {
-  thread_local std::vector<float> panel, y_panel;
-  thread_local std::vector<std::uint16_t> bf16_panel;
+  thread_local std::vector<float> kept_panel, kept_y_panel;
+  thread_local std::vector<std::uint16_t> kept_bf16_panel;
   const bool tiles = round != nullptr || dequantize_bf16 != nullptr;
   // Panels written in one pass are chunk-major: a tile's 16 rows of 32 inputs are one KiB in a row,
   // where row-major puts them `in` values apart (28 KiB at DeepSeek-V3's 7168 inputs).
   const std::int64_t chunk_rows = dequantize_bf16 != nullptr && !kernel_variants().tiles_row_major ? panel_rows : 0;
-  if (dequantize_bf16 == nullptr) panel.resize(static_cast<std::size_t>(panel_rows * p.in));
-  if (tiles) bf16_panel.resize(static_cast<std::size_t>(panel_rows * p.in));
-  y_panel.resize(static_cast<std::size_t>(panel_rows * p.tokens));
+  float* const panel = dequantize_bf16 == nullptr ? kept_buffer(kept_panel, panel_rows * p.in) : nullptr;
+  std::uint16_t* const bf16_panel = tiles ? kept_buffer(kept_bf16_panel, panel_rows * p.in) : nullptr;
+  float* const y_panel = kept_buffer(kept_y_panel, panel_rows * p.tokens);
   const std::int64_t row_bytes = static_cast<std::int64_t>(storage_bytes(p.quant_dtype, static_cast<std::uint64_t>(p.in)));
   for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += panel_rows) {
     const std::int64_t rows = std::min(panel_rows, block.row_end - r0);
     const std::uint8_t* first = static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes;
     if (dequantize_bf16 != nullptr) {
-      dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel.data(), chunk_rows);
+      dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel, chunk_rows);
     } else {
-      dequantize(p.quant_dtype, first, p.in, rows, panel.data());
-      if (round) round(panel.data(), rows * p.in, bf16_panel.data());
+      dequantize(p.quant_dtype, first, p.in, rows, panel);
+      if (round) round(panel, rows * p.in, bf16_panel);
     }
     // The panel as a problem of `rows` outputs, y [tokens, rows].
-    LinearProblem panel_problem{p.x, p.tokens, p.in, panel.data(), LinearWeight::f32, rows, y_panel.data()};
+    LinearProblem panel_problem{p.x, p.tokens, p.in, panel, LinearWeight::f32, rows, y_panel};
     if (tiles) {
-      panel_problem.weight = bf16_panel.data();
+      panel_problem.weight = bf16_panel;
       panel_problem.weight_type = LinearWeight::bf16;
       panel_problem.x_tiles = p.x_tiles;
       panel_problem.weight_chunk_rows = chunk_rows;
     }
     block_fn(panel_problem, LinearBlock{0, rows, tiles ? 0 : block.token_begin, tiles ? p.tokens : block.token_end});
     for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
-      std::copy_n(y_panel.data() + t * rows, rows, p.y + t * p.out + r0);
+      std::copy_n(y_panel + t * rows, rows, p.y + t * p.out + r0);
   }
 }
 }  // namespace
