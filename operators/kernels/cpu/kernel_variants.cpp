@@ -28,6 +28,7 @@ KernelVariants read_variants() {
   // where the VM's Zen 4 wrote its panels twice as fast 8 chunks at a time.
   v.panels_by_row = isa_supported(Isa::amx);
   if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_BY_ROW")) v.panels_by_row = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_PREFETCH")) v.panels_prefetch = std::string(s) != "0";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_BARRIER")) v.experts_phase_barrier = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_GATHER_ROWS")) v.experts_gather_rows = std::string(s) == "1";

@@ -19,6 +19,8 @@
 //                                  pieces 2 KiB apart: 1), or 8 chunks of every row at a time (8
 //                                  sequential streams of stores: 0); unset: a row at a time where
 //                                  AMX is, 8 chunks elsewhere (each the faster where measured)
+//   SWITCHYARD_CPU_PANELS_PREFETCH=0  a chunk-major bf16 panel written 8 chunks at a time reads its
+//                                  blocks without prefetching each row's next strip of them
 //   SWITCHYARD_CPU_FRESH_SCRATCH=1  a batch of linear calls writes each x's tiles and quantised x
 //                                  into an allocation of its own, freed at the batch's end, instead
 //                                  of the calling thread's kept scratch
@@ -59,6 +61,7 @@ struct KernelVariants {
   int tiles_block_rows = 128;  // 0: off
   bool tiles_row_major = false;
   bool panels_by_row = false;  // read_variants sets this CPU's default
+  bool panels_prefetch = true;
   bool experts_phase_barrier = false;
   bool experts_compare_x = false;
   bool experts_silu_apart = false;

@@ -508,7 +508,7 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
   const std::pair<const char*, const char*> variants[] = {
       {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
       {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"}, {"SWITCHYARD_CPU_AMX_SCALAR_STORE", "1"},
-      {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "0"},
+      {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "0"}, {"SWITCHYARD_CPU_PANELS_PREFETCH", "0"},
       {"SWITCHYARD_CPU_FRESH_SCRATCH", "1"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "0"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "64"}};
   // 17 tokens: the tiles path, where the CPU has AMX or AVX512-BF16.
   for (sy::DType dtype : sy::testing::kBlockTypes)
