@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "cli/bench_experts.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/model_description.h"
@@ -17,6 +18,7 @@
 #include "core/stream_triad.h"
 #include "core/trace.h"
 #include "core/units.h"
+#include "operators/blocks/routed_experts.h"
 #include "operators/model/causal_lm.h"
 #include "operators/kernels/cpu/isa.h"
 #include "operators/kernels/cpu/kernel_variants.h"
@@ -354,9 +356,13 @@ int DecodeBenchOptions::run() const {
   const double prefill_seconds = seconds_since(start);
   // Again over the same positions: the first prefill at this length also pays one-time costs (memory
   // for its buffers, GPU kernels loaded at their first use); the second is what later prompts see.
+  const RoutedExperts::GroupedTotals experts_before = RoutedExperts::grouped_totals();
   start = Clock::now();
   logits = lm.forward(prompt, 0);
   const double prefill_again_seconds = seconds_since(start);
+  RoutedExperts::GroupedTotals experts_in_prefill = RoutedExperts::grouped_totals();  // this prefill's alone:
+  experts_in_prefill.calls -= experts_before.calls;
+  experts_in_prefill.seconds -= experts_before.seconds;
 
   const auto layers = static_cast<double>(check.tree->num_layers());
   const ExpertTraffic traffic = expert_traffic(check);
@@ -375,6 +381,14 @@ int DecodeBenchOptions::run() const {
               "tokens/s\n",
               prompt_tokens, prefill_seconds, prompt_tokens / prefill_seconds, prefill_again_seconds,
               prompt_tokens / prefill_again_seconds);
+  if (experts_in_prefill.calls > 0) {
+    // The CPU experts' grouped calls inside the second prefill: the rest of its time is the GPU's
+    // share and the hand-offs, which the experts' calls do not overlap (each layer waits for them).
+    const double experts = experts_in_prefill.seconds.total();
+    std::printf("  of it, the CPU experts: %lld layers' grouped calls, %.1f ms (%.0f%%); ms: %s\n",
+                static_cast<long long>(experts_in_prefill.calls), experts * 1e3, 100 * experts / prefill_again_seconds,
+                phases_ms(experts_in_prefill.seconds).c_str());
+  }
   std::printf("decode:  %.3f ms/token, %.2f tokens/s (%d steps%s)\n", decode_seconds * 1e3, 1.0 / decode_seconds,
               decode_tokens, lm.graph_device() ? ", one CUDA graph each" : "");
   std::printf("ceilings per token:\n");

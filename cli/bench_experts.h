@@ -46,6 +46,9 @@ struct ExpertsBenchRow {
 };
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options);
+// The grouped prefill's phases in milliseconds, as both benches print them: "gather 0.30, gate/up
+// 13.22 (x written 1.68), silu 1.99, down 7.79 (x written 1.22), weighted sum 0.40".
+std::string phases_ms(const RoutedExperts::GroupedSeconds& phases);
 int run_bench_experts(const ExpertsBenchOptions& options);
 
 }  // namespace switchyard::cli

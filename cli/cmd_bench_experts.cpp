@@ -76,15 +76,14 @@ DType weight_dtype_named(const std::string& name) {
 
 }  // namespace
 
-namespace {
-// f(a's phase, b's same phase) for each phase of the grouped prefill's clock.
-template <class F>
-void each_phase(RoutedExperts::GroupedSeconds& a, const RoutedExperts::GroupedSeconds& b, F f) {
-  for (auto [to, from] : {std::pair{&a.gather, b.gather}, {&a.gate_up_prep, b.gate_up_prep}, {&a.gate_up, b.gate_up},
-                          {&a.silu, b.silu}, {&a.down_prep, b.down_prep}, {&a.down, b.down}, {&a.scatter, b.scatter}})
-    f(*to, from);
+std::string phases_ms(const RoutedExperts::GroupedSeconds& p) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "gather %.2f, gate/up %.2f (x written %.2f), silu %.2f, down %.2f (x written %.2f), weighted sum %.2f",
+                p.gather * 1e3, p.gate_up * 1e3, p.gate_up_prep * 1e3, p.silu * 1e3, p.down * 1e3, p.down_prep * 1e3,
+                p.scatter * 1e3);
+  return text;
 }
-}  // namespace
 
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options) {
   const DType dtype = weight_dtype_named(options.weight_dtype);
@@ -170,13 +169,11 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
       op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
       if (r < kWarmup) continue;
       prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-      each_phase(row.phases[side], RoutedExperts::last_grouped_seconds(), [](double& sum, double v) { sum += v; });
+      row.phases[side] += RoutedExperts::last_grouped_seconds();
     }
     use_variant(false);
-    for (int side = 0; side < 2; ++side) {  // the sums to means over the side's timed calls
-      const double calls = std::max<double>(1, static_cast<double>(prefill[side].size()));
-      each_phase(row.phases[side], row.phases[side], [calls](double& sum, double) { sum /= calls; });
-    }
+    for (int side = 0; side < 2; ++side)  // the sums to means over the side's timed calls
+      row.phases[side] /= std::max<double>(1, static_cast<double>(prefill[side].size()));
   }
   row.prefill_seconds = median(prefill[0]);
   if (!prefill[1].empty()) row.prefill_seconds_set = median(prefill[1]);
@@ -278,10 +275,8 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
     for (int side = 0; side < 2 && options.stages; ++side) {
       const RoutedExperts::GroupedSeconds& p = row.phases[side];
       if (side == 1 && row.prefill_seconds_set <= 0) continue;
-      std::printf("%-18s prefill phases%s (ms, the timed calls' mean): gather %.2f, gate/up %.2f (x written %.2f), "
-                  "silu %.2f, down %.2f (x written %.2f), weighted sum %.2f\n",
-                  "", side == 1 ? (" with " + options.ab_env + " set").c_str() : "", p.gather * 1e3, p.gate_up * 1e3,
-                  p.gate_up_prep * 1e3, p.silu * 1e3, p.down * 1e3, p.down_prep * 1e3, p.scatter * 1e3);
+      std::printf("%-18s prefill phases%s (ms, the timed calls' mean): %s\n", "",
+                  side == 1 ? (" with " + options.ab_env + " set").c_str() : "", phases_ms(p).c_str());
     }
     if (row.prefill_seconds_set > 0)
       std::printf("%-18s prefill with %s set: %.2f ms, %.3f TFLOP/s, %.1f tokens/s (unset: %.2f ms; set / unset %.3f)\n", "",

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #if defined(__x86_64__)
@@ -25,6 +26,8 @@ namespace {
 constexpr std::int64_t kMinParallelRowWork = 1 << 15;
 
 thread_local RoutedExperts::GroupedSeconds last_grouped;  // the calling thread's last grouped call
+std::mutex totals_mutex;  // a grouped call adds to the totals once, at its end (a prefill's layers)
+RoutedExperts::GroupedTotals totals;
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point& mark) {
@@ -235,9 +238,17 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   }
   seconds.scatter = seconds_since(mark);
   last_grouped = seconds;
+  const std::lock_guard lock(totals_mutex);
+  ++totals.calls;
+  totals.seconds += seconds;
 }
 
 RoutedExperts::GroupedSeconds RoutedExperts::last_grouped_seconds() { return last_grouped; }
+
+RoutedExperts::GroupedTotals RoutedExperts::grouped_totals() {
+  const std::lock_guard lock(totals_mutex);
+  return totals;
+}
 
 void RoutedExperts::forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights,
                                   int top_k, float* out) const {

@@ -31,8 +31,34 @@ class RoutedExperts final : public ExpertsWork {
   // written, then the blocks), SiLU, the down batch (the same two), the weighted sum per token.
   struct GroupedSeconds {
     double gather = 0, gate_up_prep = 0, gate_up = 0, silu = 0, down_prep = 0, down = 0, scatter = 0;
+    // Phase by phase (sums over calls, their differences, their means).
+    GroupedSeconds& operator+=(const GroupedSeconds& other) { return each(other, [](double& a, double b) { a += b; }); }
+    GroupedSeconds& operator-=(const GroupedSeconds& other) { return each(other, [](double& a, double b) { a -= b; }); }
+    GroupedSeconds& operator/=(double n) { return each(*this, [n](double& a, double) { a /= n; }); }
+    double total() const { return gather + gate_up + silu + down + scatter; }  // the preps are within their batches
+
+   private:
+    template <class F>
+    GroupedSeconds& each(const GroupedSeconds& o, F f) {
+      const GroupedSeconds b = o;  // o may be *this
+      f(gather, b.gather);
+      f(gate_up_prep, b.gate_up_prep);
+      f(gate_up, b.gate_up);
+      f(silu, b.silu);
+      f(down_prep, b.down_prep);
+      f(down, b.down);
+      f(scatter, b.scatter);
+      return *this;
+    }
   };
   static GroupedSeconds last_grouped_seconds();
+  // Every grouped call of the process added up, from every thread, with their count: the share
+  // of a whole prefill that the CPU experts took (bench decode reads it before and after).
+  struct GroupedTotals {
+    std::int64_t calls = 0;
+    GroupedSeconds seconds;
+  };
+  static GroupedTotals grouped_totals();
 
  private:
   // Decode: at most this many (token, slot) pairs go through one fused parallel region.

@@ -438,7 +438,16 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
         weights[static_cast<std::size_t>(t * top_k + 1)] = 0.3f;
       }
       std::vector<float> out(static_cast<std::size_t>(tokens * hidden), NAN);
+      const sy::RoutedExperts::GroupedTotals before = sy::RoutedExperts::grouped_totals();
       op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
+      // The process's totals count the grouped calls (a prefill's) and only those, with their time.
+      const sy::RoutedExperts::GroupedTotals after = sy::RoutedExperts::grouped_totals();
+      const bool grouped = tokens * top_k > 16;
+      CHECK(after.calls - before.calls == (grouped ? 1 : 0));
+      sy::RoutedExperts::GroupedSeconds added = after.seconds;
+      added -= before.seconds;
+      if (grouped) CHECK(added.total() > 0);
+      else CHECK(added.total() == 0);
       // Each token through its experts one call at a time (one token each: the integer path).
       std::vector<float> g(inter), u(inter), y(hidden), expected(out.size(), 0.0f);
       for (std::int64_t t = 0; t < tokens; ++t)
