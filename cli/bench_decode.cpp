@@ -360,7 +360,7 @@ int DecodeBenchOptions::run() const {
   start = Clock::now();
   logits = lm.forward(prompt, 0);
   const double prefill_again_seconds = seconds_since(start);
-  RoutedExperts::GroupedTotals experts_in_prefill = RoutedExperts::grouped_totals();  // this prefill's alone:
+  RoutedExperts::GroupedTotals experts_in_prefill = RoutedExperts::grouped_totals();  // less the earlier calls:
   experts_in_prefill.calls -= experts_before.calls;
   experts_in_prefill.seconds -= experts_before.seconds;
 
@@ -382,8 +382,8 @@ int DecodeBenchOptions::run() const {
               prompt_tokens, prefill_seconds, prompt_tokens / prefill_seconds, prefill_again_seconds,
               prompt_tokens / prefill_again_seconds);
   if (experts_in_prefill.calls > 0) {
-    // The CPU experts' grouped calls inside the second prefill: the rest of its time is the GPU's
-    // share and the hand-offs, which the experts' calls do not overlap (each layer waits for them).
+    // The CPU experts' grouped calls inside the second prefill. The rest of its time is spent while
+    // no CPU expert runs: attention and the hand-offs (a GPU's shared experts overlap the routed).
     const double experts = experts_in_prefill.seconds.total();
     std::printf("  of it, the CPU experts: %lld layers' grouped calls, %.1f ms (%.0f%%); ms: %s\n",
                 static_cast<long long>(experts_in_prefill.calls), experts * 1e3, 100 * experts / prefill_again_seconds,
