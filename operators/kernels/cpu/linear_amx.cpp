@@ -87,7 +87,8 @@ TileSource weight_tile(const LinearProblem& p, std::int64_t row, std::int64_t k,
 }
 
 // C tile (16 weight rows x 16 tokens, f32) into y[token][row], the rows and tokens that exist.
-void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t token, float* scratch) {
+// `scalar`: kernel_variants' amx_scalar_store, read once a block.
+void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t token, float* scratch, bool scalar) {
   switch (tile) {
     case 0: _tile_stored(0, scratch, 64); break;
     case 1: _tile_stored(1, scratch, 64); break;
@@ -97,7 +98,7 @@ void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t
   const std::int64_t rows = p.out - row < kTileRows ? p.out - row : kTileRows;
   const std::int64_t tokens = p.tokens - token < kTileRows ? p.tokens - token : kTileRows;
   float* const y = p.y + token * p.out + row;
-  if (kernel_variants().amx_scalar_store) return store_c_tile_scalar(scratch, rows, tokens, y, p.out);
+  if (scalar) return store_c_tile_scalar(scratch, rows, tokens, y, p.out);
   store_c_tile_avx512(scratch, rows, tokens, y, p.out);
 }
 
@@ -105,6 +106,7 @@ void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t
 // token of the call, 32 rows x 32 tokens at a time, over the whole input dimension.
 void amx_block(const LinearProblem& p, const LinearBlock& block) {
   const TileSession tiles;
+  const bool scalar_store = kernel_variants().amx_scalar_store;
   const std::int64_t chunks = (p.in + kTilePairs - 1) / kTilePairs;
   const std::int64_t token_tiles = (p.tokens + kTileRows - 1) / kTileRows;
   alignas(64) std::uint16_t pad[2][kTileRows * kTilePairs];
@@ -136,10 +138,10 @@ void amx_block(const LinearProblem& p, const LinearBlock& block) {
           if (two_tokens) _tile_dpbf16ps(3, 5, 7);
         }
       }
-      store_tile(p, 0, row, tt * kTileRows, scratch);
-      if (two_tokens) store_tile(p, 1, row, (tt + 1) * kTileRows, scratch);
-      if (two_rows) store_tile(p, 2, row + kTileRows, tt * kTileRows, scratch);
-      if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch);
+      store_tile(p, 0, row, tt * kTileRows, scratch, scalar_store);
+      if (two_tokens) store_tile(p, 1, row, (tt + 1) * kTileRows, scratch, scalar_store);
+      if (two_rows) store_tile(p, 2, row + kTileRows, tt * kTileRows, scratch, scalar_store);
+      if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch, scalar_store);
     }
   }
 }
