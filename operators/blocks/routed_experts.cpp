@@ -86,43 +86,49 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   Clock::time_point mark = Clock::now();
   std::vector<std::int64_t> first(experts_.size() + 1, 0), row_of(static_cast<std::size_t>(slots));
   for (std::int64_t s = 0; s < slots; ++s) ++first[static_cast<std::size_t>(ids[s]) + 1];
-  std::vector<std::int64_t> inter_first(experts_.size() + 1, 0);  // the same in the experts' widths
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
-    inter_first[e + 1] = inter_first[e] + first[e + 1] * experts_[e].gate.out_features();
-    first[e + 1] += first[e];
-  }
+  for (std::size_t e = 0; e < experts_.size(); ++e) first[e + 1] += first[e];
   {
     std::vector<std::int64_t> filled(first.begin(), first.end() - 1);
     for (std::int64_t s = 0; s < slots; ++s) row_of[static_cast<std::size_t>(s)] = filled[static_cast<std::size_t>(ids[s])]++;
   }
-  // Buffers kept between calls (kept_buffer). The calling thread's; the parallel loops below use
-  // their addresses, not the (per-thread) names.
-  thread_local std::vector<float> kept[4];
-  float* const y = kept_buffer(kept[1], slots * hidden_);
-  float* const g = kept_buffer(kept[2], inter_first.back());
-  float* const u = kept_buffer(kept[3], inter_first.back());
   // The row-wise steps around the projections run parallel too: with the projections on AMX tiles
   // this fast, serial row steps would leave the other cores idle for a large share of prefill.
   const bool parallel = slots * hidden_ >= kMinParallelRowWork;
   const cpu::Isa isa = cpu::chosen_isa();
   const cpu::KernelVariants& variants = cpu::kernel_variants();
-  // Where an expert's gate and up calls both round x into tiles (the tiles prefill), its rows go
-  // from x straight into x's tiles, 16 (a token tile) gathered in cache at a time, and both calls
-  // read them; the other experts' rows are gathered into xs (expert e's from row xs_first[e] on)
-  // for their calls.
+  const std::int64_t inter = experts_.empty() ? 0 : experts_.front().down.in_features();
+  // How each expert with tokens runs, by what its calls round into tiles (cpu::linear_rounds_x:
+  // the tiles prefill):
+  // - gated: its rows go from x straight into x's tiles (16, a token tile, gathered in cache at a
+  //   time), and one gated call computes gate, up and SiLU block by block into the down call's x
+  //   tiles (cpu::gated_batch): no f32 gate, up or h in memory;
+  // - else its x rows are gathered into xs (expert e's from row xs_first[e] on), or into x's tiles
+  //   where both gate and up round x; gate and up write g and u (from inter_first[e] on), and SiLU
+  //   writes h into g, or into the down call's x tiles where down rounds x.
   struct TileItem {
     std::size_t expert;
     std::int64_t tile;  // the expert's token tile
   };
   std::vector<TileItem> x_tile_items;
   std::vector<std::int64_t> x_tiles_at(experts_.size(), -1);  // word offsets into x_tiles; -1: rows into xs
+  std::vector<std::int64_t> tiles_at(experts_.size(), -1);    // the down calls' x tiles: word offsets into `tiles`
   std::vector<std::int64_t> xs_first(experts_.size(), -1);
-  std::int64_t x_tile_words = 0, xs_rows = 0;
+  std::vector<std::int64_t> inter_first(experts_.size() + 1, 0);  // the not gated experts' g and u
+  std::vector<char> gated(experts_.size(), 0);
+  std::int64_t x_tile_words = 0, xs_rows = 0, tile_words = 0;
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
+    const Expert& expert = experts_[e];
+    const bool x_into_tiles = !variants.experts_gather_rows && cpu::gated_takes(isa, expert.gate.weight().dtype(), expert.up.weight().dtype(), n);
+    const bool down_tiles = cpu::linear_rounds_x(isa, expert.down.weight().dtype(), n);
+    gated[e] = n > 0 && x_into_tiles && down_tiles && !variants.experts_silu_apart && !variants.experts_gate_up_apart;
+    inter_first[e + 1] = inter_first[e] + (gated[e] ? 0 : n * expert.gate.out_features());
     if (n == 0) continue;
-    if (variants.experts_gather_rows || !cpu::linear_rounds_x(isa, experts_[e].gate.weight().dtype(), n) ||
-        !cpu::linear_rounds_x(isa, experts_[e].up.weight().dtype(), n)) {
+    if (down_tiles && !variants.experts_silu_apart) {
+      tiles_at[e] = tile_words;
+      tile_words += static_cast<std::int64_t>(cpu::x_tiles_bytes(n, inter) / 4);
+    }
+    if (!x_into_tiles) {
       xs_first[e] = xs_rows;
       xs_rows += n;
       continue;
@@ -131,11 +137,18 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     x_tile_words += static_cast<std::int64_t>(cpu::x_tiles_bytes(n, hidden_) / 4);
     for (std::int64_t t = 0; t * 16 < n; ++t) x_tile_items.push_back({e, t});
   }
+  // Buffers kept between calls (kept_buffer). The calling thread's; the parallel loops below use
+  // their addresses, not the (per-thread) names.
+  thread_local std::vector<float> kept[4];
+  float* const y = kept_buffer(kept[1], slots * hidden_);
+  float* const g = kept_buffer(kept[2], inter_first.back());
+  float* const u = kept_buffer(kept[3], inter_first.back());
   std::vector<std::int64_t> token_of_row(static_cast<std::size_t>(slots));
   for (std::int64_t s = 0; s < slots; ++s) token_of_row[static_cast<std::size_t>(row_of[static_cast<std::size_t>(s)])] = s / top_k;
   float* const xs = kept_buffer(kept[0], xs_rows * hidden_);
-  thread_local std::vector<std::uint32_t> kept_x_tiles;
+  thread_local std::vector<std::uint32_t> kept_x_tiles, kept_tiles;
   std::uint32_t* const x_tiles = aligned_words(kept_x_tiles, x_tile_words);
+  std::uint32_t* const tiles = aligned_words(kept_tiles, tile_words);
   const auto hidden_tile_words = static_cast<std::int64_t>(cpu::x_tiles_bytes(16, hidden_) / 4);  // one token tile
 #pragma omp parallel if (parallel)
   {
@@ -158,13 +171,19 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     }
   }
   seconds.gather = seconds_since(mark);
-  // Every expert's gate and up projections in one batch (one fork-join; gate and up share x's
-  // rounded tiles), then every down projection in another.
+  // The gated experts in one batch; the others' gate and up projections in another (gate and up
+  // share x's rounded tiles).
+  std::vector<cpu::GatedCall> gated_calls;
   std::vector<cpu::LinearCall> calls;
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
     const Expert& expert = experts_[e];
+    if (gated[e]) {
+      gated_calls.push_back({x_tiles + x_tiles_at[e], n, hidden_, expert.gate.weight().data(), expert.gate.weight().dtype(),
+                             expert.up.weight().data(), expert.up.weight().dtype(), inter, tiles + tiles_at[e]});
+      continue;
+    }
     const float* xe = x_tiles_at[e] >= 0 ? x : xs + xs_first[e] * hidden_;  // (tiles: x unread)
     calls.push_back(expert.gate.cpu_call(xe, n, g + inter_first[e]));
     if (x_tiles_at[e] >= 0) calls.back().x_tiles = x_tiles + x_tiles_at[e];
@@ -172,34 +191,27 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
     if (x_tiles_at[e] >= 0) calls.back().x_tiles = x_tiles + x_tiles_at[e];
   }
   cpu::linear_batch(calls);
-  seconds.gate_up = seconds_since(mark);
   seconds.gate_up_prep = cpu::last_batch_seconds().prep;
-  // SiLU. Where an expert's down call rounds x into tiles (cpu::linear_rounds_x: the tiles
-  // prefill), each token tile's 16 rows of silu(g) * u go into x's tiles while in cache, and the
-  // down batch reads those; other experts' rows are written to g for their down call to read.
+  cpu::gated_batch(gated_calls);
+  seconds.gate_up = seconds_since(mark);
+  // SiLU of the experts not gated: where the down call rounds x into tiles, each token tile's 16
+  // rows of silu(g) * u go into them while in cache, and the down batch reads those; other
+  // experts' rows are written to g for their down call to read.
   struct SiluItem {
     std::size_t expert;
     std::int64_t tile;  // the token tile rounded into tiles_at[expert]; -1: the expert's rows into g
   };
-  const std::int64_t inter = experts_.empty() ? 0 : experts_.front().down.in_features();
   const auto token_tile_words = static_cast<std::int64_t>(cpu::x_tiles_bytes(16, inter) / 4);  // one token tile
   std::vector<SiluItem> silu_items;
-  std::vector<std::int64_t> tiles_at(experts_.size(), -1);  // word offsets into `tiles`
-  std::int64_t tile_words = 0;
-  const bool apart = variants.experts_silu_apart;
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
-    if (n == 0) continue;
-    if (apart || !cpu::linear_rounds_x(isa, experts_[e].down.weight().dtype(), n)) {
+    if (n == 0 || gated[e]) continue;
+    if (tiles_at[e] < 0) {
       silu_items.push_back({e, -1});
       continue;
     }
-    tiles_at[e] = tile_words;
-    tile_words += static_cast<std::int64_t>(cpu::x_tiles_bytes(n, inter) / 4);
     for (std::int64_t t = 0; t * 16 < n; ++t) silu_items.push_back({e, t});
   }
-  thread_local std::vector<std::uint32_t> kept_tiles;
-  std::uint32_t* const tiles = aligned_words(kept_tiles, tile_words);
 #pragma omp parallel for schedule(dynamic, 4) if (parallel)
   for (std::size_t i = 0; i < silu_items.size(); ++i) {
     const SiluItem item = silu_items[i];
@@ -219,6 +231,7 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
+    // (x unread where the call takes tiles: a gated expert's h is only there)
     calls.push_back(experts_[e].down.cpu_call(g + inter_first[e], n, y + first[e] * hidden_));
     if (tiles_at[e] >= 0) calls.back().x_tiles = tiles + tiles_at[e];
   }

@@ -33,6 +33,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_COMPARE_X")) v.experts_compare_x = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_GATHER_ROWS")) v.experts_gather_rows = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_SILU_APART")) v.experts_silu_apart = std::string(s) == "1";
+  if (const char* s = std::getenv("SWITCHYARD_CPU_EXPERTS_GATE_UP_APART")) v.experts_gate_up_apart = std::string(s) == "1";
   return v;
 }
 

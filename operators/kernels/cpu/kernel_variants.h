@@ -46,6 +46,12 @@
 //   SWITCHYARD_CPU_EXPERTS_SILU_APART=1  the CPU experts' prefill writes silu(gate) * up to memory
 //                                  and the down batch rounds it into x's tiles, instead of each
 //                                  token tile's 16 rows rounded into them as SiLU computes them
+//                                  (gate and up apart too, as with GATE_UP_APART)
+//   SWITCHYARD_CPU_EXPERTS_GATE_UP_APART=1  the CPU experts' prefill runs an expert's gate and up
+//                                  projections as two calls of a batch into f32 g and u, and SiLU
+//                                  in a pass of its own, instead of one gated call (cpu::gated_batch)
+//                                  whose blocks write silu(gate) * up straight into the down call's
+//                                  x tiles
 //   SWITCHYARD_CPU_EXPERTS_COMPARE_X=1  the CPU experts' decode items compare x with the thread's
 //                                  last x before reusing its quantised bytes, instead of trusting
 //                                  the call's version (cpu::linear_versioned_x)
@@ -66,6 +72,7 @@ struct KernelVariants {
   bool experts_compare_x = false;
   bool experts_silu_apart = false;
   bool experts_gather_rows = false;
+  bool experts_gate_up_apart = false;
 };
 
 const KernelVariants& kernel_variants();

@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "operators/kernels/cpu/kept_buffer.h"
 #include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
+#include "operators/kernels/cpu/silu_and_mul.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -393,6 +395,89 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
   last_batch = BatchSeconds{seconds_between(start, prepared), seconds_between(prepared, Clock::now())};
 }
 
+// The x-tile chunk writer this CPU runs fastest (as tile_writer).
+using ChunkWriter = void (*)(const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, std::uint32_t*);
+ChunkWriter chunk_writer() {
+#if defined(SWITCHYARD_CPU_X86)
+  if (isa_supported(Isa::avx512)) return detail::write_x_tile_chunks_avx512;
+#endif
+  return detail::write_x_tile_chunks_scalar;
+}
+
+// gated_batch with `run_block` (the tiles path's block functions of one ISA). Items are a call's
+// rows [row_begin, row_end): whole 32-row chunks of h, as many rows as kernel_variants'
+// tiles_block_rows while the batch keeps kBlocksPerThread items a thread (a thread reads the
+// call's x tiles once per item, twice: gate and up), fewer down to one chunk where it would not.
+void run_gated(const BlockFns& run_block, std::span<const GatedCall> calls) {
+  constexpr std::int64_t kChunk = 32;  // h's rows a chunk of its tiles holds
+  struct Item {
+    std::size_t call;
+    std::int64_t row_begin, row_end;
+  };
+  std::vector<LinearProblem> gates, ups;  // each call's whole problem (validated); y set per item
+  std::int64_t work = 0;
+  for (const GatedCall& c : calls) {
+    // problem_of checks the dtypes and the block multiples; x is read from its tiles only.
+    gates.push_back(problem_of(LinearCall{nullptr, c.tokens, c.in, c.gate, c.gate_dtype, c.out, nullptr}));
+    ups.push_back(problem_of(LinearCall{nullptr, c.tokens, c.in, c.up, c.up_dtype, c.out, nullptr}));
+    gates.back().x_tiles = ups.back().x_tiles = c.x_tiles;
+    if (c.tokens > 0 && c.out > 0 && (c.x_tiles == nullptr || c.h_tiles == nullptr))
+      throw std::invalid_argument("gated_batch: a call without x's tiles or h's");
+    work += 2 * std::max<std::int64_t>(c.tokens, 0) * std::max<std::int64_t>(c.in, 0) * std::max<std::int64_t>(c.out, 0);
+  }
+  const std::int64_t threads = omp_get_max_threads();
+  const std::int64_t least = kernel_variants().tiles_block_rows;
+  std::int64_t item_rows = std::max(kChunk, ceil_div(least, kChunk) * kChunk);
+  auto items_of = [&](std::int64_t rows) {
+    std::int64_t count = 0;
+    for (const GatedCall& c : calls)
+      if (c.tokens > 0 && c.out > 0) count += ceil_div(c.out, rows);
+    return count;
+  };
+  while (item_rows > kChunk && items_of(item_rows) < threads * kBlocksPerThread) item_rows -= kChunk;
+  std::vector<Item> items;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const GatedCall& c = calls[i];
+    if (c.tokens <= 0 || c.out <= 0) continue;
+    if (c.in <= 0) {  // h = silu(0) * 0 = 0 everywhere
+      std::fill(c.h_tiles, c.h_tiles + detail::x_tiles_bytes(c.tokens, c.out) / 4, 0u);
+      continue;
+    }
+    for (std::int64_t r = 0; r < c.out; r += item_rows) items.push_back({i, r, std::min(c.out, r + item_rows)});
+  }
+  const ChunkWriter write_chunks = chunk_writer();
+  std::atomic<std::size_t> next{0};
+  const Clock::time_point start = Clock::now();
+#pragma omp parallel if (work >= kMinParallelWork)
+  {
+    // Per thread: gate's then h's rows [tokens, item rows], and up's.
+    thread_local std::vector<float> kept_g, kept_u;
+    for (std::size_t id = next.fetch_add(1, std::memory_order_relaxed); id < items.size();
+         id = next.fetch_add(1, std::memory_order_relaxed)) {
+      const Item item = items[id];
+      const GatedCall& c = calls[item.call];
+      const std::int64_t rows = item.row_end - item.row_begin;
+      float* const g = kept_buffer(kept_g, c.tokens * rows);
+      float* const u = kept_buffer(kept_u, c.tokens * rows);
+      // The item's rows of each weight as a problem of `rows` outputs: y [tokens, rows].
+      auto slice = [&](LinearProblem p, DType dtype, float* y) {
+        p.weight = static_cast<const std::uint8_t*>(p.weight) +
+                   item.row_begin * static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(c.in)));
+        p.out = rows;
+        p.y = y;
+        run_block(p, LinearBlock{0, rows, 0, c.tokens});
+      };
+      slice(gates[item.call], c.gate_dtype, g);
+      slice(ups[item.call], c.up_dtype, u);
+      silu_and_mul(g, u, c.tokens * rows, g);
+      for (std::int64_t tile = 0; tile < ceil_div(c.tokens, 16); ++tile)
+        write_chunks(g, rows, c.tokens, c.out, tile, item.row_begin / kChunk, ceil_div(item.row_end, kChunk), c.h_tiles);
+    }
+  }
+  last_batch = BatchSeconds{0, seconds_between(start, Clock::now())};
+}
+
 }  // namespace
 
 void linear_batch(Isa isa, std::span<const LinearCall> calls) {
@@ -406,6 +491,28 @@ void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
 }
 
 void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa(), calls); }
+
+bool gated_takes(Isa isa, DType gate_dtype, DType up_dtype, std::int64_t tokens) {
+  return linear_rounds_x(isa, gate_dtype, tokens) && linear_rounds_x(isa, up_dtype, tokens);
+}
+
+void gated_batch(Isa isa, std::span<const GatedCall> calls) {
+  for (const GatedCall& c : calls)
+    if (c.tokens > 0 && c.out > 0 && !gated_takes(isa, c.gate_dtype, c.up_dtype, c.tokens))
+      throw std::invalid_argument(std::string("gated_batch: the ") + isa_name(isa) + " variant does not round x for " +
+                                  std::to_string(c.tokens) + " tokens of " + dtype_name(c.gate_dtype) + "/" +
+                                  dtype_name(c.up_dtype) + " weights");
+  run_gated(block_functions(isa), calls);
+}
+
+void gated_batch(std::span<const GatedCall> calls) { gated_batch(chosen_isa(), calls); }
+
+void detail::gated_batch_emulating_amx(std::span<const GatedCall> calls) {
+  for (const GatedCall& c : calls)
+    if (c.tokens > 0 && c.out > 0 && !gated_takes(Isa::amx, c.gate_dtype, c.up_dtype, c.tokens))
+      throw std::invalid_argument("gated_batch: AMX does not round x for these weights and tokens");
+  run_gated(BlockFns{linear_block_tiles_scalar, quant_linear_block_tiles_scalar}, calls);
+}
 
 std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) { return detail::x_tiles_bytes(tokens, in); }
 

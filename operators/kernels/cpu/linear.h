@@ -86,8 +86,32 @@ void write_x_tiles(const float* x, std::int64_t tokens, std::int64_t in, std::in
 // call's y may overlap another's x, weight or y. Throws as linear() does, before any work.
 void linear_batch(std::span<const LinearCall> calls);
 void linear_batch(Isa isa, std::span<const LinearCall> calls);
+// An MLP's gated activation straight into its down projection's x tiles, h = silu(x W_gate^T) *
+// (x W_up^T) [tokens, out], rounded into `h_tiles` (x_tiles_bytes(tokens, out) bytes, 64-byte
+// aligned) as write_x_tiles(h, tokens, out, ...) writes them; x comes as its tiles (write_x_tiles,
+// x [tokens, in]). h is never stored in f32 beyond a block: a block takes whole 32-row chunks of
+// `out`, computes gate's and up's rows for every token, their SiLU (silu_and_mul), and its chunks
+// of h's tiles while they are in cache. Every word is the bits that linear_batch's gate and up
+// calls, silu_and_mul and write_x_tiles give. Only where linear_rounds_x holds for both weights
+// (gated_takes); throws std::invalid_argument for other calls, before any work. Threads take the
+// blocks of every call as they ask (one fork-join a batch).
+struct GatedCall {
+  const std::uint32_t* x_tiles;
+  std::int64_t tokens, in;
+  const void* gate;
+  DType gate_dtype;
+  const void* up;
+  DType up_dtype;
+  std::int64_t out;
+  std::uint32_t* h_tiles;
+};
+bool gated_takes(Isa isa, DType gate_dtype, DType up_dtype, std::int64_t tokens);
+void gated_batch(std::span<const GatedCall> calls);
+void gated_batch(Isa isa, std::span<const GatedCall> calls);
+
 // Where the calling thread's last linear_batch spent its time, in seconds: writing x's tiles and
-// quantising x (`prep`), then the calls' row blocks (`blocks`). For benchmarks' breakdowns.
+// quantising x (`prep`), then the calls' row blocks (`blocks`); gated_batch's all in `blocks`. For
+// benchmarks' breakdowns.
 struct BatchSeconds {
   double prep = 0, blocks = 0;
 };

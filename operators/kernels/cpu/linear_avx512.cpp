@@ -138,11 +138,12 @@ void round_to_bf16_avx512(const float* in, std::int64_t count, std::uint16_t* ou
   }
 }
 
-void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
-                         std::uint32_t* tiles) {
+void write_x_tile_chunks_avx512(const float* x, std::int64_t x_stride, std::int64_t tokens, std::int64_t in,
+                                std::int64_t tile, std::int64_t chunk_begin, std::int64_t chunk_end,
+                                std::uint32_t* tiles) {
   const std::int64_t chunks = (in + 31) / 32, first = tile * 16;
   const std::int64_t here = tokens - first < 16 ? tokens - first : 16;
-  for (std::int64_t c = 0; c < chunks; ++c) {
+  for (std::int64_t c = chunk_begin; c < chunk_end; ++c) {
     // Token t's 32 inputs of the chunk as 16 words (a pair each, the lower input in the low half),
     // masked past `in` (zeros), then 16 tokens' words transposed to [pair][token].
     const std::int64_t left = in - 32 * c;
@@ -154,7 +155,7 @@ void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, s
         words[t] = _mm512_setzero_si512();
         continue;
       }
-      const float* row = x + (first + t) * in + 32 * c;
+      const float* row = x + (first + t) * x_stride + 32 * (c - chunk_begin);
       const __m256i a = _mm512_cvtepi32_epi16(round_to_bf16(_mm512_maskz_loadu_ps(low, row)));
       const __m256i b = _mm512_cvtepi32_epi16(round_to_bf16(_mm512_maskz_loadu_ps(high, row + 16)));
       words[t] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
@@ -165,6 +166,10 @@ void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, s
   }
 }
 
+void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles) {
+  write_x_tile_chunks_avx512(x, in, tokens, in, tile, 0, (in + 31) / 32, tiles);
+}
 
 void store_c_tile_avx512(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride) {
   __m512i words[16];

@@ -67,6 +67,15 @@ void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, s
                          std::uint32_t* tiles);
 void write_x_tile_avx512(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
                          std::uint32_t* tiles);
+// Chunks [chunk_begin, chunk_end) of that token tile alone (inputs [32 chunk_begin, 32 chunk_end),
+// zeros past `in`), the other chunks' words untouched; token t's inputs from 32 chunk_begin on at
+// x + t * x_stride (x holds only those columns: a block's slice of a wider x).
+void write_x_tile_chunks_scalar(const float* x, std::int64_t x_stride, std::int64_t tokens, std::int64_t in,
+                                std::int64_t tile, std::int64_t chunk_begin, std::int64_t chunk_end,
+                                std::uint32_t* tiles);
+void write_x_tile_chunks_avx512(const float* x, std::int64_t x_stride, std::int64_t tokens, std::int64_t in,
+                                std::int64_t tile, std::int64_t chunk_begin, std::int64_t chunk_end,
+                                std::uint32_t* tiles);
 
 // A C tile c [16 rows][16 tokens] f32 (64-byte aligned) into y [token][row]: y[t * y_stride + r] =
 // c[16 r + t] for r < rows, t < tokens (each at most 16); nothing else of y is written. The AVX-512
@@ -100,5 +109,6 @@ void linear_block_tiles_avx512_bf16(const LinearProblem& problem, const LinearBl
 void linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
 // (Block-type weights: quant_dot.h's tiles path, with the same emulation.)
 void linear_batch_emulating_amx(std::span<const LinearCall> calls);
+void gated_batch_emulating_amx(std::span<const GatedCall> calls);
 
 }  // namespace switchyard::cpu::detail

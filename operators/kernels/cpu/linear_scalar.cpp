@@ -58,18 +58,26 @@ constexpr std::int64_t x_tile_word(std::int64_t t, std::int64_t k, std::int64_t 
 
 }  // namespace
 
-void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
-                         std::uint32_t* tiles) {
-  const std::int64_t chunks = (in + 31) / 32;
-  std::uint32_t* words = tiles + tile * chunks * 16 * 16;  // [chunk][pair][token]
-  std::fill(words, words + chunks * 16 * 16, 0u);
+void write_x_tile_chunks_scalar(const float* x, std::int64_t x_stride, std::int64_t tokens, std::int64_t in,
+                                std::int64_t tile, std::int64_t chunk_begin, std::int64_t chunk_end,
+                                std::uint32_t* tiles) {
+  const std::int64_t chunks = (in + 31) / 32, k_begin = 32 * chunk_begin, k_end = std::min(in, 32 * chunk_end);
+  for (std::int64_t c = chunk_begin; c < chunk_end; ++c) {
+    std::uint32_t* words = tiles + (tile * chunks + c) * 16 * 16;  // [pair][token]
+    std::fill(words, words + 16 * 16, 0u);
+  }
   for (std::int64_t t = tile * 16; t < std::min(tokens, tile * 16 + 16); ++t) {
-    const float* row = x + t * in;
-    for (std::int64_t k = 0; k < in; k += 2) {
-      const std::uint32_t low = f32_to_bf16(row[k]), high = k + 1 < in ? f32_to_bf16(row[k + 1]) : 0u;
+    const float* row = x + t * x_stride - k_begin;  // (row[k] for k in [k_begin, k_end) only)
+    for (std::int64_t k = k_begin; k < k_end; k += 2) {
+      const std::uint32_t low = f32_to_bf16(row[k]), high = k + 1 < k_end ? f32_to_bf16(row[k + 1]) : 0u;
       tiles[x_tile_word(t, k, chunks)] = low | high << 16;
     }
   }
+}
+
+void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
+                         std::uint32_t* tiles) {
+  write_x_tile_chunks_scalar(x, in, tokens, in, tile, 0, (in + 31) / 32, tiles);
 }
 
 void store_c_tile_scalar(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride) {

@@ -310,7 +310,7 @@ TEST_CASE("cpu kernels: the AMX variant's tiles of x, shared by calls on one x, 
                        std::invalid_argument);
 }
 
-TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar writer's words") {
+TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar writer's words, whole tiles or chunks of them") {
 #if defined(__x86_64__)
   if (!cpu::isa_supported(cpu::Isa::avx512)) {
     MESSAGE("skipped: this CPU has no AVX-512");
@@ -349,6 +349,33 @@ TEST_CASE("cpu kernels: the AVX-512 writer of x's AMX tiles writes the scalar wr
       if (scalar[static_cast<std::size_t>(i)] != vector[static_cast<std::size_t>(i)]) first_difference = i;
     INFO("first differing word " << first_difference);
     CHECK(first_difference == -1);
+    // A range of chunks from a slice of x's columns (its own row stride, a gated block's h): those
+    // chunks' words as the whole tile's, every other word untouched, by both writers.
+    const std::int64_t chunks = (in + 31) / 32;
+    const std::int64_t chunk_begin = static_cast<std::int64_t>(random() % chunks);
+    const std::int64_t chunk_end = chunk_begin + 1 + static_cast<std::int64_t>(random() % (chunks - chunk_begin));
+    const std::int64_t width = std::min(in, 32 * chunk_end) - 32 * chunk_begin, stride = width + static_cast<std::int64_t>(random() % 3);
+    std::vector<float> slice(static_cast<std::size_t>(tokens * stride), NAN);
+    for (std::int64_t t = 0; t < tokens; ++t)
+      std::copy_n(x.data() + t * in + 32 * chunk_begin, width, slice.data() + t * stride);
+    INFO("chunks [" << chunk_begin << ", " << chunk_end << "), stride " << stride);
+    for (const bool avx512 : {false, true}) {
+      const char* const writer = avx512 ? "AVX-512 writer" : "scalar writer";
+      INFO(writer);
+      const cpu::detail::AlignedWords part = cpu::detail::aligned_words(bytes);
+      std::fill(part.get(), part.get() + words, 0x5a5a5a5au);
+      for (std::int64_t tile = 0; tile < tiles; ++tile)
+        (avx512 ? cpu::detail::write_x_tile_chunks_avx512 : cpu::detail::write_x_tile_chunks_scalar)(
+            slice.data(), stride, tokens, in, tile, chunk_begin, chunk_end, part.get());
+      std::int64_t wrong = -1;
+      for (std::int64_t i = 0; i < words && wrong < 0; ++i) {
+        const std::int64_t chunk = i / 256 % chunks;
+        const std::uint32_t want = chunk >= chunk_begin && chunk < chunk_end ? scalar[static_cast<std::size_t>(i)] : 0x5a5a5a5au;
+        if (part[static_cast<std::size_t>(i)] != want) wrong = i;
+      }
+      INFO("first wrong word " << wrong);
+      CHECK(wrong == -1);
+    }
   }
 #else
   MESSAGE("skipped: the AVX-512 writer is built for x86-64 only");

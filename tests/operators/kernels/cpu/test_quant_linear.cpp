@@ -478,12 +478,12 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
                             << ", bound " << bound);
         }
       }
-      // The experts' variants (kernel_variants.h) give the same bits (the prefill's SiLU rounded
-      // into the down calls' tiles or written apart among them); and x changed in place between two
+      // The experts' variants (kernel_variants.h) give the same bits (the prefill's gate, up and
+      // SiLU in one gated call or apart, SiLU rounded into the down calls' tiles or written apart); and x changed in place between two
       // calls gives what a fresh copy of it gives (no quantised x kept from the last).
       const char* const decode_variants[] = {"SWITCHYARD_CPU_EXPERTS_BARRIER", "SWITCHYARD_CPU_EXPERTS_COMPARE_X",
                                              "SWITCHYARD_CPU_TILES_F32_PANEL", "SWITCHYARD_CPU_EXPERTS_SILU_APART",
-                                             "SWITCHYARD_CPU_EXPERTS_GATHER_ROWS"};
+                                             "SWITCHYARD_CPU_EXPERTS_GATHER_ROWS", "SWITCHYARD_CPU_EXPERTS_GATE_UP_APART"};
       for (const char* name : decode_variants) {
         INFO(name << "=1");
         setenv(name, "1", 1);
@@ -507,6 +507,102 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
       CHECK(std::memcmp(in_place.data(), fresh.data(), out.size() * sizeof(float)) != 0);
     }
   }
+}
+
+TEST_CASE("quant linear: a gated batch writes the words that gate, up, SiLU and the tile writer give, on every path that takes it") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<std::int64_t> tokens_of(cpu::kQuantPrefillTokens, 50), plain_out_of(1, 150);
+  // The real paths this CPU takes (AMX or AVX512-BF16), and AMX's emulated (any CPU).
+  std::vector<cpu::Isa> isas;
+  for (cpu::Isa isa : supported_isas())
+    if (cpu::gated_takes(isa, sy::DType::q8_0, sy::DType::q8_0, cpu::kQuantPrefillTokens)) isas.push_back(isa);
+  const bool emulated_only = isas.empty();
+  isas.push_back(cpu::Isa::scalar);  // (stands for the emulation)
+  const sy::DType dtypes[][2] = {{sy::DType::bf16, sy::DType::bf16}, {sy::DType::q8_0, sy::DType::q8_0},
+                                 {sy::DType::q4_k, sy::DType::q4_k}, {sy::DType::q4_k, sy::DType::q5_0}};
+  for (int round = 0; round < 6; ++round)
+    for (cpu::Isa isa : isas) {
+      const bool emulate = isa == cpu::Isa::scalar;
+      const std::string path = emulate ? "AMX emulated" : std::string("isa ") + cpu::isa_name(isa);
+      INFO("round " << round << ", " << path);
+      // A batch of every dtype pair: bf16 with odd widths (h's last chunk partly past `out`), the
+      // block types with whole blocks; the threads' items split each call's rows.
+      struct Case {
+        std::int64_t tokens, in, out;
+        sy::DType gate_dtype, up_dtype;
+        std::vector<std::uint8_t> gate, up;
+        std::vector<float> x;
+        cpu::detail::AlignedWords x_tiles, h_tiles, expected;
+        std::int64_t h_words;
+      };
+      std::vector<Case> cases;
+      for (const auto& pair : dtypes) {
+        Case c;
+        c.gate_dtype = pair[0];
+        c.up_dtype = pair[1];
+        const bool plain = pair[0] == sy::DType::bf16;
+        c.tokens = tokens_of(random);
+        c.in = plain ? 32 * (1 + static_cast<std::int64_t>(random() % 6)) + static_cast<std::int64_t>(random() % 2) * 2 : 256;
+        c.out = plain ? plain_out_of(random) : 32 * (1 + static_cast<std::int64_t>(random() % 8));
+        auto weight = [&](sy::DType dtype) {
+          if (dtype != sy::DType::bf16) return sy::testing::random_blocks(dtype, c.out * c.in, random);
+          std::vector<std::uint8_t> bytes(static_cast<std::size_t>(c.out * c.in * 2));
+          const std::vector<float> values = random_x(random, c.out * c.in);
+          for (std::size_t i = 0; i < values.size(); ++i) {
+            const std::uint16_t bits = cpu::f32_to_bf16(values[i]);
+            std::memcpy(bytes.data() + 2 * i, &bits, 2);
+          }
+          return bytes;
+        };
+        c.gate = weight(c.gate_dtype);
+        c.up = weight(c.up_dtype);
+        c.x = random_x(random, c.tokens * c.in);
+        c.x_tiles = cpu::detail::aligned_words(cpu::x_tiles_bytes(c.tokens, c.in));
+        for (std::int64_t t = 0; t * 16 < c.tokens; ++t) cpu::write_x_tiles(c.x.data(), c.tokens, c.in, t, c.x_tiles.get());
+        c.h_words = static_cast<std::int64_t>(cpu::x_tiles_bytes(c.tokens, c.out) / 4);
+        c.h_tiles = cpu::detail::aligned_words(cpu::x_tiles_bytes(c.tokens, c.out));
+        std::fill(c.h_tiles.get(), c.h_tiles.get() + c.h_words, 0xdeadbeefu);  // every word must be written
+        // The same by the calls one at a time: g and u, silu(g) * u, h's tiles.
+        std::vector<float> g(static_cast<std::size_t>(c.tokens * c.out)), u(g.size());
+        const cpu::LinearCall gate{c.x.data(), c.tokens, c.in, c.gate.data(), c.gate_dtype, c.out, g.data()};
+        const cpu::LinearCall up{c.x.data(), c.tokens, c.in, c.up.data(), c.up_dtype, c.out, u.data()};
+        if (emulate) {
+          cpu::detail::linear_batch_emulating_amx(std::span(&gate, 1));
+          cpu::detail::linear_batch_emulating_amx(std::span(&up, 1));
+        } else {
+          cpu::linear_batch(isa, std::span(&gate, 1));
+          cpu::linear_batch(isa, std::span(&up, 1));
+        }
+        cpu::silu_and_mul(g.data(), u.data(), c.tokens * c.out, g.data());
+        c.expected = cpu::detail::aligned_words(cpu::x_tiles_bytes(c.tokens, c.out));
+        for (std::int64_t t = 0; t * 16 < c.tokens; ++t) cpu::write_x_tiles(g.data(), c.tokens, c.out, t, c.expected.get());
+        cases.push_back(std::move(c));
+      }
+      std::vector<cpu::GatedCall> calls;
+      for (const Case& c : cases)
+        calls.push_back({c.x_tiles.get(), c.tokens, c.in, c.gate.data(), c.gate_dtype, c.up.data(), c.up_dtype, c.out, c.h_tiles.get()});
+      if (emulate) cpu::detail::gated_batch_emulating_amx(calls);
+      else cpu::gated_batch(isa, calls);
+      for (const Case& c : cases) {
+        INFO(std::string(sy::dtype_name(c.gate_dtype)) << "/" << std::string(sy::dtype_name(c.up_dtype)) << ", tokens " << c.tokens
+                                                       << ", in " << c.in << ", out " << c.out);
+        std::int64_t first_difference = -1;
+        for (std::int64_t i = 0; i < c.h_words && first_difference < 0; ++i)
+          if (c.h_tiles[static_cast<std::size_t>(i)] != c.expected[static_cast<std::size_t>(i)]) first_difference = i;
+        INFO("first differing word " << first_difference);
+        CHECK(first_difference == -1);
+      }
+    }
+  if (emulated_only) MESSAGE("this CPU has neither AMX nor AVX512-BF16: the gated batch ran emulated only");
+  // Calls that would not round x are refused, naming the variant and the weights.
+  const std::vector<float> x = random_x(random, 4 * 256);
+  const std::vector<std::uint8_t> w = sy::testing::random_blocks(sy::DType::q8_0, 32 * 256, random);
+  std::uint32_t words[1024];
+  const cpu::GatedCall few{words, 4, 256, w.data(), sy::DType::q8_0, w.data(), sy::DType::q8_0, 32, words};
+  CHECK_THROWS_WITH_AS(cpu::gated_batch(cpu::Isa::scalar, std::span(&few, 1)),
+                       doctest::Contains("does not round x for 4 tokens of q8_0/q8_0"), std::invalid_argument);
 }
 
 TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the default's results bit for bit") {
