@@ -119,7 +119,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   for (std::size_t e = 0; e < experts_.size(); ++e) {
     const std::int64_t n = first[e + 1] - first[e];
     const Expert& expert = experts_[e];
-    const bool x_into_tiles = !variants.experts_gather_rows && cpu::gated_takes(isa, expert.gate.weight().dtype(), expert.up.weight().dtype(), n);
+    const bool x_into_tiles = !variants.experts_gather_rows &&
+                              cpu::gated_takes(isa, expert.gate.weight().dtype(), expert.up.weight().dtype(), n);
     const bool down_tiles = cpu::linear_rounds_x(isa, expert.down.weight().dtype(), n);
     gated[e] = n > 0 && x_into_tiles && down_tiles && !variants.experts_silu_apart && !variants.experts_gate_up_apart;
     inter_first[e + 1] = inter_first[e] + (gated[e] ? 0 : n * expert.gate.out_features());
