@@ -409,7 +409,13 @@ ChunkWriter chunk_writer() {
 // rows [row_begin, row_end): whole 32-row chunks of h, as many rows as kernel_variants'
 // tiles_block_rows while the batch keeps kBlocksPerThread items a thread (a thread reads the
 // call's x tiles once per item, twice: gate and up), fewer down to one chunk where it would not.
-void run_gated(const BlockFns& run_block, std::span<const GatedCall> calls) {
+// `isa`: the variant whose tiles path run_block is (or emulates), which every call must take.
+void run_gated(Isa isa, const BlockFns& run_block, std::span<const GatedCall> calls) {
+  for (const GatedCall& c : calls)
+    if (c.tokens > 0 && c.out > 0 && !gated_takes(isa, c.gate_dtype, c.up_dtype, c.tokens))
+      throw std::invalid_argument(std::string("gated_batch: the ") + isa_name(isa) + " variant does not round x for " +
+                                  std::to_string(c.tokens) + " tokens of " + dtype_name(c.gate_dtype) + "/" +
+                                  dtype_name(c.up_dtype) + " weights");
   constexpr std::int64_t kChunk = 32;  // h's rows a chunk of its tiles holds
   struct Item {
     std::size_t call;
@@ -496,22 +502,12 @@ bool gated_takes(Isa isa, DType gate_dtype, DType up_dtype, std::int64_t tokens)
   return linear_rounds_x(isa, gate_dtype, tokens) && linear_rounds_x(isa, up_dtype, tokens);
 }
 
-void gated_batch(Isa isa, std::span<const GatedCall> calls) {
-  for (const GatedCall& c : calls)
-    if (c.tokens > 0 && c.out > 0 && !gated_takes(isa, c.gate_dtype, c.up_dtype, c.tokens))
-      throw std::invalid_argument(std::string("gated_batch: the ") + isa_name(isa) + " variant does not round x for " +
-                                  std::to_string(c.tokens) + " tokens of " + dtype_name(c.gate_dtype) + "/" +
-                                  dtype_name(c.up_dtype) + " weights");
-  run_gated(block_functions(isa), calls);
-}
+void gated_batch(Isa isa, std::span<const GatedCall> calls) { run_gated(isa, block_functions(isa), calls); }
 
 void gated_batch(std::span<const GatedCall> calls) { gated_batch(chosen_isa(), calls); }
 
 void detail::gated_batch_emulating_amx(std::span<const GatedCall> calls) {
-  for (const GatedCall& c : calls)
-    if (c.tokens > 0 && c.out > 0 && !gated_takes(Isa::amx, c.gate_dtype, c.up_dtype, c.tokens))
-      throw std::invalid_argument("gated_batch: AMX does not round x for these weights and tokens");
-  run_gated(BlockFns{linear_block_tiles_scalar, quant_linear_block_tiles_scalar}, calls);
+  run_gated(Isa::amx, BlockFns{linear_block_tiles_scalar, quant_linear_block_tiles_scalar}, calls);
 }
 
 std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) { return detail::x_tiles_bytes(tokens, in); }
