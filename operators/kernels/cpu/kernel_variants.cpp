@@ -27,6 +27,7 @@ KernelVariants read_variants() {
     const int n = std::atoi(s);
     v.amx_chunk_block = n <= 0 ? 0 : n > (1 << 16) ? 1 << 16 : n;
   }
+  if (const char* s = std::getenv("SWITCHYARD_CPU_BF16_FULL_TILES")) v.bf16_full_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
   // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/perf-notes.md),
   // where the VM's Zen 4 wrote its panels twice as fast 8 chunks at a time.

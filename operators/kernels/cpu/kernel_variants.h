@@ -40,6 +40,9 @@
 //                                  4 token-tile pairs over each block's weight tiles (kept in L1),
 //                                  their C tiles spilled between blocks, instead of the whole input
 //                                  dimension for one pair before the next (unset or 0: the latter)
+//   SWITCHYARD_CPU_BF16_FULL_TILES=1  the AVX512-BF16 tiles product (no AMX) computes a last token
+//                                  tile of at most 8 tokens in 16 lanes, as every other, instead of
+//                                  in 8
 //   SWITCHYARD_CPU_EXPERTS_BARRIER=1  the CPU experts' decode waits at a barrier between the gate/up
 //                                  and the down items, instead of each down item waiting for its
 //                                  own slot's gate/up items
@@ -68,6 +71,7 @@ struct KernelVariants {
   bool amx_keep_tiles = false;
   bool amx_scalar_store = false;
   int amx_chunk_block = 0;  // 0: off
+  bool bf16_full_tiles = false;
   bool fresh_scratch = false;
   int tiles_block_rows = 128;  // 0: off
   bool tiles_row_major = false;

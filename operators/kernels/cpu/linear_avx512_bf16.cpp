@@ -6,7 +6,9 @@
 //
 // Register blocking: kRows weight rows x 16 tokens (one x tile row of 16 tokens' pairs in a
 // register, each weight pair broadcast from the panel), two token tiles a pass when the call has
-// them, so that each broadcast serves two products: 2 x kRows accumulators + 2 x values.
+// them, so that each broadcast serves two products: 2 x kRows accumulators + 2 x values. Zen 4's
+// vdpbf16ps runs at its peak here (0.36 of ~0.45 TFLOP/s on 2 cores), so the padded lanes of a
+// call's last token tile cost as much as real tokens: one of at most 8 tokens runs in 8 lanes.
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
@@ -40,15 +43,49 @@ inline int word_at(const std::uint16_t* pair) {
   return word;
 }
 
-// kCount rows of the panel from `panel_row` (y's rows from `row`) x the token tiles tt (and tt + 1
-// when kTwo), over every chunk; y [tokens, out] gets the rows and tokens that exist.
-template <int kCount, bool kTwo>
+// A token tile's accumulators: 16 tokens in a zmm, or (a last tile of at most 8 tokens) 8 in a ymm,
+// at half the cost where 512-bit instructions run as two 256-bit halves (Zen 4). The lanes past the
+// call's tokens compute x's zero padding, so the fewer of them the better.
+template <int kLanes>
+struct TokenLanes;
+template <>
+struct TokenLanes<16> {
+  using Acc = __m512;
+  static Acc zero() { return _mm512_setzero_ps(); }
+  // The tokens' words of one pair row of an x tile (64-byte aligned rows).
+  static __m512bh load(const std::uint32_t* row) { return std::bit_cast<__m512bh>(_mm512_load_si512(row)); }
+  static Acc dot(Acc acc, __m512bh x, __m512i weight_pair) {
+    return _mm512_dpbf16_ps(acc, x, std::bit_cast<__m512bh>(weight_pair));
+  }
+  static void store(float* lanes, Acc acc) { _mm512_store_ps(lanes, acc); }
+};
+template <>
+struct TokenLanes<8> {
+  using Acc = __m256;
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static __m256bh load(const std::uint32_t* row) {
+    return std::bit_cast<__m256bh>(_mm256_load_si256(reinterpret_cast<const __m256i*>(row)));
+  }
+  static Acc dot(Acc acc, __m256bh x, __m512i weight_pair) {
+    return _mm256_dpbf16_ps(acc, x, std::bit_cast<__m256bh>(_mm512_castsi512_si256(weight_pair)));
+  }
+  static void store(float* lanes, Acc acc) { _mm256_store_ps(lanes, acc); }
+};
+
+// kCount rows of the panel from `panel_row` (y's rows from `row`) x the token tiles tt (kLanes0
+// lanes of it) and, when kLanes1 > 0, tt + 1, over every chunk; y [tokens, out] gets the rows and
+// tokens that exist.
+template <int kCount, int kLanes0, int kLanes1>
 void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t panel_row, std::int64_t row, std::int64_t tt,
                 std::int64_t chunks) {
-  __m512 acc0[kCount], acc1[kCount];
+  constexpr bool kTwo = kLanes1 > 0;
+  using T0 = TokenLanes<kLanes0>;
+  using T1 = TokenLanes<kTwo ? kLanes1 : 16>;
+  typename T0::Acc acc0[kCount];
+  typename T1::Acc acc1[kCount];
   for (int i = 0; i < kCount; ++i) {
-    acc0[i] = _mm512_setzero_ps();
-    if constexpr (kTwo) acc1[i] = _mm512_setzero_ps();
+    acc0[i] = T0::zero();
+    if constexpr (kTwo) acc1[i] = T1::zero();
   }
   const std::uint32_t* x0 = p.x_tiles + tt * chunks * 256;
   const std::uint32_t* x1 = x0 + chunks * 256;
@@ -56,14 +93,14 @@ void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t panel_
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::uint16_t* chunk = first + 2 * c * w.chunk_words;
     for (std::int64_t pair = 0; pair < kPairs; ++pair) {
-      // 16 tokens' inputs 2 pair, 2 pair + 1 (x_tiles: [token tile][chunk][16 pairs][16 tokens]).
-      const __m512bh a0 = std::bit_cast<__m512bh>(_mm512_load_si512(x0 + (c * kPairs + pair) * 16));
-      __m512bh a1;
-      if constexpr (kTwo) a1 = std::bit_cast<__m512bh>(_mm512_load_si512(x1 + (c * kPairs + pair) * 16));
+      // The tokens' inputs 2 pair, 2 pair + 1 (x_tiles: [token tile][chunk][16 pairs][16 tokens]).
+      const auto a0 = T0::load(x0 + (c * kPairs + pair) * 16);
+      decltype(T1::load(x1)) a1;
+      if constexpr (kTwo) a1 = T1::load(x1 + (c * kPairs + pair) * 16);
       for (int i = 0; i < kCount; ++i) {
-        const __m512bh b = std::bit_cast<__m512bh>(_mm512_set1_epi32(word_at(chunk + 2 * (i * w.row_words + pair))));
-        acc0[i] = _mm512_dpbf16_ps(acc0[i], a0, b);
-        if constexpr (kTwo) acc1[i] = _mm512_dpbf16_ps(acc1[i], a1, b);
+        const __m512i b = _mm512_set1_epi32(word_at(chunk + 2 * (i * w.row_words + pair)));
+        acc0[i] = T0::dot(acc0[i], a0, b);
+        if constexpr (kTwo) acc1[i] = T1::dot(acc1[i], a1, b);
       }
     }
   }
@@ -72,18 +109,19 @@ void rows_block(const LinearProblem& p, const PanelWords& w, std::int64_t panel_
     const std::int64_t token = (tt + half) * 16;
     const std::int64_t tokens = p.tokens - token < 16 ? p.tokens - token : 16;
     for (int i = 0; i < kCount; ++i) {
-      _mm512_store_ps(lanes, half == 0 ? acc0[i] : acc1[i]);
+      if (half == 0) T0::store(lanes, acc0[i]);
+      else T1::store(lanes, acc1[i]);
       for (std::int64_t t = 0; t < tokens; ++t) p.y[(token + t) * p.out + row + i] = lanes[t];
     }
   }
 }
 
-template <bool kTwo>
+template <int kLanes0, int kLanes1>
 void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::int64_t panel_row, std::int64_t row,
                    std::int64_t tt, std::int64_t chunks) {
   switch (count) {
 #define SWITCHYARD_BF16_ROWS(N) \
-  case N: return rows_block<N, kTwo>(p, w, panel_row, row, tt, chunks);
+  case N: return rows_block<N, kLanes0, kLanes1>(p, w, panel_row, row, tt, chunks);
     SWITCHYARD_BF16_ROWS(1)
     SWITCHYARD_BF16_ROWS(2)
     SWITCHYARD_BF16_ROWS(3)
@@ -96,7 +134,7 @@ void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::
     SWITCHYARD_BF16_ROWS(10)
     SWITCHYARD_BF16_ROWS(11)
 #undef SWITCHYARD_BF16_ROWS
-    default: return rows_block<kRows, kTwo>(p, w, panel_row, row, tt, chunks);
+    default: return rows_block<kRows, kLanes0, kLanes1>(p, w, panel_row, row, tt, chunks);
   }
 }
 
@@ -105,6 +143,9 @@ void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::
 void linear_block_tiles_avx512_bf16(const LinearProblem& p, const LinearBlock& block) {
   if (p.x_tiles == nullptr) return linear_block_avx512(p, block);  // no tiles: the f32 path
   const std::int64_t chunks = (p.in + 31) / 32, token_tiles = (p.tokens + 15) / 16;
+  // The last token tile in 8 lanes when it has at most 8 tokens (kernel_variants' bf16_full_tiles:
+  // in 16 always).
+  const bool half_last = p.tokens - 16 * (token_tiles - 1) <= 8 && !kernel_variants().bf16_full_tiles;
   const auto* bits = static_cast<const std::uint16_t*>(p.weight);
   // A row-major matrix whose rows are not whole chunks (bf16 weights of an odd width: tests and
   // toy shapes) is read from zero-padded copies of kRows rows at a time: x's tiles are zero past
@@ -123,8 +164,12 @@ void linear_block_tiles_avx512_bf16(const LinearProblem& p, const LinearBlock& b
     if (copies)
       for (int i = 0; i < count; ++i) std::copy_n(bits + (row + i) * p.in, p.in, padded.data() + i * chunks * 32);
     for (std::int64_t tt = 0; tt < token_tiles; tt += 2) {
-      if (tt + 1 < token_tiles) rows_dispatch<true>(count, p, w, first, row, tt, chunks);
-      else rows_dispatch<false>(count, p, w, first, row, tt, chunks);
+      const bool two = tt + 1 < token_tiles;
+      const bool half = half_last && tt + (two ? 1 : 0) == token_tiles - 1;  // this pass's last tile
+      if (two && half) rows_dispatch<16, 8>(count, p, w, first, row, tt, chunks);
+      else if (two) rows_dispatch<16, 16>(count, p, w, first, row, tt, chunks);
+      else if (half) rows_dispatch<8, 0>(count, p, w, first, row, tt, chunks);
+      else rows_dispatch<16, 0>(count, p, w, first, row, tt, chunks);
     }
   }
 }
