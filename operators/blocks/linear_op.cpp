@@ -138,6 +138,10 @@ void LinearOp::forward(const float* x, std::int64_t tokens, float* y) const {
   }
 #endif
   cpu::linear(x, tokens, in_features(), weight_.data(), weight_.dtype(), out_features(), y);
+  add_cpu_bias(y, tokens);
+}
+
+void LinearOp::add_cpu_bias(float* y, std::int64_t tokens) const {
   if (bias_.empty()) return;
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t o = 0; o < out_features(); ++o) y[t * out_features() + o] += bias_[static_cast<std::size_t>(o)];

@@ -6,6 +6,7 @@
 // on the op's device: the framework moves activations at module boundaries, an op never does.
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "operators/model/build_context.h"
 #include "operators/kernels/cpu/linear.h"
@@ -24,8 +25,10 @@ class LinearOp {
   // On `device`, whatever the plan says (routed experts pick their phase's device themselves).
   // widen_to_f32: a GPU copy in f32 whatever the checkpoint holds (routers).
   LinearOp(const BuildContext& context, const Module& linear, Device device, bool widen_to_f32 = false);
-  // A CPU weight that does not come from a checkpoint (benchmarks, tests): [out, in].
-  explicit LinearOp(Tensor weight) : weight_(std::move(weight)), in_(weight_.dim(1)), out_(weight_.dim(0)) {}
+  // A CPU weight that does not come from a checkpoint (benchmarks, tests): [out, in], and its bias
+  // [out] or none.
+  explicit LinearOp(Tensor weight, std::vector<float> bias = {})
+      : weight_(std::move(weight)), in_(weight_.dim(1)), out_(weight_.dim(0)), bias_(std::move(bias)) {}
   // x: [tokens, in] f32 -> y: [tokens, out] f32, on device().
   void forward(const float* x, std::int64_t tokens, float* y) const;
   std::int64_t in_features() const { return in_; }
@@ -37,6 +40,9 @@ class LinearOp {
   cpu::LinearCall cpu_call(const float* x, std::int64_t tokens, float* y) const {
     return {x, tokens, in_features(), weight_.data(), weight_.dtype(), out_features(), y};
   }
+  // y [tokens, out] += the bias, on the CPU: what forward adds after a cpu_call's product (nothing
+  // without a bias).
+  void add_cpu_bias(float* y, std::int64_t tokens) const;
   Device device() const;
   GpuRuntime* gpu() const { return gpu_; }
   // The GPU copy ([out, in]: bf16, f32 or ggml blocks, as device_dtype says), for operators that

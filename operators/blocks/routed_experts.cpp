@@ -37,14 +37,8 @@ double seconds_since(Clock::time_point& mark) {
   return seconds;
 }
 
+using cpu::kept_aligned_words;
 using cpu::kept_buffer;
-
-// kept_buffer's `words` 32-bit words from a 64-byte boundary: x's tiles, whose writer stores whole
-// aligned 64-byte lines.
-std::uint32_t* aligned_words(std::vector<std::uint32_t>& kept, std::int64_t words) {
-  std::uint32_t* const data = kept_buffer(kept, words + 16);
-  return data + (64 - reinterpret_cast<std::uintptr_t>(data) % 64) % 64 / 4;
-}
 
 // A spinning thread's pause (a decode item waiting for its slot's gate and up items).
 inline void cpu_relax() {
@@ -148,8 +142,8 @@ void RoutedExperts::forward(const float* x, std::int64_t tokens, const std::int3
   for (std::int64_t s = 0; s < slots; ++s) token_of_row[static_cast<std::size_t>(row_of[static_cast<std::size_t>(s)])] = s / top_k;
   float* const xs = kept_buffer(kept[0], xs_rows * hidden_);
   thread_local std::vector<std::uint32_t> kept_x_tiles, kept_tiles;
-  std::uint32_t* const x_tiles = aligned_words(kept_x_tiles, x_tile_words);
-  std::uint32_t* const tiles = aligned_words(kept_tiles, tile_words);
+  std::uint32_t* const x_tiles = kept_aligned_words(kept_x_tiles, x_tile_words);
+  std::uint32_t* const tiles = kept_aligned_words(kept_tiles, tile_words);
   const auto hidden_tile_words = static_cast<std::int64_t>(cpu::x_tiles_bytes(16, hidden_) / 4);  // one token tile
 #pragma omp parallel if (parallel)
   {

@@ -58,7 +58,8 @@
 //                                  projections as two calls of a batch into f32 g and u, and SiLU
 //                                  in a pass of its own, instead of one gated call (cpu::gated_batch)
 //                                  whose blocks write silu(gate) * up straight into the down call's
-//                                  x tiles
+//                                  x tiles; the CPU MLPs (MlpOp: dense layers, shared experts) the
+//                                  same, for the token counts whose projections take tiles
 //   SWITCHYARD_CPU_EXPERTS_COMPARE_X=1  the CPU experts' decode items compare x with the thread's
 //                                  last x before reusing its quantised bytes, instead of trusting
 //                                  the call's version (cpu::linear_versioned_x)
