@@ -33,8 +33,7 @@
 #            with the tiles prefill's stages timed apart) and `bench decode` of the 14-layer Q4_K_M
 #            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
 #            table), then DECODE_AB's variables (default: the experts' gate and up as calls of
-#            their own, AMX's inputs 8 chunks at a time, their rows gathered apart, their SiLU
-#            apart, 256-row tile blocks, panels 8
+#            their own, their rows gathered apart, their SiLU apart, 256-row tile blocks, panels 8
 #            chunks at a time with the next prefetched; comma-separated sets, space-separated runs;
 #            "" for none) the same way; `run` for load time and RSS (its resident split), and
 #            llama-bench on each file (PEER=0: without llama.cpp).
@@ -145,7 +144,7 @@ if want prefill; then
   # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
-    for variables in $ab ${DECODE_AB-SWITCHYARD_CPU_EXPERTS_GATE_UP_APART SWITCHYARD_CPU_AMX_CHUNK_BLOCK=8 SWITCHYARD_CPU_EXPERTS_GATHER_ROWS SWITCHYARD_CPU_EXPERTS_SILU_APART SWITCHYARD_CPU_TILES_BLOCK_ROWS=256 SWITCHYARD_CPU_PANELS_BY_ROW=0}; do
+    for variables in $ab ${DECODE_AB-SWITCHYARD_CPU_EXPERTS_GATE_UP_APART SWITCHYARD_CPU_EXPERTS_GATHER_ROWS SWITCHYARD_CPU_EXPERTS_SILU_APART SWITCHYARD_CPU_TILES_BLOCK_ROWS=256 SWITCHYARD_CPU_PANELS_BY_ROW=0}; do
       tag=${variables//SWITCHYARD_CPU_/}
       log="$out/prefill-decode-$dtype-${tag//[^A-Za-z0-9]/_}.log"
       timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \

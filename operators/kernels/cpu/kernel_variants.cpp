@@ -23,10 +23,6 @@ KernelVariants read_variants() {
   }
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_KEEP_TILES")) v.amx_keep_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_SCALAR_STORE")) v.amx_scalar_store = std::string(s) == "1";
-  if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_CHUNK_BLOCK")) {
-    const int n = std::atoi(s);
-    v.amx_chunk_block = n <= 0 ? 0 : n > (1 << 16) ? 1 << 16 : n;
-  }
   if (const char* s = std::getenv("SWITCHYARD_CPU_BF16_FULL_TILES")) v.bf16_full_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
   // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/perf-notes.md),

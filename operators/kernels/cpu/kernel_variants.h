@@ -36,10 +36,6 @@
 //   SWITCHYARD_CPU_AMX_SCALAR_STORE=1  AMX's blocks move each C tile into y by 256 scalar loads
 //                                  and stores, instead of a transpose in AVX-512 registers and a
 //                                  store of each token's rows
-//   SWITCHYARD_CPU_AMX_CHUNK_BLOCK=N  AMX's blocks take the inputs N chunks of 32 at a time, up to
-//                                  4 token-tile pairs over each block's weight tiles (kept in L1),
-//                                  their C tiles spilled between blocks, instead of the whole input
-//                                  dimension for one pair before the next (unset or 0: the latter)
 //   SWITCHYARD_CPU_BF16_FULL_TILES=1  the AVX512-BF16 tiles product (no AMX) computes a last token
 //                                  tile of at most 8 tokens in 16 lanes, as every other, instead of
 //                                  in 8
@@ -71,7 +67,6 @@ struct KernelVariants {
   bool tiles_f32_panel = false;
   bool amx_keep_tiles = false;
   bool amx_scalar_store = false;
-  int amx_chunk_block = 0;  // 0: off
   bool bf16_full_tiles = false;
   bool fresh_scratch = false;
   int tiles_block_rows = 128;  // 0: off

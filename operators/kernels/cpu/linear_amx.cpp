@@ -102,95 +102,46 @@ void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t
   store_c_tile_avx512(scratch, rows, tokens, y, p.out);
 }
 
-// C tiles 0-3 (in use: tile 0, 1 with two token tiles, 2 with two weight tiles, 3 with both) from
-// or into `c` ([4][16 x 16] f32, tile i at c + 256 i): a token-tile pair's sums spilled between
-// chunk blocks. f32 stored and reloaded exactly, so spilling leaves the sums' bits as they were.
-void load_c_tiles(const float* c, bool two_rows, bool two_tokens) {
-  _tile_loadd(0, c, 64);
-  if (two_tokens) _tile_loadd(1, c + 256, 64);
-  if (two_rows) _tile_loadd(2, c + 512, 64);
-  if (two_rows && two_tokens) _tile_loadd(3, c + 768, 64);
-}
-void spill_c_tiles(float* c, bool two_rows, bool two_tokens) {
-  _tile_stored(0, c, 64);
-  if (two_tokens) _tile_stored(1, c + 256, 64);
-  if (two_rows) _tile_stored(2, c + 512, 64);
-  if (two_rows && two_tokens) _tile_stored(3, c + 768, 64);
-}
-
-// Token-tile pairs whose C tiles a chunk-blocked pass spills (16 KiB on the stack): the pairs past
-// these take the next pass over the rows' weights.
-constexpr std::int64_t kSpilledPairs = 4;
-
 // Rows [block.row_begin, block.row_end) (multiples of 16 apart from the matrix's end) for every
 // token of the call, 32 rows x 32 tokens at a time, over the whole input dimension.
-//
-// Each tdpbf16ps (16 cycles) loads a 1 KiB weight tile and a 1 KiB token tile; taken a whole input
-// dimension at a time, a pass of 2 x 2 tiles reloads the rows' weights (64 KiB at 1024 inputs)
-// for every token-tile pair, from L2 at 64 bytes a cycle. With kernel_variants' amx_chunk_block
-// = n > 0 the inputs go n chunks of 32 at a time instead: the rows' 2 n weight tiles stay in L1
-// while up to kSpilledPairs token-tile pairs pass over them, each pair's C tiles spilled to the
-// stack between the chunk blocks. The sums accumulate chunk by chunk in the same order either
-// way: the results are the same bits.
 void amx_block(const LinearProblem& p, const LinearBlock& block) {
   const TileSession tiles;
   const bool scalar_store = kernel_variants().amx_scalar_store;
   const std::int64_t chunks = (p.in + kTilePairs - 1) / kTilePairs;
   const std::int64_t token_tiles = (p.tokens + kTileRows - 1) / kTileRows;
-  // One token-tile pair reuses nothing across chunk blocks: no spills then.
-  const std::int64_t variant_block = kernel_variants().amx_chunk_block;
-  const bool blocked = variant_block > 0 && variant_block < chunks && token_tiles > 2;
-  const std::int64_t chunk_block = blocked ? variant_block : chunks > 0 ? chunks : 1;
-  const std::int64_t group_tiles = blocked ? 2 * kSpilledPairs : token_tiles;  // token tiles a pass
   alignas(64) std::uint16_t pad[2][kTileRows * kTilePairs];
   alignas(64) float scratch[kTileRows * kTileRows];
-  alignas(64) float spill[kSpilledPairs][4 * kTileRows * kTileRows];
   const std::uint32_t* x_tiles = p.x_tiles;  // [token tile][chunk][16 pair rows][16 tokens]
   const std::int64_t tile_values = kTileRows * kTileRows;  // words a tile
   for (std::int64_t row = block.row_begin; row < block.row_end; row += 2 * kTileRows) {
     const bool two_rows = row + kTileRows < block.row_end;
-    for (std::int64_t g0 = 0; g0 < token_tiles; g0 += group_tiles) {
-      const std::int64_t g1 = g0 + group_tiles < token_tiles ? g0 + group_tiles : token_tiles;
-      for (std::int64_t c0 = 0; c0 == 0 || c0 < chunks; c0 += chunk_block) {  // once at least: in = 0 stores zeros
-        const std::int64_t c1 = c0 + chunk_block < chunks ? c0 + chunk_block : chunks;
-        for (std::int64_t tt = g0; tt < g1; tt += 2) {
-          const bool two_tokens = tt + 1 < token_tiles;
-          float* const c_spill = spill[((tt - g0) / 2) % kSpilledPairs];
-          if (c0 == 0) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-          } else {
-            load_c_tiles(c_spill, two_rows, two_tokens);
-          }
-          for (std::int64_t c = c0; c < c1; ++c) {
-            const std::int64_t k = c * kTilePairs;
-            const TileSource a0 = weight_tile(p, row, k, pad[0]);
-            _tile_loadd(4, a0.base, a0.stride);
-            _tile_loadd(6, x_tiles + (tt * chunks + c) * tile_values, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            if (two_tokens) {
-              _tile_loadd(7, x_tiles + ((tt + 1) * chunks + c) * tile_values, 64);
-              _tile_dpbf16ps(1, 4, 7);
-            }
-            if (two_rows) {
-              const TileSource a1 = weight_tile(p, row + kTileRows, k, pad[1]);
-              _tile_loadd(5, a1.base, a1.stride);
-              _tile_dpbf16ps(2, 5, 6);
-              if (two_tokens) _tile_dpbf16ps(3, 5, 7);
-            }
-          }
-          if (c1 < chunks) {
-            spill_c_tiles(c_spill, two_rows, two_tokens);
-            continue;
-          }
-          store_tile(p, 0, row, tt * kTileRows, scratch, scalar_store);
-          if (two_tokens) store_tile(p, 1, row, (tt + 1) * kTileRows, scratch, scalar_store);
-          if (two_rows) store_tile(p, 2, row + kTileRows, tt * kTileRows, scratch, scalar_store);
-          if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch, scalar_store);
+    for (std::int64_t tt = 0; tt < token_tiles; tt += 2) {
+      const bool two_tokens = tt + 1 < token_tiles;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        const std::int64_t k = c * kTilePairs;
+        const TileSource a0 = weight_tile(p, row, k, pad[0]);
+        _tile_loadd(4, a0.base, a0.stride);
+        _tile_loadd(6, x_tiles + (tt * chunks + c) * tile_values, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_tokens) {
+          _tile_loadd(7, x_tiles + ((tt + 1) * chunks + c) * tile_values, 64);
+          _tile_dpbf16ps(1, 4, 7);
+        }
+        if (two_rows) {
+          const TileSource a1 = weight_tile(p, row + kTileRows, k, pad[1]);
+          _tile_loadd(5, a1.base, a1.stride);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two_tokens) _tile_dpbf16ps(3, 5, 7);
         }
       }
+      store_tile(p, 0, row, tt * kTileRows, scratch, scalar_store);
+      if (two_tokens) store_tile(p, 1, row, (tt + 1) * kTileRows, scratch, scalar_store);
+      if (two_rows) store_tile(p, 2, row + kTileRows, tt * kTileRows, scratch, scalar_store);
+      if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch, scalar_store);
     }
   }
 }

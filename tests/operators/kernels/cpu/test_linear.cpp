@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/reference.h"
@@ -153,18 +152,6 @@ TEST_CASE("cpu kernels: linear's bf16 tiles (AMX, AVX512-BF16) match the referen
           REQUIRE(cpu::linear_rounds_x(isa, sy::DType::bf16, t));
           check_linear(isa, sy::DType::bf16, t, in, out, random);
         }
-    // AMX's chunk-blocked passes (kernel_variants.h): blocks of 3 chunks, the last one short; 3 and
-    // more token tiles (blocked at all), 10 (two groups of spilled pairs, the last pair one tile).
-    setenv("SWITCHYARD_CPU_AMX_CHUNK_BLOCK", "3", 1);
-    cpu::refresh_kernel_variants();
-    for (std::int64_t t : {33, 70, 150})
-      for (std::int64_t in : {100, 230, 2048})
-        for (std::int64_t out : {17, 33, 50}) {
-          INFO("SWITCHYARD_CPU_AMX_CHUNK_BLOCK=3");
-          check_linear(isa, sy::DType::bf16, t, in, out, random);
-        }
-    unsetenv("SWITCHYARD_CPU_AMX_CHUNK_BLOCK");
-    cpu::refresh_kernel_variants();
   }
 }
 

@@ -615,9 +615,9 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
       {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"}, {"SWITCHYARD_CPU_AMX_SCALAR_STORE", "1"},
       {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "0"}, {"SWITCHYARD_CPU_PANELS_PREFETCH", "0"},
       {"SWITCHYARD_CPU_FRESH_SCRATCH", "1"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "0"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "64"},
-      {"SWITCHYARD_CPU_AMX_CHUNK_BLOCK", "3"}, {"SWITCHYARD_CPU_BF16_FULL_TILES", "1"}};
-  // 17 tokens: the tiles path, where the CPU has AMX or AVX512-BF16; 150: 10 token tiles (AMX's
-  // chunk blocks over two groups of token-tile pairs).
+      {"SWITCHYARD_CPU_BF16_FULL_TILES", "1"}};
+  // 17 tokens: the tiles path, where the CPU has AMX or AVX512-BF16; 150: 10 token tiles, the last
+  // of 6 tokens.
   for (sy::DType dtype : sy::testing::kBlockTypes)
     for (const std::int64_t tokens : {1, 3, 8, 9, 17, 150})
       for (cpu::Isa isa : supported_isas()) {
