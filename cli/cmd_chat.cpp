@@ -2,6 +2,8 @@
 // it. Each line typed is a user turn; the model's answer streams as it is generated, then a stats
 // line. /clear forgets the conversation, /exit (or end of input) leaves; Ctrl-C stops an answer
 // (at the prompt, it leaves). The whole conversation is rendered by the chat template each turn.
+// A line that cannot be a turn (not UTF-8, or one the template or tokenizer refuses) is reported
+// and left out; the conversation goes on.
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "serve/text_generation.h"
 
 namespace switchyard::cli {
@@ -68,10 +71,23 @@ struct ChatCommand {
         std::printf("(conversation cleared)\n");
         continue;
       }
+      std::size_t bad_at = 0;
+      if (!valid_utf8(line, &bad_at)) {
+        std::fprintf(stderr, "(that line is not UTF-8 at byte %zu, so it was not sent: %s)\n", bad_at,
+                     quoted_excerpt(line).c_str());
+        continue;
+      }
       messages.push_back({{"role", "user"}, {"content", line}});
-      const serve::ChatPrompt prompt = serve::chat_prompt(model_text, messages, think_options);
       serve::TextRequest request;
-      request.prompt = model_text.tokenizer.encode(prompt.text, /*add_special=*/false);
+      serve::ChatPrompt prompt;
+      try {
+        prompt = serve::chat_prompt(model_text, messages, think_options);
+        request.prompt = model_text.tokenizer.encode(prompt.text, /*add_special=*/false);
+      } catch (const InputError& e) {
+        std::fprintf(stderr, "(that line was not sent: %s)\n", e.what());
+        messages.erase(messages.end() - 1);
+        continue;
+      }
       request.generation = generation;
       request.generation.reuse = &kv_prefix;
       const std::int64_t room = lm.max_context() - static_cast<std::int64_t>(request.prompt.size());
@@ -89,7 +105,9 @@ struct ChatCommand {
         std::fflush(stdout);
         return !interrupted.load();
       });
-      messages.push_back({{"role", "assistant"}, {"content", prompt.opening + answer.text}});
+      // The answer's bytes are the model's: a random or a cut answer may hold bytes that are not
+      // UTF-8, which the next turn's template and tokenizer could not take.
+      messages.push_back({{"role", "assistant"}, {"content", replace_invalid_utf8(prompt.opening + answer.text)}});
       const GenerationStats& s = answer.stats;
       std::printf("\n[%lld prompt tokens (%lld cached) in %.2f s, %lld answer tokens at %.2f tokens/s; %s]\n",
                   static_cast<long long>(answer.prompt_tokens), static_cast<long long>(s.cached_tokens), s.prompt_seconds,

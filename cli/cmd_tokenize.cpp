@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/text.h"
 #include "core/json_input.h"
 #include "text/model_text.h"
 #include "text/tokenizer.h"
@@ -95,18 +96,16 @@ struct TokenizeCommand {
         used = 0;
       }
       if (used != part.size() || id < 0 || id >= t.vocab_size())
-        throw InputError("--ids: '" + part + "' is not a token id of this vocabulary (0 to " + std::to_string(t.vocab_size() - 1) + ")");
+        throw InputError("--ids: " + quoted_excerpt(part) + " is not a token id of this vocabulary (0 to " + std::to_string(t.vocab_size() - 1) + ")");
       list.push_back(static_cast<std::int32_t>(id));
     }
-    const std::string text = t.decode(list);
+    std::vector<std::size_t> ends;
+    const std::string text = t.decode(list, /*skip_special=*/false, format == "json" ? &ends : nullptr);
     if (format != "json") {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::printf("\n");
       return 0;
     }
-    std::vector<std::size_t> ends;
-    for (std::size_t k = 1; k <= list.size(); ++k)
-      ends.push_back(t.decode(std::span<const std::int32_t>(list.data(), k)).size());
     std::cout << nlohmann::json{{"text", text}, {"ids", list}, {"token_ends", ends}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }

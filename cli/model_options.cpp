@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/arch_presets.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "operators/kernels/cpu/isa.h"
@@ -229,6 +230,9 @@ CheckOptions ModelOptions::to_check_options() const {
   options.quick_rules = QuickRuleFlags{override_tensor, cpu_moe, n_cpu_moe, {}, {}};
   options.quick_rules.layers.n_gpu_layers = n_gpu_layers;
   if (tensor_split) options.quick_rules.layers.tensor_split = parse_tensor_split(*tensor_split);
+  if (main_gpu && *main_gpu >= kMaxCudaDevices)
+    throw InputError("--main-gpu " + std::to_string(*main_gpu) + ": a plan has at most " + std::to_string(kMaxCudaDevices) +
+                     " GPUs, 0 to " + std::to_string(kMaxCudaDevices - 1));
   options.quick_rules.layers.main_gpu = main_gpu;
   options.fit.enabled = fit;
   if (const auto margin = parse_byte_size(fit_margin)) options.fit.margin_bytes = *margin;
@@ -236,8 +240,8 @@ CheckOptions ModelOptions::to_check_options() const {
   if (profile_required && profile.empty() && options.quick_rules.empty() && !fit)
     throw InputError("give a profile (--optimize_config_path FILE) or llama.cpp's placement flags (-ot REGEX=DEVICE, "
                      "--cpu-moe, --n-cpu-moe N, -ngl N, -ts SHARES, --main-gpu I)");
-  if (gpus && (*gpus < 0 || *gpus > 1024))
-    throw InputError("--gpus " + std::to_string(*gpus) + " is outside 0 to 1024");
+  if (gpus && (*gpus < 0 || *gpus > kMaxCudaDevices))
+    throw InputError("--gpus " + std::to_string(*gpus) + " is outside 0 to " + std::to_string(kMaxCudaDevices));
   options.gpus = gpus;
   if (!gpu_memory.empty()) {
     std::stringstream list(gpu_memory);

@@ -19,7 +19,7 @@ std::optional<Device> parse_device(std::string_view text) {
   if (digits.empty() || digits.size() > 4) return std::nullopt;
   int ordinal = -1;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
-  if (ec != std::errc() || end != digits.data() + digits.size() || ordinal < 0 || ordinal >= 1024) return std::nullopt;
+  if (ec != std::errc() || end != digits.data() + digits.size() || ordinal < 0 || ordinal >= kMaxCudaDevices) return std::nullopt;
   return Device::cuda(ordinal);
 }
 

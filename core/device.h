@@ -21,7 +21,10 @@ struct Device {
   auto operator<=>(const Device&) const = default;
 };
 
-// Accepts "cpu", "cuda", "cuda:N" (N < 1024), case-insensitively with surrounding spaces.
+// CUDA ordinals are 0 to kMaxCudaDevices - 1: a bound on plans and flags, far above any machine.
+constexpr int kMaxCudaDevices = 1024;
+
+// Accepts "cpu", "cuda", "cuda:N" (N < kMaxCudaDevices), case-insensitively with surrounding spaces.
 std::optional<Device> parse_device(std::string_view text);
 
 }  // namespace switchyard

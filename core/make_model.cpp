@@ -94,13 +94,24 @@ bool is_checkpoint_file(const std::string& name) {
   return std::regex_match(name, checkpoint);
 }
 
+// The folder inside out_dir that a run writes its files into before they replace the old ones
+// (".make-model-staging-<pid>"); a killed run leaves it behind.
+std::string staging_name() { return ".make-model-staging-" + std::to_string(::getpid()); }
+bool is_staging_folder(const std::string& name) {
+  static const std::regex staging(R"(\.make-model-staging-\d+)");
+  return std::regex_match(name, staging);
+}
+
 // The output directory, held for the whole run: an exclusive flock(2) on the directory itself (no
 // lock file to leave behind), which the kernel drops when the process ends, however it ends.
+// The new checkpoint is written whole into a staging folder inside it (the same file system, so
+// moving a file out is a rename), and only then replaces the old one: a failed or killed run
+// leaves the old checkpoint as it was.
 class OutputDirectory {
  public:
   // Creates `dir` when it is missing and locks it. Another run's lock is an InputError, and so
-  // is a non-empty directory without `force`; with it, an earlier checkpoint's files (and
-  // temporaries a killed run left) are removed, so that stale shards cannot mix with the new ones.
+  // is a non-empty directory without `force`. Temporaries and staging folders a killed run left
+  // are removed; the old checkpoint's own files stay until commit().
   OutputDirectory(const fs::path& dir, bool force) : dir_(dir) {
     if (dir.empty()) throw InputError("--out is empty; give the directory to write the checkpoint into");
     std::error_code ec;
@@ -118,11 +129,17 @@ class OutputDirectory {
     // Only now, under the lock: a run that finished a moment ago has left a full directory.
     const bool empty = fs::is_empty(dir, ec);
     if (ec) fail("cannot list the directory (" + ec.message() + ")");
-    if (empty) return;
-    if (!force) fail("directory is not empty; pass --force to overwrite the checkpoint in it");
-    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
-      if (entry.is_regular_file() && is_checkpoint_file(entry.path().filename().string()) && !fs::remove(entry.path(), ec))
-        fail("cannot remove the old file " + entry.path().filename().string() + " (" + ec.message() + ")");
+    if (!empty && !force) fail("directory is not empty; pass --force to overwrite the checkpoint in it");
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      const bool leftover = (entry.is_directory() && is_staging_folder(name)) ||
+                            (entry.is_regular_file() && is_checkpoint_file(name) && name.front() == '.');
+      if (leftover && fs::remove_all(entry.path(), ec) == static_cast<std::uintmax_t>(-1))
+        fail("cannot remove " + name + ", which an earlier run left (" + ec.message() + ")");
+    }
+    staging_ = dir / staging_name();
+    if (!fs::create_directory(staging_, ec) || ec)
+      fail("cannot create the staging folder " + staging_.filename().string() + " (" + ec.message() + ")");
   }
   ~OutputDirectory() {
     if (fd_ >= 0) ::close(fd_);
@@ -130,13 +147,49 @@ class OutputDirectory {
   OutputDirectory(const OutputDirectory&) = delete;
   OutputDirectory& operator=(const OutputDirectory&) = delete;
 
-  // A file of this run, renamed into place.
-  void placed(const fs::path& file) { placed_.push_back(file); }
-  // After a failure: removes the files this run placed, and the directory when this run made it
-  // (and nothing else is in it), so that a failed run leaves nothing of its own behind.
+  // Where a file of the new checkpoint is written: `name` in the staging folder.
+  fs::path staged(const std::string& name) const { return staging_ / name; }
+  // A file of this run, written whole into the staging folder; commit() moves them in this order.
+  void placed(const std::string& name) { placed_.push_back(name); }
+  // The path a placed file will have after commit().
+  fs::path final_path(const std::string& name) const { return dir_ / name; }
+
+  // Replaces the old checkpoint with the staged one: the old config.json first (a directory
+  // without one holds no whole checkpoint), then the old checkpoint's other files, then the new
+  // files moved in, in the order they were placed (config.json last). Only renames and unlinks:
+  // the window in which a kill leaves a mixed directory is that of a few system calls, not the
+  // writing. Other files in the directory stay.
+  void commit() {
+    std::error_code ec;
+    // Nothing is touched until every new file can take its place: a folder or another file that
+    // is not a regular one where a file goes fails the run with the old checkpoint intact.
+    for (const std::string& name : placed_) {
+      const fs::file_status target = fs::status(dir_ / name, ec);
+      if (fs::is_directory(target)) fail(name + " is a directory, where the checkpoint's file goes; move it away or give another --out");
+      if (fs::exists(target) && !fs::is_regular_file(target))
+        fail(name + " is not a regular file, where the checkpoint's file goes; move it away or give another --out");
+    }
+    const auto remove_old = [&](const fs::path& file) {
+      if (!fs::remove(file, ec) && ec) fail("cannot remove the old file " + file.filename().string() + " (" + ec.message() + ")");
+    };
+    std::vector<fs::path> old_files;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir_, ec))
+      if (entry.is_regular_file() && is_checkpoint_file(entry.path().filename().string())) old_files.push_back(entry.path());
+    if (ec) fail("cannot list the directory (" + ec.message() + ")");
+    remove_old(dir_ / "config.json");
+    for (const fs::path& file : old_files) remove_old(file);
+    for (const std::string& name : placed_) {
+      fs::rename(staging_ / name, dir_ / name, ec);
+      if (ec) fail("cannot move " + name + " into place (" + ec.message() + ")");
+    }
+    fs::remove(staging_, ec);
+    ::fsync(fd_);  // the renames themselves reach the disk
+  }
+  // After a failure: removes the staging folder with what this run wrote, and the directory
+  // when this run made it (and nothing else is in it). The old checkpoint is untouched.
   void undo() noexcept {
     std::error_code ignored;
-    for (const fs::path& file : placed_) fs::remove(file, ignored);
+    fs::remove_all(staging_, ignored);
     if (created_ && fs::is_empty(dir_, ignored)) fs::remove(dir_, ignored);
   }
 
@@ -148,9 +201,10 @@ class OutputDirectory {
   }
 
   fs::path dir_;
+  fs::path staging_;
   int fd_ = -1;
   bool created_ = false;
-  std::vector<fs::path> placed_;
+  std::vector<std::string> placed_;
 };
 
 std::vector<PlannedTensor> plan_tensors(const ModuleTree& tree, std::int64_t head_tokens) {
@@ -233,9 +287,9 @@ ModuleTree summarised_tree(MakeModelSummary& summary, const WeightScheme& scheme
 // options.extra_files into out_dir, each through a temporary renamed into place.
 void copy_extra_files(const MakeModelOptions& options, OutputDirectory& out) {
   for (const fs::path& file : options.extra_files) {
-    const fs::path to = options.out_dir / file.filename();
-    write_file_atomically(to, read_input_file(file, "file to copy", std::uint64_t{1} << 30));
-    out.placed(to);
+    const std::string name = file.filename().string();
+    write_file_atomically(out.staged(name), read_input_file(file, "file to copy", std::uint64_t{1} << 30));
+    out.placed(name);
   }
 }
 
@@ -251,9 +305,9 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
   std::array<std::vector<std::byte>, 2> buffers = {std::vector<std::byte>(kChunkBytes), std::vector<std::byte>(kChunkBytes)};
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shard_file_name(s, shards.size());
-    const fs::path file = options.out_dir / name;
-    const std::uint64_t file_bytes = write_shard(file, shards[s], options.seed, buffers);
-    out.placed(file);
+    const fs::path file = out.final_path(name);
+    const std::uint64_t file_bytes = write_shard(out.staged(name), shards[s], options.seed, buffers);
+    out.placed(name);
     for (const PlannedTensor& t : shards[s]) {
       weight_map[t.entry.name] = name;
       summary.tensor_bytes += t.entry.bytes();
@@ -265,24 +319,24 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
   }
   if (shards.size() > 1) {
     const nlohmann::json index = {{"metadata", {{"total_size", summary.tensor_bytes}}}, {"weight_map", weight_map}};
-    write_file_atomically(options.out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
-    out.placed(options.out_dir / "model.safetensors.index.json");
+    write_file_atomically(out.staged("model.safetensors.index.json"), index.dump(2) + "\n");
+    out.placed("model.safetensors.index.json");
   }
   copy_extra_files(options, out);
-  write_file_atomically(options.out_dir / "config.json", model_config_to_json(summary.config).dump(2) + "\n");
-  out.placed(options.out_dir / "config.json");
+  write_file_atomically(out.staged("config.json"), model_config_to_json(summary.config).dump(2) + "\n");
+  out.placed("config.json");
 }
 
 // One model.gguf: config, tokenizer-less metadata and the tensors (core/gguf_model_writer.h).
 void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, MakeModelSummary& summary,
                 OutputDirectory& out) {
   const ModuleTree tree = summarised_tree(summary, scheme);
-  const fs::path file = options.out_dir / "model.gguf";
+  const fs::path file = out.final_path("model.gguf");
   std::function<void(GgufWriter&)> tokenizer;
   if (options.gguf_tokenizer)
     tokenizer = [&](GgufWriter& writer) { options.gguf_tokenizer(writer, tree.config().vocab_size); };
-  const GgufModelSummary written = write_gguf_model(tree, options.seed, file, tokenizer, options.head_tokens);
-  out.placed(file);
+  const GgufModelSummary written = write_gguf_model(tree, options.seed, out.staged("model.gguf"), tokenizer, options.head_tokens);
+  out.placed("model.gguf");
   copy_extra_files(options, out);
   summary.tensors = written.tensors;
   summary.tensor_bytes = written.tensor_bytes;
@@ -304,6 +358,7 @@ MakeModelSummary make_model(const MakeModelOptions& options) {
   try {
     if (options.format == "gguf") write_gguf(options, scheme, summary, out);
     else write_checkpoint(options, scheme, summary, out);
+    out.commit();
   } catch (...) {
     out.undo();
     throw;

@@ -57,14 +57,16 @@ struct MakeModelSummary {
 };
 
 // Writes the checkpoint (config.json and safetensors files, or model.gguf) into out_dir, which it creates when missing and locks for the whole run
-// (flock on the directory: a second run into it fails at once). Each file goes to a temporary
-// beside it and is renamed into place when complete, config.json last: a directory with a
-// config.json holds a whole checkpoint of one run. With `force`, an earlier checkpoint's files
-// are removed first; other files stay.
+// (flock on the directory: a second run into it fails at once). The files are written whole into
+// a staging folder inside out_dir first; only then do they replace the old checkpoint (its
+// config.json removed first, the new one moved in last): a directory with a config.json holds a
+// whole checkpoint of one run, and a run that fails or is killed while writing leaves the old
+// checkpoint as it was. With `force`, the earlier checkpoint's files are replaced so (the disk
+// holds both meanwhile); other files stay.
 // Throws InputError (exit status 2) for an unknown preset, an unsupported dtype, a bad layer count,
 // a directory another run holds, a non-empty out_dir without `force`, and any file that cannot be
-// written, naming it; then the files this run placed are removed again, and out_dir too when this
-// run created it.
+// written, naming it; then what this run wrote is removed again, and out_dir too when this run
+// created it.
 MakeModelSummary make_model(const MakeModelOptions& options);
 
 }  // namespace switchyard

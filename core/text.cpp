@@ -100,6 +100,36 @@ std::size_t decode_utf8(std::string_view text, std::size_t offset, char32_t& cod
   return length;
 }
 
+bool valid_utf8(std::string_view text, std::size_t* bad_at) {
+  char32_t ignored = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = decode_utf8(text, i, ignored);
+    if (length == 0) {
+      if (bad_at) *bad_at = i;
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+std::string replace_invalid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  char32_t ignored = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = decode_utf8(text, i, ignored);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // Appends at most `max_characters` characters of `text` to `out`, control characters and bytes

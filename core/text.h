@@ -26,6 +26,13 @@ std::string format_ranges(std::span<const int> sorted_values);
 // when the bytes there are not UTF-8 (a stray continuation byte; a truncated, overlong or
 // surrogate sequence; a code point past U+10FFFF).
 std::size_t decode_utf8(std::string_view text, std::size_t offset, char32_t& code_point);
+// Whether all of `text` is UTF-8 by decode_utf8's strict reading (scalar values up to U+10FFFF,
+// no surrogates, no overlong forms); when not, `bad_at` (if given) is the first bad byte's offset.
+// Every path that hands text to PCRE2 with PCRE2_NO_UTF_CHECK goes through this.
+bool valid_utf8(std::string_view text, std::size_t* bad_at = nullptr);
+// `text` with each byte that is not part of strict UTF-8 replaced by U+FFFD, as a decoder with
+// errors="replace" does: for text made elsewhere (a model's raw bytes) that must become a message.
+std::string replace_invalid_utf8(std::string_view text);
 
 // User text for a message: quoted, at most kExcerptCharacters characters and then
 // "…' (N characters)", with control characters and bytes that are not UTF-8 written as \xNN,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -51,6 +52,9 @@ std::vector<double> parse_tensor_split(const std::string& text) {
       throw InputError("--tensor-split " + quoted_excerpt(text) + ": " + quoted_excerpt(item) +
                        " is not a share (give numbers >= 0 per GPU, e.g. -ts 3,1)");
     shares.push_back(value);
+    if (shares.size() > static_cast<std::size_t>(kMaxCudaDevices))
+      throw InputError("--tensor-split " + quoted_excerpt(text) + " lists more than " + std::to_string(kMaxCudaDevices) +
+                       " shares, one per GPU; a plan has at most " + std::to_string(kMaxCudaDevices) + " GPUs");
     if (end == std::string::npos) break;
     start = end + 1;
   }

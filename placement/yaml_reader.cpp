@@ -38,16 +38,6 @@ bool yaml_printable(char32_t c) {
          (c >= 0xE000 && c <= 0xFFFD) || (c >= 0x10000 && c <= 0x10FFFF);
 }
 
-bool valid_utf8(std::string_view text) {
-  char32_t ignored = 0;
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = decode_utf8(text, i, ignored);
-    if (length == 0) return false;
-    i += length;
-  }
-  return true;
-}
-
 SourceLocation location_of(std::string_view text, std::size_t offset, const std::string& file) {
   const std::size_t end = std::min(offset, text.size());
   int line = 1;

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "core/text.h"
+
 namespace switchyard::text {
 namespace {
 
@@ -56,22 +58,13 @@ std::optional<std::uint8_t> symbol_byte(char32_t code_point) {
 }
 
 std::optional<char32_t> next_code_point(std::string_view s, std::size_t& at) {
-  const auto lead = static_cast<std::uint8_t>(s[at]);
-  int length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
-  if (length == 0 || at + static_cast<std::size_t>(length) > s.size()) {
+  char32_t c = 0;
+  const std::size_t length = decode_utf8(s, at, c);
+  if (length == 0) {
     ++at;
     return std::nullopt;
   }
-  char32_t c = length == 1 ? lead : lead & (0x7F >> length);
-  for (int i = 1; i < length; ++i) {
-    const auto continuation = static_cast<std::uint8_t>(s[at + static_cast<std::size_t>(i)]);
-    if ((continuation & 0xC0) != 0x80) {
-      ++at;
-      return std::nullopt;
-    }
-    c = (c << 6) | (continuation & 0x3F);
-  }
-  at += static_cast<std::size_t>(length);
+  at += length;
   return c;
 }
 

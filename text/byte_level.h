@@ -24,8 +24,8 @@ std::optional<std::uint8_t> symbol_byte(char32_t code_point);
 // written) when it holds a code point outside the alphabet or invalid UTF-8.
 bool append_symbol_bytes(std::string_view symbols, std::string& out);
 
-// The next code point of `s` at `at` (advanced past it), or nothing for invalid UTF-8 there
-// (`at` then advances by one byte).
+// The next code point of `s` at `at` (advanced past it), or nothing for bytes there that are not
+// UTF-8 by core/text.h's strict reading (`at` then advances by one byte).
 std::optional<char32_t> next_code_point(std::string_view s, std::size_t& at);
 
 }  // namespace switchyard::text

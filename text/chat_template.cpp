@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace switchyard::text {
 
@@ -1335,6 +1336,12 @@ ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 ChatTemplate ChatTemplate::parse(std::string_view source, const std::string& name) {
+  // What the template writes goes to the tokenizer, which takes strict UTF-8 only.
+  std::size_t bad_at = 0;
+  if (!valid_utf8(source, &bad_at)) {
+    const auto line = 1 + std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(bad_at), '\n');
+    fail(name, static_cast<int>(line), "the template is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+  }
   ChatTemplate t;
   t.program_ = std::make_unique<TemplateProgram>();
   t.program_->name = name;

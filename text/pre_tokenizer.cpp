@@ -44,6 +44,7 @@ class UnicodeRegex {
     context_ = pcre2_match_context_create(nullptr);
     pcre2_set_match_limit(context_, kMatchLimit);
     pcre2_set_depth_limit(context_, kMatchLimit);
+    pcre2_set_heap_limit(context_, kHeapLimitKib);
     where_ = where;
   }
   ~UnicodeRegex() {
@@ -63,13 +64,26 @@ class UnicodeRegex {
     std::size_t at = 0;
     while (at <= text.size()) {
       // The text was checked as UTF-8 once; each match need not check it again.
-      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, PCRE2_NO_UTF_CHECK,
-                                 match.data, context_);
+      int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, PCRE2_NO_UTF_CHECK,
+                           match.data, context_);
+      // The JIT's stack (32 KiB) runs out on a repeated group over a long text ("(?:a|b)+" on
+      // 30,000 letters) that is no runaway; the interpreter keeps its frames on the heap, within
+      // the match, depth and heap limits.
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+        rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                         match.data, context_);
       if (rc == PCRE2_ERROR_NOMATCH) return;
-      if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT)
-        throw InputError(where_ + ": the regex exceeded its backtracking limit on this text (catastrophic backtracking)",
+      if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT ||
+          rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_NOMEMORY)
+        throw InputError(where_ + ": the regex exceeded its backtracking limit on this text (catastrophic backtracking); "
+                                  "the tokenizer's pattern needs fixing",
                          kExitBadContent);
-      if (rc < 0) throw InputError(where_ + ": the regex failed on the text (PCRE2 error " + std::to_string(rc) + ")");
+      if (rc < 0) {
+        PCRE2_UCHAR message[256];
+        pcre2_get_error_message(rc, message, sizeof message);
+        throw InputError(where_ + ": the regex failed on the text: " + reinterpret_cast<const char*>(message),
+                         kExitBadContent);
+      }
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
       const std::size_t start = ovector[0], end = ovector[1];
       if (end > start) found(start, end);
@@ -87,20 +101,19 @@ class UnicodeRegex {
  private:
   // Steps of one match: real pre-tokenizer patterns take a few per character.
   static constexpr std::uint32_t kMatchLimit = 10'000'000;
+  // The interpreter's backtracking frames, per match (PCRE2's own default is 20 GB).
+  static constexpr std::uint32_t kHeapLimitKib = 256 * 1024;
   pcre2_code* code_ = nullptr;
   pcre2_match_context* context_ = nullptr;
   std::string where_;
 };
 
-bool valid_utf8(std::string_view text, std::size_t& bad_at) {
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t start = at;
-    if (!next_code_point(text, at)) {
-      bad_at = start;
-      return false;
-    }
-  }
-  return true;
+// Throws unless all of `text` is strict UTF-8: PCRE2 matches it with PCRE2_NO_UTF_CHECK, which
+// is undefined behaviour on anything else (a code point past U+10FFFF, a surrogate, an overlong form).
+void require_utf8(std::string_view text) {
+  std::size_t bad_at = 0;
+  if (!valid_utf8(text, &bad_at))
+    throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
 }
 
 }  // namespace
@@ -150,21 +163,30 @@ void add_steps(const nlohmann::json& spec, const std::string& source, std::vecto
   auto step = std::make_unique<PreTokenizer::Step>();
   if (type == "Split") {
     step->kind = PreTokenizer::Step::Kind::split;
+    // {"Regex": pattern} is used as it is; {"String": text} matches that text literally.
     const auto pattern = spec.find("pattern");
-    std::string regex;
-    if (pattern != spec.end() && pattern->is_object() && pattern->contains("Regex") && (*pattern)["Regex"].is_string())
-      regex = (*pattern)["Regex"].get<std::string>();
-    else if (pattern != spec.end() && pattern->is_object() && pattern->contains("String") && (*pattern)["String"].is_string())
-      regex = ""; // literal, escaped below
-    else
+    const nlohmann::json* regex_spec = nullptr;
+    const nlohmann::json* literal_spec = nullptr;
+    if (pattern != spec.end() && pattern->is_object()) {
+      const auto r = pattern->find("Regex"), l = pattern->find("String");
+      if (r != pattern->end() && r->is_string()) regex_spec = &*r;
+      else if (l != pattern->end() && l->is_string()) literal_spec = &*l;
+    }
+    if (regex_spec == nullptr && literal_spec == nullptr)
       bad(where, "Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
-    if (regex.empty()) {
-      for (char c : (*pattern)["String"].get<std::string>()) {
+    std::string regex;
+    if (regex_spec != nullptr) {
+      regex = regex_spec->get<std::string>();
+    } else {
+      for (char c : literal_spec->get_ref<const std::string&>()) {
         if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) regex += '\\';
         regex += c;
       }
     }
-    const std::string behavior = spec.contains("behavior") && spec["behavior"].is_string() ? spec["behavior"].get<std::string>() : "";
+    if (regex.empty()) bad(where, "Split's pattern is empty");
+    if (!valid_utf8(regex)) bad(where, "Split's pattern " + quoted_excerpt(regex) + " is not valid UTF-8");
+    const auto behavior_at = spec.find("behavior");
+    const std::string behavior = behavior_at != spec.end() && behavior_at->is_string() ? behavior_at->get<std::string>() : "";
     if (behavior != "Isolated" && behavior != "Removed")
       bad(where, "Split behavior " + json_excerpt(spec.value("behavior", nlohmann::json())) +
                      " is not supported (Isolated, Removed)");
@@ -187,8 +209,7 @@ void add_steps(const nlohmann::json& spec, const std::string& source, std::vecto
 bool PreTokenizer::byte_level() const { return !steps_.empty() && steps_.back()->kind == Step::Kind::byte_level; }
 
 void PreTokenizer::split(std::string_view text, const std::function<void(std::string_view)>& piece) const {
-  std::size_t bad_at = 0;
-  if (!valid_utf8(text, bad_at)) throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+  require_utf8(text);
   for (std::size_t i = 0; i + 1 < steps_.size(); ++i)
     if (steps_[i]->kind == Step::Kind::byte_level)
       throw InputError("tokenizer: a pre-tokenizer step after ByteLevel is not supported", kExitBadContent);
@@ -292,8 +313,7 @@ std::string unicode_normalized(const std::string& text, const std::string& form)
 
 std::string Normalizer::apply(std::string_view text) const {
   if (steps_.empty()) return std::string(text);
-  std::size_t bad_at = 0;
-  if (!valid_utf8(text, bad_at)) throw InputError("tokenizer: the text is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+  require_utf8(text);
   std::string out(text);
   for (const Step& step : steps_) {
     if (step.type == "Prepend") {

@@ -130,12 +130,20 @@ Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source)
         continue;
       }
       const auto special = piece.find("SpecialToken");
-      if (special == piece.end() || !special->contains("id")) bad(source, "post_processor: template piece " + json_excerpt(piece) + " is not understood");
-      const std::string name = (*special)["id"].get<std::string>();
+      const auto special_id = special == piece.end() ? piece.end() : special->find("id");
+      if (special == piece.end() || special_id == special->end() || !special_id->is_string())
+        bad(source, "post_processor: template piece " + json_excerpt(piece) + " is not understood");
+      const std::string name = special_id->get<std::string>();
       const auto ids = specials.find(name);
-      if (ids == specials.end() || !ids->contains("ids") || !(*ids)["ids"].is_array())
-        bad(source, "post_processor: the template's special token " + name + " has no ids");
-      for (const auto& id : (*ids)["ids"]) (after ? t.suffix_ids_ : t.prefix_ids_).push_back(id.get<std::int32_t>());
+      const auto id_list = ids == specials.end() ? specials.end() : ids->find("ids");
+      if (ids == specials.end() || id_list == ids->end() || !id_list->is_array())
+        bad(source, "post_processor: the template's special token " + quoted_excerpt(name) + " has no ids");
+      for (const auto& id : *id_list) {
+        if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
+          bad(source, "post_processor: the special token " + quoted_excerpt(name) + " has an id " + json_excerpt(id) +
+                          " that is not a token id");
+        (after ? t.suffix_ids_ : t.prefix_ids_).push_back(id.get<std::int32_t>());
+      }
     }
   }
   return t;
@@ -261,14 +269,20 @@ std::string Tokenizer::token_bytes(std::int32_t id) const {
   return out;
 }
 
-std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special) const {
+std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special,
+                              std::vector<std::size_t>* token_ends) const {
   std::string out;
+  if (token_ends) token_ends->clear();
   for (std::int32_t id : ids) {
-    if (skip_special && is_special(id)) continue;
-    out += token_bytes(id);
+    if (!(skip_special && is_special(id))) out += token_bytes(id);
+    if (token_ends) token_ends->push_back(out.size());
   }
   std::size_t strip = 0;
   while (strip < out.size() && strip < static_cast<std::size_t>(strip_leading_) && out[strip] == ' ') ++strip;
+  // A prefix of e bytes loses min(e, strip) to the decoder's Strip: it is spaces as far as the
+  // whole text's leading spaces go.
+  if (token_ends)
+    for (std::size_t& end : *token_ends) end -= std::min(end, strip);
   return out.substr(strip);
 }
 

@@ -57,8 +57,10 @@ class Tokenizer {
   // post-processor's special tokens too (`tokenizers`' encode(text, add_special_tokens)).
   std::vector<std::int32_t> encode(std::string_view text, bool add_special = true) const;
   // ids back to text; special tokens left out with `skip_special`. An id outside the vocabulary
-  // is an InputError naming it.
-  std::string decode(std::span<const std::int32_t> ids, bool skip_special = false) const;
+  // is an InputError naming it. With `token_ends`, also the text's length in bytes after each id:
+  // decoding ids[0..k] alone gives the text's first (*token_ends)[k] bytes (one pass, not k).
+  std::string decode(std::span<const std::int32_t> ids, bool skip_special = false,
+                     std::vector<std::size_t>* token_ends = nullptr) const;
   // The token's string as the vocabulary spells it (`tokenizers`' Encoding.tokens): "Ġhello".
   std::string_view token(std::int32_t id) const;
   // The raw bytes one token stands for (special tokens: their content), which may be part of a

@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -563,17 +565,63 @@ TEST_CASE("make-model: a write that fails leaves no file of the run behind") {
   CHECK(failed.exit_code == 2);
   CHECK(contains(failed.output, "model.safetensors: write failed"));
   CHECK_FALSE(fs::exists(fresh));  // made by the run, so removed with it
-  // Into a folder that was there (with --force over an old checkpoint): only the other files stay.
+  // Into a folder that was there (with --force over an old checkpoint): the failed run leaves the
+  // old checkpoint whole and every other file as it was.
   const fs::path kept = dir / "kept";
   fs::create_directories(kept);
-  write_file(kept / "notes.txt", "keep");
-  write_file(kept / "config.json", "{}");
-  write_file(kept / "model.safetensors", "old");
+  const std::map<std::string, std::string> before = {
+      {"notes.txt", "keep"}, {"config.json", "{}"}, {"model.safetensors", "old"}};
+  for (const auto& [name, bytes] : before) write_file(kept / name, bytes);
   const CommandResult forced =
       run_switchyard_with_file_limit("make-model --preset tiny-mixtral --force --out " + kept.string(), limit);
   INFO(forced.output);
   CHECK(forced.exit_code == 2);
-  CHECK(directory_bytes(kept) == std::map<std::string, std::string>{{"notes.txt", "keep"}});
+  CHECK(directory_bytes(kept) == before);
+}
+
+TEST_CASE("make-model --force: a run killed while writing leaves the old checkpoint; the next run replaces it whole") {
+  const TempDir dir;
+  const fs::path out = dir / "model";
+  // 40 layers: a file of about 10 MB, which takes a good fraction of a second to write.
+  const std::string make = "make-model --preset tiny-deepseek-v3 --layers 40 --force --out " + out.string();
+  REQUIRE(run_both(make).exit_code == 0);
+  const std::map<std::string, std::string> old = directory_bytes(out);
+  REQUIRE(old.count("config.json") == 1);
+  // A second run with another seed, killed as soon as it has begun writing.
+  const std::string command = "exec " + std::string(SWITCHYARD_BINARY) + " " + make + " --seed 7 > /dev/null 2>&1";
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool writing = false;
+  while (!writing && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(out, ec))
+      if (entry.is_directory(ec)) writing = writing || !fs::is_empty(entry.path(), ec);
+    if (!writing) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE_MESSAGE(writing, "the second run never began writing");
+  REQUIRE_MESSAGE(WIFSIGNALED(status), "the second run ended before it was killed: nothing was tested");
+  // The old files all there, byte for byte, beside what the killed run left in its staging folder.
+  for (const auto& [name, bytes] : old) {
+    INFO(name);
+    REQUIRE(fs::exists(out / name));
+    CHECK(read_bytes(out / name) == bytes);
+  }
+  // The next forced run clears the leftovers and writes its checkpoint whole.
+  const CommandResult again = run_both(make + " --seed 7");
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  const std::map<std::string, std::string> now = directory_bytes(out);
+  REQUIRE(now.size() == old.size());
+  CHECK(now.at("config.json") == old.at("config.json"));
+  CHECK(now.at("model.safetensors") != old.at("model.safetensors"));  // another seed: other weights
 }
 
 TEST_CASE("command line: a megabyte argument is quoted in part in its error") {
