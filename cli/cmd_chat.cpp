@@ -1,19 +1,21 @@
 // switchyard chat: an interactive chat on a terminal, over a model placed and built as `run` does
-// it. Each line typed is a user turn; the model's answer streams as it is generated, then a stats
-// line. /clear forgets the conversation, /exit (or end of input) leaves; Ctrl-C stops an answer
-// (at the prompt, it leaves). The whole conversation is rendered by the chat template each turn.
-// A line that cannot be a turn (not UTF-8, or one the template or tokenizer refuses) is reported
-// and left out; the conversation goes on.
+// it. Each message typed is a user turn (cli/chat_input.h: line editing and history on a terminal,
+// a trailing '\' or a paste for several lines); the model's answer streams as it is generated,
+// then a stats line. Lines starting with '/' are commands (cli/chat_conversation.h: /help, /set,
+// /show, /save, /load, /clear, /exit). Ctrl-C stops an answer (at the prompt, it leaves). The whole
+// conversation is rendered by the chat template each turn. A message that cannot be a turn (not
+// UTF-8, or one the template or tokenizer refuses) is reported and left out; the chat goes on.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/chat_conversation.h"
+#include "cli/chat_input.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "core/error.h"
@@ -47,7 +49,8 @@ struct ChatCommand {
     if (const std::optional<int> status = session.place(&model_text.tokenizer, /*dry_run=*/false)) return *status;
     CausalLM& lm = session.build(engine.settings());
     std::printf("load duration: %.4fs\nplacement: %s\n", session.load_seconds(), lm.placement_summary().c_str());
-    std::printf("chat: type a message and Enter; /clear forgets the conversation, /exit leaves; Ctrl-C stops an answer\n");
+    std::printf("chat: type a message and Enter (a line ending in \\ goes on); /help lists the commands, /exit "
+                "leaves; Ctrl-C stops an answer\n");
     // Ctrl-C without SA_RESTART: it ends an answer, or the read of the prompt (which leaves).
     struct sigaction action {};
     action.sa_handler = on_interrupt;
@@ -55,49 +58,56 @@ struct ChatCommand {
     sigaction(SIGINT, &action, nullptr);
 
     const serve::ThinkOptions think_options{think, force_think};
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-    const std::size_t kept = messages.size();
+    const ModelOptions& chosen = session.chosen();
+    const std::string model_name = session.embedded()            ? "the built-in tiny DeepSeek-V3 model"
+                                   : !chosen.gguf_path.empty()    ? chosen.gguf_path
+                                   : !chosen.model_path.empty()   ? chosen.model_path
+                                                                  : chosen.arch;
+    ChatConversation conversation(generation, system,
+                                  "model: " + model_name + " (" + model_text.source + ")\nplacement: " + lm.placement_summary());
+    ChatInput input;
     KvPrefix kv_prefix;  // each turn prefills only what the conversation added since the last
     for (;;) {
-      std::printf("\n> ");
-      std::fflush(stdout);
-      std::string line;
+      std::printf("\n");
       interrupted = false;
-      if (!std::getline(std::cin, line) || line == "/exit" || line == "/quit") break;
-      if (line.empty()) continue;
-      if (line == "/clear") {
-        messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(kept), messages.end());
-        std::printf("(conversation cleared)\n");
+      const std::optional<std::string> line = input.read("> ", "... ");
+      if (!line) break;
+      if (line->empty()) continue;
+      std::string reply;
+      const ChatConversation::Command command = conversation.command(*line, reply);
+      if (command == ChatConversation::Command::exit) break;
+      if (command == ChatConversation::Command::handled) {
+        std::printf("%s\n", reply.c_str());
         continue;
       }
       std::size_t bad_at = 0;
-      if (!valid_utf8(line, &bad_at)) {
+      if (!valid_utf8(*line, &bad_at)) {
         std::fprintf(stderr, "(that line is not UTF-8 at byte %zu, so it was not sent: %s)\n", bad_at,
-                     quoted_excerpt(line).c_str());
+                     quoted_excerpt(*line).c_str());
         continue;
       }
-      messages.push_back({{"role", "user"}, {"content", line}});
+      conversation.add("user", *line);
       serve::TextRequest request;
       serve::ChatPrompt prompt;
       try {
-        prompt = serve::chat_prompt(model_text, messages, think_options);
+        prompt = serve::chat_prompt(model_text, conversation.messages(), think_options);
         request.prompt = model_text.tokenizer.encode(prompt.text, /*add_special=*/false);
       } catch (const InputError& e) {
         std::fprintf(stderr, "(that line was not sent: %s)\n", e.what());
-        messages.erase(messages.end() - 1);
+        conversation.drop_last();
         continue;
       }
-      request.generation = generation;
+      request.generation = conversation.generation();
       request.generation.reuse = &kv_prefix;
       const std::int64_t room = lm.max_context() - static_cast<std::int64_t>(request.prompt.size());
       if (room < 1) {
         std::printf("(the conversation is %zu tokens, past the context of %lld: /clear it)\n", request.prompt.size(),
                     static_cast<long long>(lm.max_context()));
-        messages.erase(messages.end() - 1);
+        conversation.drop_last();
         continue;
       }
-      request.generation.max_new_tokens = static_cast<int>(std::min<std::int64_t>(generation.max_new_tokens, room));
+      request.generation.max_new_tokens =
+          static_cast<int>(std::min<std::int64_t>(conversation.generation().max_new_tokens, room));
       request.stop = stop;
       std::printf("%s", prompt.opening.c_str());
       const serve::TextResult answer = serve::generate_text(lm, model_text, request, [](std::string_view piece) {
@@ -107,7 +117,7 @@ struct ChatCommand {
       });
       // The answer's bytes are the model's: a random or a cut answer may hold bytes that are not
       // UTF-8, which the next turn's template and tokenizer could not take.
-      messages.push_back({{"role", "assistant"}, {"content", replace_invalid_utf8(prompt.opening + answer.text)}});
+      conversation.add("assistant", replace_invalid_utf8(prompt.opening + answer.text));
       const GenerationStats& s = answer.stats;
       std::printf("\n[%lld prompt tokens (%lld cached) in %.2f s, %lld answer tokens at %.2f tokens/s; %s]\n",
                   static_cast<long long>(answer.prompt_tokens), static_cast<long long>(s.cached_tokens), s.prompt_seconds,

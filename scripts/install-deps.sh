@@ -3,7 +3,7 @@
 # The CUDA toolkit is optional and not installed here; CMake uses it when nvcc is found.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libpcre2-dev nlohmann-json3-dev libcli11-dev doctest-dev libomp-dev
-          libicu-dev libcpp-httplib-dev npm)
+          libicu-dev libcpp-httplib-dev libedit-dev npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
