@@ -61,7 +61,13 @@ struct Terminal {
       screen.append(buffer, static_cast<std::size_t>(n));
     }
   }
-  void type(const std::string& keys) { REQUIRE(write(master, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size())); }
+  // Keys typed as a person types them: not in the instant the prompt appears. The line editor
+  // prints its prompt before it takes the terminal from the kernel's line mode, and keys that
+  // come in between are echoed twice (the kernel's echo, then the editor's).
+  void type(const std::string& keys) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    REQUIRE(write(master, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size()));
+  }
   int wait_exit() {
     int status = 0;
     waitpid(pid, &status, 0);
@@ -147,7 +153,6 @@ TEST_CASE("chat: Up recalls the last line, a paste is one message, a trailing ba
   std::size_t at = t.read_until("> ", 0);
   answer_after(t, "Hello", at);
   at = t.read_until("> ", at);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as a person would: the editor is reading
   t.type("\x1b[A");  // Up: the line editor brings "Hello" back
   t.type("\r");
   at = t.read_until("]\r\n", at);
