@@ -477,7 +477,7 @@ TEST_CASE("gguf split sets open from any of their files or their folder, and the
   REQUIRE(other_files.size() == 2);
   std::filesystem::copy_file(other_files[0], files[1], std::filesystem::copy_options::overwrite_existing);
   message = input_error_message([&] { sy::GgufFile::open(files[0]); });
-  CHECK_MESSAGE(contains(message, files[1].string() + ": metadata says split.count 2, but the set has"), message);
+  CHECK_MESSAGE(contains(message, files[1].string() + ": metadata says split.count 2, but the file names say the set has " + std::to_string(files.size()) + " files"), message);
 
   // A lone file whose metadata says it is part of a set.
   std::filesystem::copy_file(other_files[0], other_dir / "renamed.gguf");
@@ -498,6 +498,36 @@ TEST_CASE("gguf split sets open from any of their files or their folder, and the
   CHECK(contains(input_error_message([&] { sy::GgufFile::open(empty.path()); }), "holds no .gguf file"));
   CHECK(input_error_exit_code([&] { sy::GgufFile::open(empty.path()); }) == sy::kExitUsageOrIo);
   CHECK(input_error_exit_code([&] { sy::GgufFile::open(empty / "nothing.gguf"); }) == sy::kExitUsageOrIo);
+}
+
+TEST_CASE("gguf split name counting 99999999 files is refused at its first missing file, before any other name is made") {
+  sy::GgufWriter w;
+  w.add_tensor("x", sy::DType::f32, {4}, [](std::byte* out) { std::memset(out, 1, 16); });
+  TempDir dir;
+  // A lone file (no split keys) named as the first of a set of 99999999: the second is looked for.
+  const std::filesystem::path lone = dir / "m-00001-of-99999999.gguf";
+  w.write(lone);
+  const auto started = std::chrono::steady_clock::now();
+  const std::string message = input_error_message([&] { sy::GgufFile::open(lone); });
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  CHECK_MESSAGE(contains(message, "m-00002-of-99999999.gguf: file 2 of the split set of m-00001-of-99999999.gguf is missing"),
+                message);
+  CHECK(input_error_exit_code([&] { sy::GgufFile::open(lone); }) == sy::kExitUsageOrIo);
+  // The first file of a real set of 2 under that name: its split.count disagrees, before any other is sought.
+  TempDir set_dir;
+  const std::vector<std::filesystem::path> parts = [&] {
+    sy::GgufWriter two;
+    two.add_tensor("x", sy::DType::f32, {4}, [](std::byte* out) { std::memset(out, 1, 16); });
+    two.add_tensor("y", sy::DType::f32, {4}, [](std::byte* out) { std::memset(out, 2, 16); });
+    return two.write_split(set_dir / "o", 16);
+  }();
+  REQUIRE(parts.size() == 2);
+  const std::filesystem::path renamed = dir / "n-00001-of-99999999.gguf";
+  std::filesystem::copy_file(parts[0], renamed);
+  CHECK_MESSAGE(contains(input_error_message([&] { sy::GgufFile::open(renamed); }),
+                         "metadata says split.count 2, but the file names say the set has 99999999 files"),
+                input_error_message([&] { sy::GgufFile::open(renamed); }));
+  CHECK(input_error_exit_code([&] { sy::GgufFile::open(renamed); }) == sy::kExitBadContent);
 }
 
 TEST_CASE("gguf split set with a tensor in two files or a wrong tensor count is refused") {
