@@ -37,14 +37,19 @@ nlohmann::json gguf_scalar_metadata(const GgufFile& file) {
   for (const GgufValue& value : file.metadata()) {
     const std::string key(value.key());
     switch (value.type()) {
-      case GgufValueType::array: break;
+      // Values JSON cannot hold are kept as their type, so that a reader names the key's type
+      // rather than calling it missing (gguf_model.h).
+      case GgufValueType::array:
+        out[key] = {{"gguf_type", std::string("an array of ") + gguf_value_type_name(value.element_type())}};
+        break;
       case GgufValueType::string: out[key] = std::string(*value.as_string()); break;
       case GgufValueType::boolean: out[key] = *value.as_bool(); break;
       case GgufValueType::f32:
       case GgufValueType::f64: out[key] = *value.as_number(); break;
       case GgufValueType::u64:
         if (const auto n = value.as_int()) out[key] = *n;
-        break;  // past INT64_MAX: no hyper-parameter is that large; a key that needs it is refused as missing
+        else out[key] = {{"gguf_type", "a u64 above 2^63 - 1"}};  // no count or size is that large
+        break;
       default: out[key] = *value.as_int(); break;
     }
   }

@@ -6,13 +6,16 @@
 // unchanged on a GGUF. The family-specific keys are the families' (core/model_family.h GgufSpec);
 // the shared ones and the tensor names are here.
 //
-// Metadata is handled as JSON (full key -> value: integers, floats, bools, strings; arrays are not
-// part of a model's hyper-parameters), so that this file does not depend on the container's reader.
+// Metadata is handled as JSON (full key -> value: integers, floats, bools, strings), so that this
+// file does not depend on the container's reader. A value JSON cannot hold (an array, which no
+// hyper-parameter is; a u64 past INT64_MAX) is an object {"gguf_type": "an array of u32"}: a key
+// holding one is reported with its type, not as missing.
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
