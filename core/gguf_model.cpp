@@ -120,6 +120,24 @@ void read_rope_scaling(const GgufKeys& keys, json& config) {
 std::string gguf_k_b_name(int layer) { return blk(layer, "attn_k_b", "weight"); }
 std::string gguf_v_b_name(int layer) { return blk(layer, "attn_v_b", "weight"); }
 
+std::vector<std::int64_t> gguf_stored_shape(const ModelConfig& config, const GgufLocation& location,
+                                            const std::vector<std::int64_t>& shape) {
+  if (location.expert < 0) return shape;
+  std::vector<std::int64_t> fused{config.n_routed_experts};
+  fused.insert(fused.end(), shape.begin(), shape.end());
+  return fused;
+}
+
+std::vector<std::int64_t> gguf_k_b_shape(const ModelConfig& c) {
+  return {c.num_attention_heads, c.kv_lora_rank, c.qk_nope_head_dim};
+}
+std::vector<std::int64_t> gguf_v_b_shape(const ModelConfig& c) { return {c.num_attention_heads, c.v_head_dim, c.kv_lora_rank}; }
+
+std::string gguf_shape_origin(const ModelConfig& config, const GgufLocation& location) {
+  if (location.expert < 0) return "";
+  return " (" + std::to_string(config.n_routed_experts) + " experts: " + config.family->gguf.architecture + ".expert_count)";
+}
+
 std::optional<GgufLocation> gguf_location(const ModelConfig& config, std::string_view name) {
   if (name == "model.embed_tokens.weight") return GgufLocation{"token_embd.weight"};
   if (name == "model.norm.weight") return GgufLocation{"output_norm.weight"};
