@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -826,6 +827,55 @@ TEST_CASE("gguf fuzz seeds are valid GGUF files") {
       w.set_u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(tokens.size() - 1));
       w.set_bool("tokenizer.ggml.add_bos_token", true);
       w.write(corpus / "vocabulary-deepseek-v3.gguf");
+    }
+    // Hostile seeds: a deepseek2 file with every key a config needs, and one thing wrong.
+    const auto deepseek2 = [&](const std::function<void(sy::GgufWriter&)>& wrong) {
+      sy::GgufWriter w;
+      w.set_string("general.architecture", "deepseek2");
+      w.set_u32("deepseek2.block_count", 2);
+      w.set_u32("deepseek2.embedding_length", 64);
+      w.set_u32("deepseek2.feed_forward_length", 128);
+      w.set_u32("deepseek2.attention.head_count", 4);
+      w.set_f32("deepseek2.attention.layer_norm_rms_epsilon", 1e-6f);
+      w.set_u32("deepseek2.attention.kv_lora_rank", 32);
+      w.set_u32("deepseek2.rope.dimension_count", 16);
+      w.set_u32("deepseek2.attention.key_length", 48);
+      w.set_u32("deepseek2.attention.value_length", 32);
+      w.set_u32("deepseek2.expert_count", 16);
+      w.set_u32("deepseek2.expert_used_count", 2);
+      w.set_u32("deepseek2.expert_feed_forward_length", 32);
+      w.set_u32("deepseek2.expert_gating_func", 2);
+      w.set_u32("deepseek2.vocab_size", 8);
+      w.add_tensor("output.weight", sy::DType::f32, {8, 4}, [&](std::byte* o) { fill_random(o, 128); });
+      wrong(w);
+      return w;
+    };
+    deepseek2([](sy::GgufWriter& w) { w.set_i32("deepseek2.block_count", -1); }).write(corpus / "hostile-block-count-negative.gguf");
+    deepseek2([](sy::GgufWriter& w) { w.set_u32s("deepseek2.block_count", {2, 2}); }).write(corpus / "hostile-block-count-array.gguf");
+    deepseek2([](sy::GgufWriter& w) { w.set_u64("deepseek2.block_count", ~0ULL); }).write(corpus / "hostile-block-count-u64-max.gguf");
+    deepseek2([](sy::GgufWriter& w) { w.set_u32("deepseek2.expert_gating_func", 99); }).write(corpus / "hostile-gating-func-99.gguf");
+    deepseek2([&](sy::GgufWriter& w) {
+      w.add_tensor("blk.0.ffn_up_exps.weight", sy::DType::f32, {32, 2, 8}, [&](std::byte* o) { fill_random(o, 2048); });
+    }).write(corpus / "hostile-experts-32-of-16.gguf");
+    deepseek2([&](sy::GgufWriter& w) {
+      w.add_tensor("blk.0.attn_norm.weight", sy::DType::i32, {64}, [&](std::byte* o) { fill_random(o, 256); });
+    }).write(corpus / "hostile-i32-weight.gguf");
+    deepseek2([&](sy::GgufWriter& w) {
+      std::string name = "\x1b[31m\x1b]0;title\x07";
+      name += std::string(3000 - name.size(), 'n');
+      w.add_tensor(name, sy::DType::f32, {1}, [&](std::byte* o) { fill_random(o, 4); });
+    }).write(corpus / "hostile-escape-tensor-name.gguf");
+    {
+      // A vocabulary whose token 7 repeats the spelling of token 5.
+      sy::GgufWriter w;
+      w.set_string("general.architecture", "deepseek2");
+      w.set_string("tokenizer.ggml.model", "gpt2");
+      w.set_string("tokenizer.ggml.pre", "qwen2");
+      std::vector<std::string> tokens;
+      for (int b = 0; b < 256; ++b) tokens.emplace_back(sy::text::byte_symbol(static_cast<std::uint8_t>(b)));
+      tokens[7] = tokens[5];
+      w.set_strings("tokenizer.ggml.tokens", tokens);
+      w.write(corpus / "hostile-vocabulary-repeated-spelling.gguf");
     }
   }
   std::size_t seeds = 0;
