@@ -146,19 +146,25 @@ std::optional<int> ModelSession::place(const text::Tokenizer* tokenizer, bool dr
   if (embedded_) make_embedded(scratch_.path, tokenizer);
   check_.emplace(run_check(options_));
   const CheckResult& check = *check_;
-  // A checkpoint that disagrees with its config.json is a problem of the model's content (exit 1),
-  // not of the profile.
-  bool broken_model = false;
-  for (const Diagnostic& d : check.diagnostics.items())
-    if (d.code == "missing-tensor" || d.code == "tensor-shape-mismatch") broken_model = true;
-  if (broken_model) {
+  // A checkpoint that disagrees with its config.json, or holds weights of a type run does not take,
+  // is a problem of the model's content (exit 1), not of the profile.
+  bool unmatched = false, unsupported = false;
+  for (const Diagnostic& d : check.diagnostics.items()) {
+    unmatched |= d.code == "missing-tensor" || d.code == "tensor-shape-mismatch";
+    unsupported |= d.code == "unsupported-dtype";
+  }
+  if (unmatched || unsupported) {
     for (const Diagnostic& d : check.diagnostics.sorted())
       if (d.severity == Severity::error) std::cerr << format_diagnostic(d) << "\n";
-    if (options_.model.gguf_path.empty())
-      std::cerr << "switchyard: the checkpoint in " << options_.model.model_path.string() << " does not match its config.json\n";
-    else
-      std::cerr << "switchyard: the GGUF file " << options_.model.gguf_path.string() << " does not match "
-                << (options_.model.model_path.empty() ? "its metadata" : "the config.json beside it") << "\n";
+    const std::string model = options_.model.gguf_path.empty() ? "the checkpoint in " + options_.model.model_path.string()
+                                                               : "the GGUF file " + options_.model.gguf_path.string();
+    if (unmatched)
+      std::cerr << "switchyard: " << model << " does not match "
+                << (options_.model.gguf_path.empty()      ? "its config.json"
+                    : options_.model.model_path.empty() ? "its metadata"
+                                                        : "the config.json beside it")
+                << "\n";
+    if (unsupported) std::cerr << "switchyard: " << model << " holds weights of a type run does not take\n";
     return kExitBadContent;
   }
   if (dry_run || check.diagnostics.has_errors()) {

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 
@@ -13,6 +14,8 @@ int main(int argc, char** argv) {
   // Past the file-size limit a write fails with EFBIG, which the writers report, instead of the
   // signal killing the process with a half-written file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A model file truncated under us while mapped is a message naming it and exit 2, not a SIGBUS.
+  switchyard::report_mapped_file_faults();
   CLI::App app{"switchyard: place MoE model modules on GPUs and CPU by YAML rules, check profiles, run models"};
   app.require_subcommand(1);
   std::map<std::string, switchyard::cli::Runner> runners;

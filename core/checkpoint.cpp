@@ -8,6 +8,8 @@
 #include "core/gguf_model.h"
 #include "core/quant_formats.h"
 #include "core/random_weights.h"
+#include "core/text.h"
+#include "core/weight_dtypes.h"
 
 namespace switchyard {
 namespace {
@@ -116,7 +118,7 @@ Tensor Checkpoint::get_gguf(const std::string& name, const std::vector<std::int6
   const auto location = gguf_location(*config_, name);
   if (!location) throw InputError("tensor '" + name + "' has no place in a GGUF file (" + file + ")", kExitBadContent);
   const GgufTensorInfo* info = gguf_->find_tensor(location->tensor);
-  const std::string where = "tensor '" + location->tensor + "' (" + name + ") in " + file;
+  const std::string where = "tensor " + quoted_excerpt(location->tensor) + " (" + name + ") in " + file;
   if (!info && location->transform == GgufLocation::Transform::kv_b_from_split) {
     // kv_b_proj [heads * (nope + v), kv_lora] from attn_k_b [heads, kv_lora, nope] (transposed per
     // head) and attn_v_b [heads, v, kv_lora].
@@ -130,7 +132,7 @@ Tensor Checkpoint::get_gguf(const std::string& name, const std::vector<std::int6
       throw InputError("tensor '" + name + "' is not in " + file + ": neither " + location->tensor + " nor " +
                            (k_info ? v_name : k_name) + " is there",
                        kExitBadContent);
-    const std::vector<std::int64_t> k_shape{heads, lora, nope}, v_shape{heads, v, lora};
+    const std::vector<std::int64_t> k_shape = gguf_k_b_shape(c), v_shape = gguf_v_b_shape(c);
     if (k_info->shape != k_shape || v_info->shape != v_shape)
       throw InputError(k_name + " and " + v_name + " in " + file + " have shapes " + shape_text(k_info->shape) + " and " +
                            shape_text(v_info->shape) + " but the model expects " + shape_text(k_shape) + " and " +
@@ -151,17 +153,17 @@ Tensor Checkpoint::get_gguf(const std::string& name, const std::vector<std::int6
     return from_f32(kv_b, kv_shape, DType::f32);
   }
   if (!info) throw InputError(where + ": not in the file", kExitBadContent);
+  const std::vector<std::int64_t> stored_shape = gguf_stored_shape(*config_, *location, shape);
+  if (info->shape != stored_shape)
+    throw InputError(where + " has shape " + shape_text(info->shape) + " but the model expects " + shape_text(stored_shape) +
+                         gguf_shape_origin(*config_, *location),
+                     kExitBadContent);
   Tensor t = gguf_->tensor(*info);
   if (location->expert >= 0) {
-    if (t.rank() != 3 || location->expert >= t.dim(0))
-      throw InputError(where + " has shape " + shape_text(t.shape()) + ", which holds no expert " +
-                           std::to_string(location->expert),
-                       kExitBadContent);
+    if (location->expert >= t.dim(0))
+      throw std::invalid_argument(where + " holds no expert " + std::to_string(location->expert));
     t = t.rows(location->expert, 1).reshaped({t.dim(1), t.dim(2)});
   }
-  if (t.shape() != shape)
-    throw InputError(where + " has shape " + shape_text(t.shape()) + " but the model expects " + shape_text(shape),
-                     kExitBadContent);
   if (location->transform == GgufLocation::Transform::interleaved_rope_rows)
     t = undo_interleaved_rope_rows(t, config_->head_dim, where);
   return t;
@@ -230,8 +232,7 @@ Tensor Checkpoint::get_converted(const std::string& name, const std::vector<std:
     throw std::invalid_argument("Checkpoint::get_converted: to f32 or bf16 only");
   const DType stored = stored_dtype(name);
   if (stored == dtype) return get(name, shape, {dtype});
-  const bool convertible = stored == DType::f32 || stored == DType::f16 || stored == DType::bf16 || is_block_quantized(stored);
-  if (!convertible)
+  if (!is_runnable_weight_dtype(stored))
     throw InputError("tensor '" + name + "' is " + dtype_name(stored) + ", which cannot be converted to " + dtype_name(dtype),
                      kExitBadContent);
   const Tensor t = gguf_ ? get_gguf(name, shape) : get(name, shape, {stored});

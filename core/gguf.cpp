@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/text.h"
 
 namespace switchyard {
 
@@ -199,7 +201,15 @@ struct GgufParser {
   static ParsedFile file(std::string_view bytes, const fs::path* file);
   static void tensor_infos(ByteReader& in, std::uint64_t count, ParsedFile& out);
   static void place_tensors(ParsedFile& out, std::uint64_t file_bytes, const fs::path& file);
-  static GgufFile assemble(std::vector<fs::path> files, std::vector<std::shared_ptr<Storage>> storages);
+  // One file of a model: its path and its bytes.
+  struct Part {
+    fs::path file;
+    std::shared_ptr<Storage> storage;
+  };
+  // A model of `count` files; `open_part(f)` maps file f (from 0), called only once files 0 to f - 1
+  // have been read and agree with `count`: a split set's name is not trusted before its first file
+  // says the same, and a part that is missing stops the reading there.
+  static GgufFile assemble(std::size_t count, const std::function<Part(std::size_t)>& open_part);
 };
 
 GgufValue GgufParser::value(ByteReader& in, std::string_view key, const fs::path* file, const std::string& item) {
@@ -265,7 +275,7 @@ ParsedFile GgufParser::file(std::string_view bytes, const fs::path* file) {
   for (std::uint64_t i = 0; i < metadata_count; ++i) {
     const std::string entry = "metadata entry " + std::to_string(i) + " of " + std::to_string(metadata_count);
     const std::string_view key = in.string(entry, "its key");
-    const std::string item = "metadata key '" + std::string(key) + "'";
+    const std::string item = "metadata key " + quoted_excerpt(key);
     if (out.metadata_index.count(key)) in.fail(item + " appears twice");
     out.metadata.push_back(value(in, key, file, item));
     out.metadata_index.emplace(key, out.metadata.size() - 1);
@@ -293,7 +303,7 @@ void GgufParser::tensor_infos(ByteReader& in, std::uint64_t count, ParsedFile& o
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::string entry = "tensor info " + std::to_string(i) + " of " + std::to_string(count);
     const std::string_view name = in.string(entry, "its name");
-    const std::string item = "tensor '" + std::string(name) + "'";
+    const std::string item = "tensor " + quoted_excerpt(name);
     if (!seen.emplace(name, i).second) in.fail(item + " appears twice");
     const auto dims = in.scalar<std::uint32_t>(item, "its dimension count");
     if (dims == 0 || dims > kMaxDims)
@@ -349,7 +359,7 @@ void GgufParser::place_tensors(ParsedFile& out, std::uint64_t file_bytes, const 
   for (std::size_t i = 0; i < order.size(); ++i) {
     const GgufTensorInfo& t = out.tensors[i];
     if (t.offset > data_bytes || t.bytes > data_bytes - t.offset)
-      fail(file, "tensor '" + t.name + "': its " + std::to_string(t.bytes) + " bytes at offset " + std::to_string(t.offset) +
+      fail(file, "tensor " + quoted_excerpt(t.name) + ": its " + std::to_string(t.bytes) + " bytes at offset " + std::to_string(t.offset) +
                      " run past the end of the data section (" + std::to_string(data_bytes) + " bytes)");
     order[i] = i;
   }
@@ -358,8 +368,8 @@ void GgufParser::place_tensors(ParsedFile& out, std::uint64_t file_bytes, const 
     const GgufTensorInfo& before = out.tensors[order[k - 1]];
     const GgufTensorInfo& t = out.tensors[order[k]];
     if (t.offset < before.offset + before.bytes)
-      fail(file, "tensor '" + t.name + "' (bytes " + std::to_string(t.offset) + " to " + std::to_string(t.offset + t.bytes) +
-                     ") overlaps tensor '" + before.name + "' (bytes " + std::to_string(before.offset) + " to " +
+      fail(file, "tensor " + quoted_excerpt(t.name) + " (bytes " + std::to_string(t.offset) + " to " + std::to_string(t.offset + t.bytes) +
+                     ") overlaps tensor " + quoted_excerpt(before.name) + " (bytes " + std::to_string(before.offset) + " to " +
                      std::to_string(before.offset + before.bytes) + ")");
   }
   for (GgufTensorInfo& t : out.tensors) t.offset += out.data_offset;
@@ -372,7 +382,8 @@ struct SplitName {
   std::string stem;
   std::size_t number = 0;
   std::size_t count = 0;
-  std::size_t digits = 5;  // of `count` as written: the numbers are zero-padded to it
+  std::size_t digits = 5;   // of `number` as written: every part's number is zero-padded to it
+  std::string count_text;  // `count` as written, the same in every part's name
 };
 
 std::optional<std::size_t> parse_digits(std::string_view text) {
@@ -397,7 +408,7 @@ std::optional<SplitName> split_name(const fs::path& file) {
   const std::optional<std::size_t> number = parse_digits(std::string_view(name).substr(dash + 1, of - dash - 1));
   const std::optional<std::size_t> count = parse_digits(count_text);
   if (!number || !count || *number == 0 || *number > *count) return std::nullopt;
-  return SplitName{name.substr(0, dash), *number, *count, count_text.size()};
+  return SplitName{name.substr(0, dash), *number, *count, of - dash - 1, std::string(count_text)};
 }
 
 fs::path split_file(const fs::path& dir, const SplitName& s, std::size_t number) {
@@ -405,7 +416,7 @@ fs::path split_file(const fs::path& dir, const SplitName& s, std::size_t number)
     std::string text = std::to_string(n);
     return std::string(text.size() < s.digits ? s.digits - text.size() : 0, '0') + text;
   };
-  return dir / (s.stem + "-" + padded(number) + "-of-" + padded(s.count) + ".gguf");
+  return dir / (s.stem + "-" + padded(number) + "-of-" + s.count_text + ".gguf");
 }
 
 // The file to open for `path`: itself, or the one model a directory holds.
@@ -456,20 +467,20 @@ std::optional<std::int64_t> split_key(const ParsedFile& parsed, std::string_view
   if (it == parsed.metadata_index.end()) return std::nullopt;
   const GgufValue& v = parsed.metadata[it->second];
   const std::optional<std::int64_t> n = v.as_int();
-  if (!n) fail(file, "metadata key '" + std::string(key) + "' is " + type_text(v) + "; it must be an integer");
+  if (!n) fail(file, "metadata key " + quoted_excerpt(key) + " is " + type_text(v) + "; it must be an integer");
   return n;
 }
 
 }  // namespace
 
-GgufFile GgufParser::assemble(std::vector<fs::path> files, std::vector<std::shared_ptr<Storage>> storages) {
+GgufFile GgufParser::assemble(std::size_t count, const std::function<Part(std::size_t)>& open_part) {
   auto contents = std::make_shared<GgufContents>();
-  contents->files = std::move(files);
-  contents->storages = std::move(storages);
-  const std::size_t count = contents->files.size();
   std::vector<std::pair<std::size_t, std::int64_t>> split_tensor_counts;  // (file, split.tensors.count)
   for (std::size_t f = 0; f < count; ++f) {
-    const fs::path& path = contents->files[f];
+    Part part = open_part(f);
+    contents->files.push_back(std::move(part.file));
+    contents->storages.push_back(std::move(part.storage));
+    const fs::path& path = contents->files[f];  // valid until the next file is added; re-pointed below
     ParsedFile parsed = GgufParser::file(storage_bytes_view(*contents->storages[f]), &path);
     // The split keys, where present, must say what the file names say.
     const std::optional<std::int64_t> split_count = split_key(parsed, "split.count", path);
@@ -479,7 +490,8 @@ GgufFile GgufParser::assemble(std::vector<fs::path> files, std::vector<std::shar
         fail(path, "metadata says split.count " + std::to_string(*split_count) +
                        ", but the file is not named as the first of a split set (<name>-00001-of-" +
                        std::to_string(*split_count) + ".gguf); open the set by its first file");
-      fail(path, "metadata says split.count " + std::to_string(*split_count) + ", but the set has " + std::to_string(count) + " files");
+      fail(path, "metadata says split.count " + std::to_string(*split_count) + ", but the file names say the set has " +
+                     std::to_string(count) + " files");
     }
     if (const std::optional<std::int64_t> n = split_key(parsed, "split.tensors.count", path)) split_tensor_counts.emplace_back(f, *n);
     if (split_no && *split_no != static_cast<std::int64_t>(f))
@@ -489,7 +501,7 @@ GgufFile GgufParser::assemble(std::vector<fs::path> files, std::vector<std::shar
       parsed.tensors[i].file = f;
       const auto [it, added] = contents->tensor_index.emplace(parsed.tensor_names[i], contents->tensors.size());
       if (!added)
-        fail(path, "tensor '" + parsed.tensors[i].name + "' is also in " + contents->files[contents->tensors[it->second].file].string());
+        fail(path, "tensor " + quoted_excerpt(parsed.tensors[i].name) + " is also in " + contents->files[contents->tensors[it->second].file].string());
       contents->tensors.push_back(std::move(parsed.tensors[i]));
     }
     contents->data_offsets.push_back(parsed.data_offset);
@@ -504,6 +516,8 @@ GgufFile GgufParser::assemble(std::vector<fs::path> files, std::vector<std::shar
     if (n != static_cast<std::int64_t>(contents->tensors.size()))
       fail(contents->files[file], "metadata says split.tensors.count " + std::to_string(n) + ", but the " +
                                       std::to_string(count) + " file(s) hold " + std::to_string(contents->tensors.size()) + " tensors");
+  // The first file's values name it in their errors; `files` has stopped growing.
+  for (GgufValue& value : contents->metadata) value.file_ = &contents->files.front();
   GgufFile out;
   out.contents_ = std::move(contents);
   return out;
@@ -511,21 +525,19 @@ GgufFile GgufParser::assemble(std::vector<fs::path> files, std::vector<std::shar
 
 GgufFile GgufFile::open(const fs::path& path) {
   const fs::path first = model_file(path);
-  std::vector<fs::path> files;
-  if (const std::optional<SplitName> split = split_name(first)) {
-    for (std::size_t n = 1; n <= split->count; ++n) files.push_back(split_file(first.parent_path(), *split, n));
-  } else {
-    files.push_back(first);
-  }
-  std::vector<std::shared_ptr<Storage>> storages;
-  for (std::size_t i = 0; i < files.size(); ++i) {
+  const std::optional<SplitName> split = split_name(first);
+  if (!split) return GgufParser::assemble(1, [&](std::size_t) { return GgufParser::Part{first, map_file(first)}; });
+  // The name's count is the user's text (any number up to 999999999): each part's name is made
+  // only when the files before it were found and the first file's split.count agreed.
+  return GgufParser::assemble(split->count, [&](std::size_t f) {
+    const fs::path file = split_file(first.parent_path(), *split, f + 1);
     std::error_code ec;
-    if (files.size() > 1 && !fs::exists(files[i], ec))
-      throw InputError(files[i].string() + ": file " + std::to_string(i + 1) + " of the split set of " +
-                       first.filename().string() + " is missing");
-    storages.push_back(map_file(files[i]));
-  }
-  return GgufParser::assemble(std::move(files), std::move(storages));
+    if (!fs::exists(file, ec))
+      throw InputError(file.string() + ": file " + std::to_string(f + 1) + " of the split set of " +
+                       first.filename().string() + " is missing (the names say the set has " +
+                       std::to_string(split->count) + " files)");
+    return GgufParser::Part{file, map_file(file)};
+  });
 }
 
 GgufFile parse_gguf_bytes(std::string_view bytes, const fs::path& file) {
@@ -533,7 +545,7 @@ GgufFile parse_gguf_bytes(std::string_view bytes, const fs::path& file) {
   storage->data = const_cast<std::byte*>(reinterpret_cast<const std::byte*>(bytes.data()));
   storage->bytes = bytes.size();
   storage->device = Device::cpu();
-  return GgufParser::assemble({file}, {std::move(storage)});
+  return GgufParser::assemble(1, [&](std::size_t) { return GgufParser::Part{file, storage}; });
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {
@@ -545,7 +557,7 @@ const std::vector<GgufValue>& GgufFile::metadata() const { return contents_->met
 namespace {
 
 [[noreturn]] void wrong_type(const GgufFile& gguf, const GgufValue& v, const char* wanted) {
-  fail(gguf.files()[0], "metadata key '" + std::string(v.key()) + "' is " + type_text(v) + ", but " + wanted + " is expected");
+  fail(gguf.files()[0], "metadata key " + quoted_excerpt(v.key()) + " is " + type_text(v) + ", but " + wanted + " is expected");
 }
 
 }  // namespace
@@ -562,7 +574,7 @@ std::optional<std::int64_t> GgufFile::integer(std::string_view key) const {
   if (!v) return std::nullopt;
   if (!is_integer(v->type())) wrong_type(*this, *v, "an integer");
   const std::optional<std::int64_t> n = v->as_int();
-  if (!n) fail(files()[0], "metadata key '" + std::string(key) + "' is a u64 above 2^63 - 1, larger than any count or size it could be");
+  if (!n) fail(files()[0], "metadata key " + quoted_excerpt(key) + " is a u64 above 2^63 - 1, larger than any count or size it could be");
   return n;
 }
 
@@ -589,7 +601,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 Tensor GgufFile::tensor(const GgufTensorInfo& info) const {
   if (info.file >= contents_->storages.size())
-    throw std::invalid_argument("tensor '" + info.name + "' names file " + std::to_string(info.file) + " of " +
+    throw std::invalid_argument("tensor " + quoted_excerpt(info.name) + " names file " + std::to_string(info.file) + " of " +
                                 std::to_string(contents_->storages.size()));
   const std::shared_ptr<Storage>& storage = contents_->storages[info.file];
   // Kernels read plain elements through typed pointers and ggml blocks through their 2-byte scales.
@@ -599,7 +611,7 @@ Tensor GgufFile::tensor(const GgufTensorInfo& info) const {
     return Tensor(info.dtype, info.shape, storage, static_cast<std::size_t>(info.offset));
   std::shared_ptr<Storage> copy = allocate_host(static_cast<std::size_t>(info.bytes));
   if (info.offset + info.bytes > storage->bytes)
-    throw std::out_of_range("tensor '" + info.name + "' lies outside " + contents_->files[info.file].string());
+    throw std::out_of_range("tensor " + quoted_excerpt(info.name) + " lies outside " + contents_->files[info.file].string());
   std::memcpy(copy->data, storage->data + info.offset, static_cast<std::size_t>(info.bytes));
   return Tensor(info.dtype, info.shape, std::move(copy));
 }
@@ -640,7 +652,7 @@ std::optional<std::string_view> GgufValue::as_string() const {
 
 void GgufValue::wrong_kind(const char* wanted) const {
   const std::string where = file_ ? file_->string() : std::string("GGUF");
-  throw InputError(where + ": metadata key '" + std::string(key_) + "' is " + type_text(*this) + ", not " + wanted,
+  throw InputError(where + ": metadata key " + quoted_excerpt(key_) + " is " + type_text(*this) + ", not " + wanted,
                    kExitBadContent);
 }
 
@@ -652,7 +664,7 @@ std::vector<std::int64_t> GgufValue::ints() const {
     const std::optional<std::int64_t> n = load_int(scalar_or_elements_ + i * step, element_type_);
     if (!n) {
       const std::string where = file_ ? file_->string() : std::string("GGUF");
-      throw InputError(where + ": metadata key '" + std::string(key_) + "' element " + std::to_string(i) +
+      throw InputError(where + ": metadata key " + quoted_excerpt(key_) + " element " + std::to_string(i) +
                        " is a u64 above 2^63 - 1", kExitBadContent);
     }
     out[i] = *n;

@@ -3,8 +3,18 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace switchyard {
+
+std::string gguf_value_text(const nlohmann::json& value) {
+  if (value.is_object()) return value.value("gguf_type", std::string("a value of no known type"));
+  if (value.is_string()) return "a string (" + quoted_excerpt(value.get_ref<const std::string&>()) + ")";
+  if (value.is_boolean()) return std::string("a bool (") + (value.get<bool>() ? "true" : "false") + ")";
+  if (value.is_number_integer()) return "an integer (" + value.dump() + ")";
+  if (value.is_number()) return "a float (" + value.dump() + ")";
+  return "a " + std::string(value.type_name());
+}
 
 GgufKeys::GgufKeys(const nlohmann::json& keys, std::string architecture, std::string source,
                    std::function<bool(std::string_view)> has_tensor)
@@ -18,24 +28,51 @@ const nlohmann::json* GgufKeys::find(std::string_view key) const {
 bool GgufKeys::has(std::string_view key) const { return find(key) != nullptr; }
 
 void GgufKeys::fail(std::string_view key, const std::string& what) const {
-  throw InputError(source_ + ": GGUF key " + architecture_ + "." + std::string(key) + " " + what);
+  // The architecture is one a family names (gguf_model_config checks it first), the key ours.
+  throw InputError(source_ + ": GGUF key " + architecture_ + "." + std::string(key) + " " + what, kExitBadContent);
+}
+
+void GgufKeys::wrong_type(std::string_view key, const nlohmann::json& value, const char* expected) const {
+  fail(key, "is " + gguf_value_text(value) + ", but " + expected + " is expected");
 }
 
 std::int64_t GgufKeys::integer(std::string_view key) const {
   const nlohmann::json* value = find(key);
   if (!value) fail(key, "is missing; llama.cpp's converter writes it for this architecture");
-  if (!value->is_number_integer()) fail(key, "is " + std::string(value->type_name()) + ", not an integer");
+  if (!value->is_number_integer()) wrong_type(key, *value, "an integer");
   return value->get<std::int64_t>();
+}
+
+std::int64_t GgufKeys::integer(std::string_view key, std::int64_t low, std::int64_t high) const {
+  const std::int64_t n = integer(key);
+  if (n < low || n > high)
+    fail(key, "is " + std::to_string(n) + "; it must be from " + std::to_string(low) + " to " + std::to_string(high));
+  return n;
 }
 
 std::int64_t GgufKeys::integer_or(std::string_view key, std::int64_t fallback) const {
   return has(key) ? integer(key) : fallback;
 }
 
+std::int64_t GgufKeys::integer_or(std::string_view key, std::int64_t fallback, std::int64_t low, std::int64_t high) const {
+  return has(key) ? integer(key, low, high) : fallback;
+}
+
+std::int64_t GgufKeys::choice_or(std::string_view key, std::int64_t fallback, std::initializer_list<GgufKeyChoice> valid) const {
+  if (!has(key)) return fallback;
+  const std::int64_t n = integer(key);
+  std::string listed;
+  for (const GgufKeyChoice& c : valid) {
+    if (c.value == n) return n;
+    listed += (listed.empty() ? "" : ", ") + std::to_string(c.value) + " (" + c.meaning + ")";
+  }
+  fail(key, "is " + std::to_string(n) + ", not a value Switchyard runs; valid: " + listed);
+}
+
 double GgufKeys::number(std::string_view key) const {
   const nlohmann::json* value = find(key);
   if (!value) fail(key, "is missing; llama.cpp's converter writes it for this architecture");
-  if (!value->is_number()) fail(key, "is " + std::string(value->type_name()) + ", not a number");
+  if (!value->is_number()) wrong_type(key, *value, "a number");
   const double number = value->get<double>();
   if (!std::isfinite(number)) fail(key, "is not finite");
   return number;
@@ -49,13 +86,13 @@ bool GgufKeys::flag_or(std::string_view key, bool fallback) const {
   if (value->is_boolean()) return value->get<bool>();
   if (value->is_number_integer() && (value->get<std::int64_t>() == 0 || value->get<std::int64_t>() == 1))
     return value->get<std::int64_t>() == 1;
-  fail(key, "is " + value->dump() + ", not a bool");
+  wrong_type(key, *value, "a bool");
 }
 
 std::optional<std::string> GgufKeys::string(std::string_view key) const {
   const nlohmann::json* value = find(key);
   if (!value) return std::nullopt;
-  if (!value->is_string()) fail(key, "is " + std::string(value->type_name()) + ", not a string");
+  if (!value->is_string()) wrong_type(key, *value, "a string");
   return value->get<std::string>();
 }
 

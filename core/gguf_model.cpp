@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/config_fields.h"
 #include "core/error.h"
 #include "core/gguf_keys.h"
 #include "core/text.h"
@@ -104,6 +105,8 @@ std::optional<GgufLocation> layer_location(const ModelConfig& c, int layer, std:
 void read_rope_scaling(const GgufKeys& keys, json& config) {
   const std::optional<std::string> type = keys.string("rope.scaling.type");
   if (!type || *type == "none") return;
+  if (*type != "yarn")
+    keys.fail("rope.scaling.type", "is " + quoted_excerpt(*type) + ", not a scaling Switchyard runs; valid: 'none', 'yarn'");
   json scaling = {{"type", *type},
                   {"factor", keys.number("rope.scaling.factor")},
                   {"original_max_position_embeddings", keys.integer("rope.scaling.original_context_length")},
@@ -117,6 +120,24 @@ void read_rope_scaling(const GgufKeys& keys, json& config) {
 std::string gguf_k_b_name(int layer) { return blk(layer, "attn_k_b", "weight"); }
 std::string gguf_v_b_name(int layer) { return blk(layer, "attn_v_b", "weight"); }
 
+std::vector<std::int64_t> gguf_stored_shape(const ModelConfig& config, const GgufLocation& location,
+                                            const std::vector<std::int64_t>& shape) {
+  if (location.expert < 0) return shape;
+  std::vector<std::int64_t> fused{config.n_routed_experts};
+  fused.insert(fused.end(), shape.begin(), shape.end());
+  return fused;
+}
+
+std::vector<std::int64_t> gguf_k_b_shape(const ModelConfig& c) {
+  return {c.num_attention_heads, c.kv_lora_rank, c.qk_nope_head_dim};
+}
+std::vector<std::int64_t> gguf_v_b_shape(const ModelConfig& c) { return {c.num_attention_heads, c.v_head_dim, c.kv_lora_rank}; }
+
+std::string gguf_shape_origin(const ModelConfig& config, const GgufLocation& location) {
+  if (location.expert < 0) return "";
+  return " (" + std::to_string(config.n_routed_experts) + " experts: " + config.family->gguf.architecture + ".expert_count)";
+}
+
 std::optional<GgufLocation> gguf_location(const ModelConfig& config, std::string_view name) {
   if (name == "model.embed_tokens.weight") return GgufLocation{"token_embd.weight"};
   if (name == "model.norm.weight") return GgufLocation{"output_norm.weight"};
@@ -128,8 +149,11 @@ std::optional<GgufLocation> gguf_location(const ModelConfig& config, std::string
 
 ModelConfig gguf_model_config(const json& metadata, const GgufTensorFacts& facts, const std::string& source) {
   const auto arch_it = metadata.find("general.architecture");
-  if (arch_it == metadata.end() || !arch_it->is_string())
-    throw InputError(source + ": GGUF key general.architecture is missing or not a string");
+  if (arch_it == metadata.end())
+    throw InputError(source + ": GGUF key general.architecture is missing", kExitBadContent);
+  if (!arch_it->is_string())
+    throw InputError(source + ": GGUF key general.architecture is " + gguf_value_text(*arch_it) + ", but a string is expected",
+                     kExitBadContent);
   const std::string architecture = arch_it->get<std::string>();
   const ModelFamily* family = find_gguf_family(architecture);
   if (!family) {
@@ -137,8 +161,9 @@ ModelConfig gguf_model_config(const json& metadata, const GgufTensorFacts& facts
     for (const ModelFamily* f : model_families())
       if (!f->gguf.architecture.empty() && std::find(known.begin(), known.end(), f->gguf.architecture) == known.end())
         known.push_back(f->gguf.architecture);
-    throw InputError(source + ": GGUF architecture '" + architecture + "' is not one Switchyard runs (" +
-                     join(known, ", ") + ")");
+    throw InputError(source + ": GGUF architecture " + quoted_excerpt(architecture) + " is not one Switchyard runs (" +
+                         join(known, ", ") + ")",
+                     kExitBadContent);
   }
   json keys = json::object();
   const std::string prefix = architecture + ".";
@@ -147,27 +172,28 @@ ModelConfig gguf_model_config(const json& metadata, const GgufTensorFacts& facts
   const GgufKeys k(keys, architecture, source, facts.has_tensor);
 
   json config = json::object();
-  const std::int64_t nextn = k.integer_or("nextn_predict_layers", 0);
-  const std::int64_t blocks = k.integer("block_count");
-  if (nextn < 0 || nextn >= blocks) k.fail("nextn_predict_layers", "is " + std::to_string(nextn) + ", outside [0, block_count)");
+  // block_count counts the MTP layers too: the decoder has block_count - nextn_predict_layers.
+  const std::int64_t blocks = k.integer("block_count", 1, 2 * kMaxLayers);
+  const std::int64_t nextn = k.integer_or("nextn_predict_layers", 0, 0, blocks - 1);
   config["num_hidden_layers"] = blocks - nextn;
   if (nextn > 0) config["num_nextn_predict_layers"] = nextn;
-  config["hidden_size"] = k.integer("embedding_length");
-  config["intermediate_size"] = k.integer_or("feed_forward_length", 0);
-  config["num_attention_heads"] = k.integer("attention.head_count");
-  config["num_key_value_heads"] = k.integer_or("attention.head_count_kv", config["num_attention_heads"].get<std::int64_t>());
-  config["max_position_embeddings"] = k.integer_or("context_length", 4096);
+  config["hidden_size"] = k.integer("embedding_length", 1, kMaxWidth);
+  config["intermediate_size"] = k.integer_or("feed_forward_length", 0, 0, kMaxWidth);
+  const std::int64_t heads = k.integer("attention.head_count", 1, kMaxWidth);
+  config["num_attention_heads"] = heads;
+  config["num_key_value_heads"] = k.integer_or("attention.head_count_kv", heads, 1, heads);
+  config["max_position_embeddings"] = k.integer_or("context_length", 4096, 1, std::int64_t{1} << 32);
   config["rms_norm_eps"] = k.number("attention.layer_norm_rms_epsilon");
   config["rope_theta"] = k.number_or("rope.freq_base", 10000.0);
-  if (k.has("expert_used_count")) config["num_experts_per_tok"] = k.integer("expert_used_count");
-  if (k.has("vocab_size")) config["vocab_size"] = k.integer("vocab_size");
+  if (k.has("expert_used_count")) config["num_experts_per_tok"] = k.integer("expert_used_count", 1, kMaxExperts);
+  if (k.has("vocab_size")) config["vocab_size"] = k.integer("vocab_size", 1, kMaxVocab);
   else if (facts.token_count) config["vocab_size"] = *facts.token_count;
   else if (facts.embedding_rows) config["vocab_size"] = *facts.embedding_rows;
   else throw InputError(source + ": the GGUF file says nothing of its vocabulary (no " + prefix +
-                        "vocab_size, tokenizer.ggml.tokens or token_embd.weight)");
+                        "vocab_size, tokenizer.ggml.tokens or token_embd.weight)", kExitBadContent);
   if (!facts.has_output)
     throw InputError(source + ": the GGUF file has no output.weight (the head is tied to token_embd); "
-                              "Switchyard runs untied heads only");
+                              "Switchyard runs untied heads only", kExitBadContent);
   config["tie_word_embeddings"] = false;
   // The activations' dtype, which sets the KV cache's default: f32 for an all-f32 file, bf16 (as
   // llama.cpp's f16 cache is 16-bit) for any other.

@@ -6,13 +6,16 @@
 // unchanged on a GGUF. The family-specific keys are the families' (core/model_family.h GgufSpec);
 // the shared ones and the tensor names are here.
 //
-// Metadata is handled as JSON (full key -> value: integers, floats, bools, strings; arrays are not
-// part of a model's hyper-parameters), so that this file does not depend on the container's reader.
+// Metadata is handled as JSON (full key -> value: integers, floats, bools, strings), so that this
+// file does not depend on the container's reader. A value JSON cannot hold (an array, which no
+// hyper-parameter is; a u64 past INT64_MAX) is an object {"gguf_type": "an array of u32"}: a key
+// holding one is reported with its type, not as missing.
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +45,18 @@ std::optional<GgufLocation> gguf_location(const ModelConfig& config, std::string
 // The names of the split form of kv_b_proj (GgufLocation::kv_b_from_split) of `layer`.
 std::string gguf_k_b_name(int layer);
 std::string gguf_v_b_name(int layer);
+// The shape the file's tensor at `location` must have for a checkpoint tensor of `shape`: the same,
+// or [n_routed_experts, rows, columns] for an expert's slice of a fused tensor (every expert of the
+// layer, no more, no fewer). `check` and the loader both hold a file's tensors to it.
+std::vector<std::int64_t> gguf_stored_shape(const ModelConfig& config, const GgufLocation& location,
+                                            const std::vector<std::int64_t>& shape);
+// The shapes of kv_b_proj's split form: attn_k_b [heads, kv_lora_rank, qk_nope_head_dim] and
+// attn_v_b [heads, v_head_dim, kv_lora_rank].
+std::vector<std::int64_t> gguf_k_b_shape(const ModelConfig& config);
+std::vector<std::int64_t> gguf_v_b_shape(const ModelConfig& config);
+// What in the config sets the shape gguf_stored_shape gives, for messages: " (16 experts:
+// deepseek2.expert_count)" for a fused experts tensor, "" otherwise.
+std::string gguf_shape_origin(const ModelConfig& config, const GgufLocation& location);
 
 // What a file tells beside its metadata: the rows of token_embd (the vocabulary when the metadata
 // has no vocab_size or token list) and whether it has an output.weight (llama.cpp ties the head to

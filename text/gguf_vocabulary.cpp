@@ -10,6 +10,7 @@
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "core/input_file.h"
+#include "core/text.h"
 #include "text/tokenizer.h"
 
 namespace switchyard::text {
@@ -112,7 +113,7 @@ GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::s
   const json& vocab = model.value("vocab", json::object());
   if (!model.contains("vocab") || !vocab.is_object()) bad(source, "model: no vocab object");
   for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer()) bad(source, "model.vocab: the id of " + token + " is not an integer");
+    if (!id.is_number_integer()) bad(source, "model.vocab: the id of " + quoted_excerpt(token) + " is not an integer");
     place(id.get<std::int64_t>(), token, GgufTokenType::normal);
   }
   std::unordered_map<std::string, std::int32_t> id_of;
@@ -131,7 +132,9 @@ GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::s
       tokens[i] = "[PAD" + std::to_string(i) + "]";
       types[i] = static_cast<std::int32_t>(GgufTokenType::unused);
     }
-    id_of.emplace(tokens[i], static_cast<std::int32_t>(i));
+    if (const auto [it, added_now] = id_of.emplace(tokens[i], static_cast<std::int32_t>(i)); !added_now)
+      bad(source, "tokens " + std::to_string(it->second) + " and " + std::to_string(i) + " are both spelled " +
+                      quoted_excerpt(tokens[i]) + "; a GGUF vocabulary names each spelling once");
   }
   v.tokens = std::move(tokens);
   v.token_types = std::move(types);
@@ -150,7 +153,7 @@ GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::s
     const std::optional<std::string> token = config_token(config, key);
     if (!token) return std::nullopt;
     const auto it = id_of.find(*token);
-    if (it == id_of.end()) bad(source, std::string("tokenizer_config.json: ") + key + " " + *token + " is not a token");
+    if (it == id_of.end()) bad(source, std::string("tokenizer_config.json: ") + key + " " + quoted_excerpt(*token) + " is not a token");
     return it->second;
   };
   v.bos = special_id("bos_token");
@@ -199,12 +202,12 @@ std::string tokenizer_json_of(const GgufFile& file, const std::string& source) {
   const std::optional<std::string> model = file.string("tokenizer.ggml.model");
   if (!model || *model == "none") key_error("tokenizer.ggml.model", "the file carries no tokenizer");
   if (*model != "gpt2")
-    key_error("tokenizer.ggml.model", "\"" + *model + "\" is not supported (\"gpt2\": byte-level BPE)");
+    key_error("tokenizer.ggml.model", quoted_excerpt(*model) + " is not supported ('gpt2': byte-level BPE)");
   const std::string pre_name = file.string("tokenizer.ggml.pre").value_or("default");
   const KnownPre* pre = nullptr;
   for (const KnownPre& k : known_pre_tokenizers())
     if (pre_name == k.name) pre = &k;
-  if (pre == nullptr) key_error("tokenizer.ggml.pre", "\"" + pre_name + "\" is not a pre-tokenizer this reads (" + known_names() + ")");
+  if (pre == nullptr) key_error("tokenizer.ggml.pre", quoted_excerpt(pre_name) + " is not a pre-tokenizer this reads (" + known_names() + ")");
 
   const GgufValue* tokens_value = file.find("tokenizer.ggml.tokens");
   if (tokens_value == nullptr) key_error("tokenizer.ggml.tokens", "missing");
@@ -220,10 +223,16 @@ std::string tokenizer_json_of(const GgufFile& file, const std::string& source) {
   if (const GgufValue* m = file.find("tokenizer.ggml.merges")) merges = m->strings();
 
   json vocab = json::object(), added = json::array();
+  // A spelling names one id: encoding could not choose between two (llama.cpp refuses them too).
+  std::unordered_map<std::string_view, std::size_t> first_id;
+  first_id.reserve(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].empty()) key_error("tokenizer.ggml.tokens", "token " + std::to_string(i) + " is empty");
+    if (const auto [it, added_now] = first_id.emplace(tokens[i], i); !added_now)
+      key_error("tokenizer.ggml.tokens", "tokens " + std::to_string(it->second) + " and " + std::to_string(i) +
+                                             " are both spelled " + quoted_excerpt(tokens[i]));
     const std::string token(tokens[i]);
-    if (token.empty()) key_error("tokenizer.ggml.tokens", "token " + std::to_string(i) + " is empty");
-    if (!vocab.contains(token)) vocab[token] = i;  // a repeated spelling keeps its first id
+    vocab[token] = i;
     const auto type = static_cast<GgufTokenType>(types[i]);
     if (type == GgufTokenType::control || type == GgufTokenType::user_defined)
       added.push_back({{"id", i},
@@ -236,7 +245,7 @@ std::string tokenizer_json_of(const GgufFile& file, const std::string& source) {
   }
   json merge_list = json::array();
   for (std::string_view m : merges) {
-    if (m.find(' ') == std::string_view::npos) key_error("tokenizer.ggml.merges", "\"" + std::string(m) + "\" is not \"left right\"");
+    if (m.find(' ') == std::string_view::npos) key_error("tokenizer.ggml.merges", quoted_excerpt(m) + " is not \"left right\"");
     merge_list.push_back(std::string(m));
   }
   json root = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", std::move(added)}};
@@ -281,7 +290,7 @@ std::string tokenizer_json_from_gguf(const GgufFile& file) {
   try {
     return tokenizer_json_of(file, source);
   } catch (const json::exception& e) {  // a token that is not UTF-8, say
-    bad(source, std::string("its tokenizer keys do not make a tokenizer.json: ") + e.what());
+    bad(source, "its tokenizer keys do not make a tokenizer.json: " + printable_excerpt(e.what()));
   }
 }
 

@@ -186,7 +186,7 @@ GateScheme gate_scheme(const ModelConfig& c) {
 // YaRN's mscale_all_dim is stored times 0.1 as yarn_log_multiplier; every DeepSeek release has
 // mscale equal to it.
 void read_gguf(const GgufKeys& k, nlohmann::json& c) {
-  const bool v3 = k.integer_or("expert_gating_func", 1) == 2;
+  const bool v3 = k.choice_or("expert_gating_func", 1, {{1, "softmax"}, {2, "sigmoid"}}) == 2;
   c["model_type"] = v3 ? "deepseek_v3" : "deepseek_v2";
   const std::int64_t q_lora = k.integer_or("attention.q_lora_rank", 0);
   c["q_lora_rank"] = q_lora > 0 ? nlohmann::json(q_lora) : nlohmann::json(nullptr);
@@ -197,7 +197,7 @@ void read_gguf(const GgufKeys& k, nlohmann::json& c) {
   c["qk_nope_head_dim"] = k.integer(mla ? "attention.key_length_mla" : "attention.key_length") - rope;
   c["v_head_dim"] = k.integer(mla ? "attention.value_length_mla" : "attention.value_length");
   c["num_key_value_heads"] = c["num_attention_heads"];  // the file's 1 is the MQA form's
-  c["n_routed_experts"] = k.integer("expert_count");
+  c["n_routed_experts"] = k.integer("expert_count", 1, kMaxExperts);
   c["n_shared_experts"] = k.integer_or("expert_shared_count", 0);
   c["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
   c["first_k_dense_replace"] = k.integer_or("leading_dense_block_count", 0);

@@ -129,12 +129,13 @@ GateScheme gate_scheme(const ModelConfig& c) { return noaux_tc_gate_scheme(c); }
 // no key, the file holds their tensors or not (layer 0 says for all).
 void read_gguf(const GgufKeys& k, nlohmann::json& c) {
   c["model_type"] = "glm4_moe";
+  k.choice_or("expert_gating_func", 2, {{2, "sigmoid"}});  // Glm4MoeMoE gates with a sigmoid only
   const std::int64_t head_dim = k.integer("attention.key_length");
   c["head_dim"] = head_dim;
   c["partial_rotary_factor"] = static_cast<double>(k.integer("rope.dimension_count")) / static_cast<double>(head_dim);
   c["use_qk_norm"] = k.has_tensor("blk.0.attn_q_norm.weight");
   c["attention_bias"] = k.has_tensor("blk.0.attn_q.bias");
-  c["n_routed_experts"] = k.integer("expert_count");
+  c["n_routed_experts"] = k.integer("expert_count", 1, kMaxExperts);
   c["n_shared_experts"] = k.integer_or("expert_shared_count", 1);
   c["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
   c["first_k_dense_replace"] = k.integer_or("leading_dense_block_count", 0);

@@ -56,7 +56,7 @@ void read_gguf(const GgufKeys& k, nlohmann::json& c) {
     k.fail("expert_count", "is missing or 0: a dense llama model, which Switchyard does not run (Mixtral is a llama with experts)");
   c["model_type"] = "mixtral";
   if (k.has("attention.key_length")) c["head_dim"] = k.integer("attention.key_length");
-  c["num_local_experts"] = k.integer("expert_count");
+  c["num_local_experts"] = k.integer("expert_count", 1, kMaxExperts);
 }
 
 void write_gguf(const ModelConfig& c, nlohmann::json& k) {

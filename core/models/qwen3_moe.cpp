@@ -85,7 +85,7 @@ GateScheme gate_scheme(const ModelConfig& c) {
 void read_gguf(const GgufKeys& k, nlohmann::json& c) {
   c["model_type"] = "qwen3_moe";
   c["head_dim"] = k.integer("attention.key_length");
-  c["num_experts"] = k.integer("expert_count");
+  c["num_experts"] = k.integer("expert_count", 1, kMaxExperts);
   c["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
   c["norm_topk_prob"] = k.flag_or("expert_weights_norm", true);
 }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/weight_dtypes.h"
 #include "operators/kernels/cpu/half.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/runtime/gpu_runtime.h"
@@ -35,13 +36,17 @@ Tensor BuildContext::param(const Module& module, std::string_view name, std::spa
     // operator takes it, as ktransformers' KLinearTorch does with a GGUF, except f16 weights,
     // which only f32 holds exactly.
     const DType stored = weights.stored_dtype(full_name);
+    if (!is_runnable_weight_dtype(stored))
+      throw InputError("tensor '" + full_name + "' is stored as " + dtype_name(stored) + "; run takes weights of " +
+                           runnable_weight_dtypes_text(),
+                       kExitBadContent);
     bool takes_stored = false, takes_bf16 = false, takes_f32 = false;
     for (DType d : dtypes) {
       takes_stored |= d == stored;
       takes_bf16 |= d == DType::bf16;
       takes_f32 |= d == DType::f32;
     }
-    if (!takes_stored && (is_block_quantized(stored) || stored == DType::f16 || stored == DType::bf16) && (takes_bf16 || takes_f32))
+    if (!takes_stored && stored != DType::f32 && (takes_bf16 || takes_f32))
       return weights.get_converted(full_name, shape,
                                    (stored == DType::f16 && takes_f32) || !takes_bf16 ? DType::f32 : DType::bf16);
     return weights.get(full_name, shape, dtypes);

@@ -7,18 +7,23 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/gguf.h"
+#include "core/gguf_writer.h"
 #include "core/make_model.h"
+#include "text/byte_level.h"
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
 
@@ -58,13 +63,17 @@ std::string run_args(const fs::path& dir) {
 // A make-model checkpoint in a fresh directory, removed at scope exit.
 struct TempModel {
   fs::path dir;
-  TempModel(const std::string& preset, std::uint64_t seed, const std::string& name = "model") {
+  // `format` "gguf": one model.gguf of f32 weights.
+  TempModel(const std::string& preset, std::uint64_t seed, const std::string& name = "model",
+            const std::string& format = "safetensors") {
     dir = fs::temp_directory_path() / ("switchyard-hostile-" + std::to_string(std::random_device{}()) + "-" +
                                        std::to_string(std::random_device{}())) / name;
     switchyard::MakeModelOptions options;
     options.preset = preset;
     options.out_dir = dir;
     options.seed = seed;
+    options.format = format;
+    if (format == "gguf") options.dtype = "f32";
     switchyard::make_model(options);
   }
   ~TempModel() {
@@ -419,4 +428,214 @@ TEST_CASE("hostile models: exit 1 when the model's content is wrong, 2 for usage
       CHECK_FALSE(contains(result.output, "internal error"));
     }
   }
+}
+
+namespace {
+
+// GGUF models: a make-model file rewritten with one thing changed.
+std::string gguf_check_args(const fs::path& file) {
+  return "check --gguf_path " + quoted(file) + " --optimize_config_path " + source_path(cpu_profile("tiny-deepseek-v3"));
+}
+std::string gguf_run_args(const fs::path& file) {
+  return "run --gguf_path " + quoted(file) + " --optimize_config_path " + source_path(cpu_profile("tiny-deepseek-v3")) +
+         " --prompt_ids 3,1,4,1,5 --max_new_tokens 3";
+}
+
+void copy_value(switchyard::GgufWriter& w, const switchyard::GgufValue& v) {
+  using T = switchyard::GgufValueType;
+  std::string key(v.key());
+  switch (v.type()) {
+    case T::u8: w.set_u8(key, static_cast<std::uint8_t>(*v.as_int())); return;
+    case T::i8: w.set_i8(key, static_cast<std::int8_t>(*v.as_int())); return;
+    case T::u16: w.set_u16(key, static_cast<std::uint16_t>(*v.as_int())); return;
+    case T::i16: w.set_i16(key, static_cast<std::int16_t>(*v.as_int())); return;
+    case T::u32: w.set_u32(key, static_cast<std::uint32_t>(*v.as_int())); return;
+    case T::i32: w.set_i32(key, static_cast<std::int32_t>(*v.as_int())); return;
+    case T::u64: w.set_u64(key, static_cast<std::uint64_t>(*v.as_int())); return;
+    case T::i64: w.set_i64(key, *v.as_int()); return;
+    case T::f32: w.set_f32(key, static_cast<float>(*v.as_number())); return;
+    case T::f64: w.set_f64(key, *v.as_number()); return;
+    case T::boolean: w.set_bool(key, *v.as_bool()); return;
+    case T::string: w.set_string(key, std::string(*v.as_string())); return;
+    case T::array: break;
+  }
+  const auto converted = [&](auto element) {
+    std::vector<decltype(element)> out;
+    for (std::int64_t n : v.ints()) out.push_back(static_cast<decltype(element)>(n));
+    return out;
+  };
+  switch (v.element_type()) {
+    case T::string: {
+      std::vector<std::string> strings;
+      for (std::string_view s : v.strings()) strings.emplace_back(s);
+      w.set_strings(key, strings);
+      return;
+    }
+    case T::i32: w.set_i32s(key, converted(std::int32_t{})); return;
+    case T::u32: w.set_u32s(key, converted(std::uint32_t{})); return;
+    case T::i64: w.set_i64s(key, converted(std::int64_t{})); return;
+    case T::f32: {
+      std::vector<float> floats;
+      for (double x : v.numbers()) floats.push_back(static_cast<float>(x));
+      w.set_f32s(key, floats);
+      return;
+    }
+    default: FAIL("rewrite_gguf: an array of " << switchyard::gguf_value_type_name(v.element_type()) << " in " << key);
+  }
+}
+
+// `from`'s keys and tensors written to `to`, all but the tensor named `skip`; then `edit` may set keys
+// again (replaced in place) and add tensors.
+void rewrite_gguf(const fs::path& from, const fs::path& to,
+                  const std::function<void(switchyard::GgufWriter&, const switchyard::GgufFile&)>& edit,
+                  const std::string& skip = "") {
+  const switchyard::GgufFile file = switchyard::GgufFile::open(from);
+  switchyard::GgufWriter w(static_cast<std::uint32_t>(file.alignment()));
+  for (const switchyard::GgufValue& v : file.metadata())
+    if (v.key() != "general.alignment") copy_value(w, v);
+  for (const switchyard::GgufTensorInfo& t : file.tensors())
+    if (t.name != skip)
+      w.add_tensor(t.name, t.dtype, t.shape, [&file, &t](std::byte* out) { std::memcpy(out, file.tensor(t).data(), t.bytes); });
+  edit(w, file);
+  w.write(to);
+}
+
+const switchyard::GgufTensorInfo& first_tensor_ending(const switchyard::GgufFile& file, const std::string& suffix) {
+  for (const switchyard::GgufTensorInfo& t : file.tensors())
+    if (t.name.size() >= suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) return t;
+  FAIL("no tensor ends in " << suffix);
+  throw std::logic_error("unreachable");
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+void fill_zero(std::byte* out, std::size_t bytes) { std::memset(out, 0, bytes); }
+
+}  // namespace
+
+TEST_CASE("hostile models: GGUF keys and tensors run cannot use are refused by check and run alike (exit 1), naming them") {
+  using switchyard::GgufFile;
+  using switchyard::GgufWriter;
+  using switchyard::DType;
+  const TempModel source("tiny-deepseek-v3", 17, "source", "gguf");
+  const fs::path original = source / "model.gguf";
+  struct Case {
+    const char* label;
+    std::function<void(GgufWriter&, const GgufFile&)> edit;
+    std::string skip;                   // a tensor the edit replaces
+    std::vector<std::string> expected;  // parts of the message
+    std::vector<std::string> unexpected;
+  };
+  const GgufFile made = GgufFile::open(original);
+  const switchyard::GgufTensorInfo& up = first_tensor_ending(made, "ffn_up_exps.weight");
+  const std::int64_t experts = up.shape[0];
+  const std::vector<std::int64_t> doubled{2 * experts, up.shape[1], up.shape[2]};
+  const std::vector<std::int64_t> norm_shape = made.find_tensor("output_norm.weight")->shape;
+  std::vector<Case> cases = {
+      {"block_count -1", [](GgufWriter& w, const GgufFile&) { w.set_i32("deepseek2.block_count", -1); }, "",
+       {"deepseek2.block_count is -1; it must be from 1 to"}, {"nextn_predict_layers"}},
+      {"block_count an array", [](GgufWriter& w, const GgufFile&) { w.set_u32s("deepseek2.block_count", {4, 4}); }, "",
+       {"deepseek2.block_count is an array of u32, but an integer is expected"}, {"missing"}},
+      {"block_count past INT64_MAX", [](GgufWriter& w, const GgufFile&) { w.set_u64("deepseek2.block_count", ~0ULL); }, "",
+       {"deepseek2.block_count is a u64 above 2^63 - 1, but an integer is expected"}, {"missing"}},
+      {"expert_gating_func 99", [](GgufWriter& w, const GgufFile&) { w.set_u32("deepseek2.expert_gating_func", 99); }, "",
+       {"deepseek2.expert_gating_func is 99", "valid: 1 (softmax), 2 (sigmoid)"}, {}},
+      {"ffn_up_exps holding twice expert_count experts",
+       [&](GgufWriter& w, const GgufFile&) {
+         const std::uint64_t bytes = static_cast<std::uint64_t>(2 * experts * up.shape[1] * up.shape[2]) * 4;
+         w.add_tensor(up.name, DType::f32, doubled, [bytes](std::byte* out) { fill_zero(out, bytes); });
+       },
+       up.name,
+       {"tensor '" + up.name + "' has shape " + shape_text(doubled), "(" + std::to_string(experts) + " experts: deepseek2.expert_count)"},
+       {}},
+  };
+  for (DType type : {DType::i8, DType::i16, DType::i32, DType::i64, DType::f64}) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(norm_shape[0] * switchyard::dtype_info(type).block_bytes);
+    cases.push_back({"output_norm.weight stored as a type run does not take",
+                     [=](GgufWriter& w, const GgufFile&) {
+                       w.add_tensor("output_norm.weight", type, norm_shape, [bytes](std::byte* out) { fill_zero(out, bytes); });
+                     },
+                     "output_norm.weight",
+                     {"tensor 'output_norm.weight' is stored as " + std::string(switchyard::dtype_name(type)) + "; run takes"},
+                     {}});
+  }
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const fs::path file = source.dir.parent_path() / ("case-" + std::to_string(i) + ".gguf");
+    rewrite_gguf(original, file, c.edit, c.skip);
+    for (const std::string& command : {gguf_check_args(file), gguf_run_args(file)}) {
+      const CommandResult result = switchyard_cmd(command);
+      INFO(c.label << ": " << command << ": " << result.output);
+      CHECK(result.exit_code == 1);
+      CHECK(contains(result.output, file.string()));
+      for (const std::string& part : c.expected) CHECK(contains(result.output, part));
+      for (const std::string& part : c.unexpected) CHECK_FALSE(contains(result.output, part));
+      CHECK_FALSE(contains(result.output, "internal error"));
+      CHECK_FALSE(contains(result.output, "generated ids"));
+    }
+  }
+}
+
+TEST_CASE("hostile models: a GGUF named the first of 99999999 files fails at once at the missing second (exit 2)") {
+  const TempModel source("tiny-deepseek-v3", 17, "source", "gguf");
+  const fs::path file = source / "m-00001-of-99999999.gguf";
+  fs::rename(source / "model.gguf", file);
+  for (const std::string& command : {gguf_check_args(file), gguf_run_args(file)}) {
+    const CommandResult result = switchyard_cmd(command);
+    INFO(command << ": " << result.output);
+    CHECK(result.exit_code != kTimedOut);
+    CHECK(result.exit_code == 2);
+    CHECK(contains(result.output, "m-00002-of-99999999.gguf: file 2 of the split set of m-00001-of-99999999.gguf is missing"));
+    CHECK_FALSE(contains(result.output, "out of memory"));
+  }
+}
+
+TEST_CASE("hostile models: a GGUF tensor name of 1 MB with terminal escapes is quoted short, escaped") {
+  const TempModel source("tiny-deepseek-v3", 17, "source", "gguf");
+  const fs::path file = source.dir.parent_path() / "long-name.gguf";
+  std::string name = "\x1b[2J\x1b]0;owned\x07";
+  name += std::string((1 << 20) - name.size(), 'x');
+  rewrite_gguf(source / "model.gguf", file, [&](switchyard::GgufWriter& w, const switchyard::GgufFile&) {
+    w.add_tensor(name, switchyard::DType::f32, {4}, [](std::byte* out) { fill_zero(out, 16); });
+  });
+  const CommandResult check = switchyard_cmd(gguf_check_args(file));
+  INFO(check.output.substr(0, 4000));
+  CHECK(check.exit_code == 0);
+  CHECK(contains(check.output, "tensor '\\x1B[2J\\x1B]0;owned\\x07xxx"));
+  CHECK(contains(check.output, "(1048576 characters) belongs to no module"));
+  // Nothing of the name reaches a terminal raw, nor at length, whatever the command.
+  for (const std::string& command : {gguf_check_args(file), gguf_check_args(file) + " --format json", gguf_run_args(file)}) {
+    const CommandResult result = switchyard_cmd(command);
+    INFO(command << ": " << result.output.substr(0, 4000));
+    CHECK(result.exit_code == 0);
+    CHECK(result.output.find('\x1b') == std::string::npos);
+    CHECK(result.output.size() < 64 * 1024);
+  }
+}
+
+TEST_CASE("hostile models: a GGUF vocabulary spelling two ids alike names both ids and the spelling (exit 1)") {
+  const TempModel source("tiny-deepseek-v3", 17, "source", "gguf");
+  const fs::path file = source.dir.parent_path() / "repeated.gguf";
+  std::int64_t vocab = 0;
+  rewrite_gguf(source / "model.gguf", file, [&](switchyard::GgufWriter& w, const switchyard::GgufFile& from) {
+    vocab = from.find_tensor("token_embd.weight")->shape[0];
+    REQUIRE(vocab > 300);
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.emplace_back(switchyard::text::byte_symbol(static_cast<std::uint8_t>(b)));
+    for (std::int64_t i = 256; i < vocab; ++i) tokens.push_back("t" + std::to_string(i));
+    tokens[280] = tokens[270];
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "qwen2");
+    w.set_strings("tokenizer.ggml.tokens", tokens);
+  });
+  const CommandResult result = switchyard_cmd("run --gguf_path " + quoted(file) + " --optimize_config_path " +
+                                              source_path(cpu_profile("tiny-deepseek-v3")) + " --prompt hello --max_new_tokens 2");
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK(contains(result.output, "tokenizer.ggml.tokens: tokens 270 and 280 are both spelled 't270'"));
+  CHECK_FALSE(contains(result.output, "[PAD"));
 }

@@ -1,11 +1,14 @@
-// Reading user-named files (InputFile: only regular files, with caps) and writing files that a
-// failure never leaves half-written (AtomicFile).
+// Reading user-named files (InputFile: only regular files, with caps; MappedFile's fault report
+// for a file truncated while mapped) and writing files that a failure never leaves half-written
+// (AtomicFile).
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +18,7 @@
 
 #include "core/atomic_file.h"
 #include "core/input_file.h"
+#include "core/mapped_file.h"
 #include "tests/core_test_support.h"
 
 namespace sy = switchyard;
@@ -136,4 +140,77 @@ TEST_CASE("AtomicFile: a write past the file-size limit is an error and the old 
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(read_file(dir / "out.yaml") == old_text);
   CHECK(hidden_files(dir.path()) == 0);
+}
+
+namespace {
+
+struct ChildRead {
+  std::string stderr_text;
+  int status = 0;
+};
+
+// What a child process that reads `address` with report_mapped_file_faults() installed writes to
+// stderr, and its wait status. The child does nothing but the read: it was forked from a process
+// with threads, so it allocates nothing.
+ChildRead read_in_child(const volatile std::byte* address) {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(out[1], STDERR_FILENO);
+    const struct rlimit no_core {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    sy::report_mapped_file_faults();
+    const std::byte value = *address;
+    ::_exit(static_cast<int>(value) == 0 ? 10 : 11);  // the read worked: no fault
+  }
+  ::close(out[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(out[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return {text, status};
+}
+
+}  // namespace
+
+TEST_CASE("MappedFile: a read past the end of a file truncated while mapped names the file and exits 2, not SIGBUS") {
+  TempDir dir;
+  const std::filesystem::path file = dir / "weights.gguf";
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  write_file(file, std::string(4 * page, 'w'));
+  const sy::MappedFile mapped = sy::MappedFile::open(file);
+  std::filesystem::resize_file(file, page);  // another process cuts the file short
+  const ChildRead fault = read_in_child(mapped.data() + 3 * page + 5);
+  INFO(fault.stderr_text);
+  REQUIRE(WIFEXITED(fault.status));
+  CHECK(WEXITSTATUS(fault.status) == sy::kExitUsageOrIo);
+  CHECK(contains(fault.stderr_text, "switchyard: error: " + file.string() + ": the file became shorter while it was mapped"));
+  CHECK(contains(fault.stderr_text, "at byte " + std::to_string(3 * page + 5) + " of the " + std::to_string(4 * page)));
+
+  // A read of a page still in the file is an ordinary read.
+  const ChildRead ordinary = read_in_child(mapped.data() + 5);
+  CHECK(ordinary.stderr_text.empty());
+  CHECK((WIFEXITED(ordinary.status) && WEXITSTATUS(ordinary.status) == 11));
+}
+
+TEST_CASE("MappedFile: a SIGBUS outside every mapping keeps its default action") {
+  // A mapping of a file that is not a MappedFile: its fault is none of the handler's business.
+  TempDir dir;
+  const std::filesystem::path file = dir / "other.bin";
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  write_file(file, std::string(2 * page, 'o'));
+  std::FILE* handle = std::fopen(file.c_str(), "rb");
+  REQUIRE(handle != nullptr);
+  void* address = ::mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, ::fileno(handle), 0);
+  std::fclose(handle);
+  REQUIRE(address != MAP_FAILED);
+  std::filesystem::resize_file(file, 0);
+  const ChildRead foreign = read_in_child(static_cast<const std::byte*>(address) + page);
+  CHECK(foreign.stderr_text.empty());
+  CHECK((WIFSIGNALED(foreign.status) && WTERMSIG(foreign.status) == SIGBUS));
+  ::munmap(address, 2 * page);
 }

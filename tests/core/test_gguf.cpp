@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -477,7 +478,7 @@ TEST_CASE("gguf split sets open from any of their files or their folder, and the
   REQUIRE(other_files.size() == 2);
   std::filesystem::copy_file(other_files[0], files[1], std::filesystem::copy_options::overwrite_existing);
   message = input_error_message([&] { sy::GgufFile::open(files[0]); });
-  CHECK_MESSAGE(contains(message, files[1].string() + ": metadata says split.count 2, but the set has"), message);
+  CHECK_MESSAGE(contains(message, files[1].string() + ": metadata says split.count 2, but the file names say the set has " + std::to_string(files.size()) + " files"), message);
 
   // A lone file whose metadata says it is part of a set.
   std::filesystem::copy_file(other_files[0], other_dir / "renamed.gguf");
@@ -498,6 +499,36 @@ TEST_CASE("gguf split sets open from any of their files or their folder, and the
   CHECK(contains(input_error_message([&] { sy::GgufFile::open(empty.path()); }), "holds no .gguf file"));
   CHECK(input_error_exit_code([&] { sy::GgufFile::open(empty.path()); }) == sy::kExitUsageOrIo);
   CHECK(input_error_exit_code([&] { sy::GgufFile::open(empty / "nothing.gguf"); }) == sy::kExitUsageOrIo);
+}
+
+TEST_CASE("gguf split name counting 99999999 files is refused at its first missing file, before any other name is made") {
+  sy::GgufWriter w;
+  w.add_tensor("x", sy::DType::f32, {4}, [](std::byte* out) { std::memset(out, 1, 16); });
+  TempDir dir;
+  // A lone file (no split keys) named as the first of a set of 99999999: the second is looked for.
+  const std::filesystem::path lone = dir / "m-00001-of-99999999.gguf";
+  w.write(lone);
+  const auto started = std::chrono::steady_clock::now();
+  const std::string message = input_error_message([&] { sy::GgufFile::open(lone); });
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  CHECK_MESSAGE(contains(message, "m-00002-of-99999999.gguf: file 2 of the split set of m-00001-of-99999999.gguf is missing"),
+                message);
+  CHECK(input_error_exit_code([&] { sy::GgufFile::open(lone); }) == sy::kExitUsageOrIo);
+  // The first file of a real set of 2 under that name: its split.count disagrees, before any other is sought.
+  TempDir set_dir;
+  const std::vector<std::filesystem::path> parts = [&] {
+    sy::GgufWriter two;
+    two.add_tensor("x", sy::DType::f32, {4}, [](std::byte* out) { std::memset(out, 1, 16); });
+    two.add_tensor("y", sy::DType::f32, {4}, [](std::byte* out) { std::memset(out, 2, 16); });
+    return two.write_split(set_dir / "o", 16);
+  }();
+  REQUIRE(parts.size() == 2);
+  const std::filesystem::path renamed = dir / "n-00001-of-99999999.gguf";
+  std::filesystem::copy_file(parts[0], renamed);
+  CHECK_MESSAGE(contains(input_error_message([&] { sy::GgufFile::open(renamed); }),
+                         "metadata says split.count 2, but the file names say the set has 99999999 files"),
+                input_error_message([&] { sy::GgufFile::open(renamed); }));
+  CHECK(input_error_exit_code([&] { sy::GgufFile::open(renamed); }) == sy::kExitBadContent);
 }
 
 TEST_CASE("gguf split set with a tensor in two files or a wrong tensor count is refused") {
@@ -796,6 +827,55 @@ TEST_CASE("gguf fuzz seeds are valid GGUF files") {
       w.set_u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(tokens.size() - 1));
       w.set_bool("tokenizer.ggml.add_bos_token", true);
       w.write(corpus / "vocabulary-deepseek-v3.gguf");
+    }
+    // Hostile seeds: a deepseek2 file with every key a config needs, and one thing wrong.
+    const auto deepseek2 = [&](const std::function<void(sy::GgufWriter&)>& wrong) {
+      sy::GgufWriter w;
+      w.set_string("general.architecture", "deepseek2");
+      w.set_u32("deepseek2.block_count", 2);
+      w.set_u32("deepseek2.embedding_length", 64);
+      w.set_u32("deepseek2.feed_forward_length", 128);
+      w.set_u32("deepseek2.attention.head_count", 4);
+      w.set_f32("deepseek2.attention.layer_norm_rms_epsilon", 1e-6f);
+      w.set_u32("deepseek2.attention.kv_lora_rank", 32);
+      w.set_u32("deepseek2.rope.dimension_count", 16);
+      w.set_u32("deepseek2.attention.key_length", 48);
+      w.set_u32("deepseek2.attention.value_length", 32);
+      w.set_u32("deepseek2.expert_count", 16);
+      w.set_u32("deepseek2.expert_used_count", 2);
+      w.set_u32("deepseek2.expert_feed_forward_length", 32);
+      w.set_u32("deepseek2.expert_gating_func", 2);
+      w.set_u32("deepseek2.vocab_size", 8);
+      w.add_tensor("output.weight", sy::DType::f32, {8, 4}, [&](std::byte* o) { fill_random(o, 128); });
+      wrong(w);
+      return w;
+    };
+    deepseek2([](sy::GgufWriter& w) { w.set_i32("deepseek2.block_count", -1); }).write(corpus / "hostile-block-count-negative.gguf");
+    deepseek2([](sy::GgufWriter& w) { w.set_u32s("deepseek2.block_count", {2, 2}); }).write(corpus / "hostile-block-count-array.gguf");
+    deepseek2([](sy::GgufWriter& w) { w.set_u64("deepseek2.block_count", ~0ULL); }).write(corpus / "hostile-block-count-u64-max.gguf");
+    deepseek2([](sy::GgufWriter& w) { w.set_u32("deepseek2.expert_gating_func", 99); }).write(corpus / "hostile-gating-func-99.gguf");
+    deepseek2([&](sy::GgufWriter& w) {
+      w.add_tensor("blk.0.ffn_up_exps.weight", sy::DType::f32, {32, 2, 8}, [&](std::byte* o) { fill_random(o, 2048); });
+    }).write(corpus / "hostile-experts-32-of-16.gguf");
+    deepseek2([&](sy::GgufWriter& w) {
+      w.add_tensor("blk.0.attn_norm.weight", sy::DType::i32, {64}, [&](std::byte* o) { fill_random(o, 256); });
+    }).write(corpus / "hostile-i32-weight.gguf");
+    deepseek2([&](sy::GgufWriter& w) {
+      std::string name = "\x1b[31m\x1b]0;title\x07";
+      name += std::string(3000 - name.size(), 'n');
+      w.add_tensor(name, sy::DType::f32, {1}, [&](std::byte* o) { fill_random(o, 4); });
+    }).write(corpus / "hostile-escape-tensor-name.gguf");
+    {
+      // A vocabulary whose token 7 repeats the spelling of token 5.
+      sy::GgufWriter w;
+      w.set_string("general.architecture", "deepseek2");
+      w.set_string("tokenizer.ggml.model", "gpt2");
+      w.set_string("tokenizer.ggml.pre", "qwen2");
+      std::vector<std::string> tokens;
+      for (int b = 0; b < 256; ++b) tokens.emplace_back(sy::text::byte_symbol(static_cast<std::uint8_t>(b)));
+      tokens[7] = tokens[5];
+      w.set_strings("tokenizer.ggml.tokens", tokens);
+      w.write(corpus / "hostile-vocabulary-repeated-spelling.gguf");
     }
   }
   std::size_t seeds = 0;

@@ -150,7 +150,8 @@ TEST_CASE("gguf model: a file that does not describe a model we run names the ke
   {
     json m = good;
     m["deepseek2.attention.kv_lora_rank"] = "512";
-    CHECK(input_error_message([&] { sy::gguf_model_config(m, facts, "x.gguf"); }).find("not an integer") != std::string::npos);
+    CHECK(input_error_message([&] { sy::gguf_model_config(m, facts, "x.gguf"); })
+              .find("deepseek2.attention.kv_lora_rank is a string ('512'), but an integer is expected") != std::string::npos);
   }
   {
     json m = good;
@@ -174,6 +175,47 @@ TEST_CASE("gguf model: a file that does not describe a model we run names the ke
     m.erase("llama.expert_count");
     CHECK(input_error_message([&] { sy::gguf_model_config(m, facts, "x.gguf"); }).find("dense llama") != std::string::npos);
   }
+}
+
+TEST_CASE("gguf model: a key's wrong type, value out of range or enum value outside its set is named as it is (exit 1)") {
+  const sy::ModelConfig config = sy::preset_model_config("tiny-deepseek-v3");
+  const json good = sy::gguf_metadata(config);
+  const sy::GgufTensorFacts facts = facts_with_all_tensors(config);
+  using sy::core_testing::input_error_message;
+  using sy::core_testing::input_error_exit_code;
+  struct Case {
+    const char* key;
+    json value;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"deepseek2.block_count", -1, "deepseek2.block_count is -1; it must be from 1 to 2048"},
+      {"deepseek2.block_count", json{{"gguf_type", "an array of u32"}}, "deepseek2.block_count is an array of u32, but an integer is expected"},
+      {"deepseek2.block_count", 1.5, "deepseek2.block_count is a float (1.5), but an integer is expected"},
+      {"deepseek2.nextn_predict_layers", 99, "deepseek2.nextn_predict_layers is 99; it must be from 0 to "},
+      {"deepseek2.embedding_length", 0, "deepseek2.embedding_length is 0; it must be from 1 to"},
+      {"deepseek2.expert_count", 100000, "deepseek2.expert_count is 100000; it must be from 1 to 4096"},
+      {"deepseek2.expert_gating_func", 99, "deepseek2.expert_gating_func is 99, not a value Switchyard runs; valid: 1 (softmax), 2 (sigmoid)"},
+      {"deepseek2.expert_gating_func", 0, "valid: 1 (softmax), 2 (sigmoid)"},
+      {"deepseek2.rope.scaling.type", "linear", "deepseek2.rope.scaling.type is 'linear', not a scaling Switchyard runs; valid: 'none', 'yarn'"},
+      {"general.architecture", "\x1b[2Jdeep", "GGUF architecture '\\x1B[2Jdeep' is not one Switchyard runs"},
+  };
+  for (const Case& c : cases) {
+    json m = good;
+    m[c.key] = c.value;
+    CAPTURE(c.key);
+    CAPTURE(c.value.dump());
+    const std::string message = input_error_message([&] { sy::gguf_model_config(m, facts, "x.gguf"); });
+    CHECK_MESSAGE(message.find("x.gguf: ") == 0, message);
+    CHECK_MESSAGE(message.find(c.expected) != std::string::npos, message);
+    CHECK(input_error_exit_code([&] { sy::gguf_model_config(m, facts, "x.gguf"); }) == sy::kExitBadContent);
+  }
+  // GLM gates with a sigmoid only.
+  const sy::ModelConfig glm = sy::preset_model_config("tiny-glm4-moe");
+  json m = sy::gguf_metadata(glm);
+  m["glm4moe.expert_gating_func"] = 1;
+  CHECK(input_error_message([&] { sy::gguf_model_config(m, facts_with_all_tensors(glm), "g.gguf"); })
+            .find("glm4moe.expert_gating_func is 1, not a value Switchyard runs; valid: 2 (sigmoid)") != std::string::npos);
 }
 
 TEST_CASE("gguf model: a row that is not whole blocks of the wanted type falls back as llama.cpp's quantizer does") {

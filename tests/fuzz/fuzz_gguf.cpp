@@ -3,8 +3,9 @@
 // report is a bug. Of an accepted file, every metadata value is read in every way the API offers
 // (each typed getter too, whose refusal is an InputError), and every tensor is viewed and its first
 // and last bytes read; the promises the reader makes about tensors are checked, trapping when broken.
-// A file that carries a vocabulary (tokenizer.ggml.*) is read as a tokenizer too, which then encodes
-// and decodes a fixed text.
+// The model config the metadata describes is read (core/gguf_description.h), and a file that
+// carries a vocabulary (tokenizer.ggml.*) is read as a tokenizer too, which then encodes and
+// decodes a fixed text.
 // Build and run: docs/fuzzing.md.
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/gguf_description.h"
 #include "text/gguf_vocabulary.h"
 #include "text/tokenizer.h"
 
@@ -71,6 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto* bytes = view.data_as<const std::uint8_t>();
       sink += bytes[0] + bytes[view.bytes() - 1];
     }
+    // The model config its metadata describes: every key read, typed and range-checked.
+    read_or_refuse([&] { sink += static_cast<std::uint64_t>(sy::gguf_file_config(gguf).num_hidden_layers); });
     if (sy::text::gguf_has_vocabulary(gguf)) {
       read_or_refuse([&] {
         const sy::text::Tokenizer t = sy::text::Tokenizer::from_json(sy::text::tokenizer_json_from_gguf(gguf), "fuzz.gguf");

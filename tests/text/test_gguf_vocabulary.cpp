@@ -135,7 +135,7 @@ TEST_CASE("gguf vocabulary: what a GGUF cannot hold, and keys that make no token
                        sy::InputError);
   // A tokenizer_config.json naming an EOS that is not a token.
   CHECK_THROWS_WITH_AS(tx::gguf_vocabulary_from_json(json, R"({"eos_token": "<nope>"})", 200000, "t.json"),
-                       doctest::Contains("eos_token <nope> is not a token"), sy::InputError);
+                       doctest::Contains("eos_token '<nope>' is not a token"), sy::InputError);
 
   // Reading: a pre-tokenizer name this does not read, types of another length, no tokenizer at all.
   tx::GgufVocabulary v = tx::gguf_vocabulary_from_json(json, "", tx::Tokenizer::from_json(json, "q").vocab_size(), "t.json");
@@ -145,10 +145,24 @@ TEST_CASE("gguf vocabulary: what a GGUF cannot hold, and keys that make no token
   };
   tx::GgufVocabulary unknown = v;
   unknown.pre = "llama-bpe";
-  CHECK_THROWS_WITH_AS(read_back(unknown, "pre.gguf"), doctest::Contains("tokenizer.ggml.pre: \"llama-bpe\""), sy::InputError);
+  CHECK_THROWS_WITH_AS(read_back(unknown, "pre.gguf"), doctest::Contains("tokenizer.ggml.pre: 'llama-bpe'"), sy::InputError);
   tx::GgufVocabulary short_types = v;
   short_types.token_types.pop_back();
   CHECK_THROWS_WITH_AS(read_back(short_types, "types.gguf"), doctest::Contains("tokenizer.ggml.token_type"), sy::InputError);
+  // A spelling given to two ids: both ids and the spelling are named.
+  tx::GgufVocabulary repeated = v;
+  repeated.tokens[300] = repeated.tokens[200];
+  const std::string both = "tokenizer.ggml.tokens: tokens 200 and 300 are both spelled '" + repeated.tokens[200] + "'";
+  CHECK_THROWS_WITH_AS(read_back(repeated, "repeated.gguf"), doctest::Contains(both.c_str()), sy::InputError);
+  CHECK(sy::core_testing::input_error_exit_code([&] { read_back(repeated, "repeated.gguf"); }) == sy::kExitBadContent);
+  // Writing: an added token spelled as a vocabulary entry of another id.
+  nlohmann::json twice = root;
+  const std::string spelling = root["model"]["vocab"].begin().key();
+  const std::int64_t first_id = root["model"]["vocab"].begin().value();
+  twice["added_tokens"].push_back({{"id", 200000 - 1}, {"content", spelling}, {"special", false}});
+  const std::string named = "tokens " + std::to_string(first_id) + " and 199999 are both spelled";
+  CHECK_THROWS_WITH_AS(tx::gguf_vocabulary_from_json(twice.dump(), "", 200000, "t.json"), doctest::Contains(named.c_str()),
+                       sy::InputError);
   tx::GgufVocabulary bad_merge = v;
   bad_merge.merges[3] = "nospace";
   CHECK_THROWS_WITH_AS(read_back(bad_merge, "merge.gguf"), doctest::Contains("tokenizer.ggml.merges"), sy::InputError);
