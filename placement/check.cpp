@@ -1,8 +1,13 @@
 #include "placement/check.h"
 
 #include <algorithm>
+#include <map>
+#include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
+#include "core/module_tree.h"
+#include "core/text.h"
 #include "placement/validate.h"
 
 namespace switchyard {
@@ -71,11 +76,25 @@ void place_described(CheckResult& result, const ModuleTree& tree, const CheckOpt
   check_memory(result.memory, result.diagnostics, result.rules->file.string(), result.physical_gpus);
 }
 
+std::string weight_types_summary(const ModelSpec& model, const ModuleTree& tree) {
+  if (model.model_path.empty() && model.gguf_path.empty()) return model.weight_dtype;
+  std::map<DType, std::size_t> tensors;
+  for (const Module& m : tree.modules())
+    for (const Parameter& p : m.params) ++tensors[p.dtype];
+  std::vector<std::pair<std::size_t, DType>> by_count;
+  for (const auto& [dtype, count] : tensors) by_count.emplace_back(count, dtype);
+  std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (by_count.size() == 1) return dtype_name(by_count.front().second);
+  std::vector<std::string> parts;
+  for (const auto& [count, dtype] : by_count) parts.push_back(std::string(dtype_name(dtype)) + " x" + std::to_string(count));
+  return join(parts, ", ");
+}
+
 CheckResult run_check(const CheckOptions& options) {
   if (options.fit.enabled) return run_fit_check(options);
   CheckResult result;
-  result.weight_dtype = options.model.weight_dtype;
   result.tree = std::make_unique<ModuleTree>(describe_model(options.model, result.diagnostics));
+  result.weight_dtype = weight_types_summary(options.model, *result.tree);
   place_described(result, *result.tree, options, /*validate=*/true);
   return result;
 }

@@ -17,6 +17,11 @@
 
 namespace switchyard {
 
+// What the weights are stored as, for the report's header: the scheme's name (--weight_dtype)
+// when the model is a preset, else the stored types the checkpoint's tensors have, most common
+// first ("q5_0 x36, f32 x31, q8_0 x3").
+std::string weight_types_summary(const ModelSpec& model, const ModuleTree& tree);
+
 struct CheckOptions {
   ModelSpec model;
   std::filesystem::path profile;             // empty: no profile file (the quick rules alone)

@@ -114,7 +114,7 @@ CheckResult run_fit_check(const CheckOptions& options) {
     std::sort(cpu_layers.begin(), cpu_layers.end());
     o.quick_rules.fit_cpu_layers = cpu_layers;
     CheckResult r;
-    r.weight_dtype = options.model.weight_dtype;
+    r.weight_dtype = weight_types_summary(options.model, *tree);
     r.diagnostics = described;
     r.tree = std::move(tree);
     place_described(r, *r.tree, o, /*validate=*/true);

@@ -123,8 +123,12 @@ std::string format_check_table(const CheckResult& result, const MemoryBudget& bu
   out << "model: " << c.source << " (" << c.model_type << ", " << c.num_hidden_layers << " layers, "
       << c.n_routed_experts << " routed experts, " << std::fixed;
   out.precision(1);
-  out << static_cast<double>(tree.total_parameter_count()) / 1e9 << "B parameters, weights "
-      << result.weight_dtype << ")\n";
+  // 671.0B for DeepSeek-V3, 487.3K for a tiny test model.
+  const double parameters = static_cast<double>(tree.total_parameter_count());
+  if (parameters >= 1e9) out << parameters / 1e9 << "B";
+  else if (parameters >= 1e6) out << parameters / 1e6 << "M";
+  else out << parameters / 1e3 << "K";
+  out << " parameters, weights " << result.weight_dtype << ")\n";
   std::vector<std::string> quick;    // the command line's quick rules, tried first
   std::vector<std::string> origins;  // their flags, each once
   for (const Rule& rule : result.rules->rules) {

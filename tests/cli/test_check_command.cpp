@@ -2,6 +2,7 @@
 // shipped profiles, which must pass with no errors and no warnings.
 #include <nlohmann/json.hpp>
 
+#include "tests/core_test_support.h"
 #include "tests/test_support.h"
 
 using namespace switchyard::testing;
@@ -292,4 +293,24 @@ TEST_CASE("check command: --kv_cache_dtype sets the KV cache's element type, and
     CHECK(refused.exit_code == 2);
     CHECK(refused.output.find("is not a KV cache dtype (f32, bf16)") != std::string::npos);
   }
+}
+
+TEST_CASE("check names the stored types of a checkpoint's tensors, not the --weight_dtype default") {
+  const switchyard::core_testing::TempDir dir;
+  REQUIRE(run_switchyard("make-model --preset tiny-deepseek-v3 --format gguf --quant q4_k_m --out " + (dir / "q4").string()).exit_code == 0);
+  REQUIRE(run_switchyard("make-model --preset tiny-deepseek-v3 --dtype f32 --out " + (dir / "f32").string()).exit_code == 0);
+  const CommandResult gguf = run_switchyard("check --gguf_path " + (dir / "q4" / "model.gguf").string() + " --cpu-moe");
+  INFO(gguf.output);
+  CHECK(gguf.exit_code == 0);
+  // make-model's q4_k_m on tiny shapes: q5_0 where a row is too short for q4_k's blocks, q8_0, f32.
+  CHECK(gguf.output.find("weights q5_0 x") != std::string::npos);
+  CHECK(gguf.output.find("f32 x") != std::string::npos);
+  CHECK(gguf.output.find("weights bf16") == std::string::npos);
+  CHECK(gguf.output.find("K parameters") != std::string::npos);  // not "0.0B"
+  const CommandResult f32 = run_switchyard("check --model_path " + (dir / "f32").string() + " --cpu-moe");
+  INFO(f32.output);
+  CHECK(f32.output.find("parameters, weights f32)") != std::string::npos);
+  const CommandResult preset = run_switchyard("check --arch deepseek-v3 --cpu-moe --weight_dtype q4_k_m --gpu_memory 1000GiB");
+  CHECK(preset.output.find("671.") != std::string::npos);
+  CHECK(preset.output.find("B parameters, weights q4_k_m)") != std::string::npos);
 }
