@@ -21,6 +21,11 @@ using Clock = std::chrono::steady_clock;
 
 thread_local Connection* current_connection = nullptr;
 
+// A connection closed on a request it did not read whole drops what still comes for this long, or
+// this much (see linger).
+constexpr std::chrono::milliseconds kLinger{1000};
+constexpr std::size_t kLingerBytes = std::size_t{64} << 20;
+
 std::string peer_address(int socket) {
   sockaddr_storage address{};
   socklen_t size = sizeof address;
@@ -263,9 +268,24 @@ bool HttpConnections::process_and_close_socket(socket_t sock) {
     if (c.refusal_ != ReadRefusal::none && stream.written() == 0) write_refusal(sock, c.refusal_status(), c.refusal_message());
     if (!ok || client_closes || c.close_ || c.refusal_ != ReadRefusal::none) break;
   }
+  if (c.close_ || c.refusal_ != ReadRefusal::none) linger(sock);
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;
+}
+
+void HttpConnections::linger(int socket) const {
+  // Closed with bytes of the request unread, the socket would answer them with a reset, which can
+  // reach the client before it has read our answer: end our side, then read (and drop) what is
+  // still coming for a moment.
+  ::shutdown(socket, SHUT_WR);
+  const auto until = Clock::now() + kLinger;
+  char buffer[16384];
+  for (std::size_t dropped = 0; dropped < kLingerBytes && poll_until(socket, until);) {
+    const ssize_t n = ::recv(socket, buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    dropped += static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace switchyard::serve

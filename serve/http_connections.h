@@ -91,6 +91,9 @@ class HttpConnections : public httplib::Server {
   bool wait_for_bytes(Connection& c, std::chrono::milliseconds timeout, std::chrono::steady_clock::time_point deadline);
   // Polls `socket` for bytes until `until`, or until shut_down; true when bytes (or an end) are there.
   bool poll_until(int socket, std::chrono::steady_clock::time_point until) const;
+  // Ends the writing side and drops incoming bytes briefly, so that the close does not reset the
+  // connection before the client has read the answer.
+  void linger(int socket) const;
   bool begin_stall(const std::string& address, ReadRefusal& refusal);
   void end_stall(const std::string& address);
 

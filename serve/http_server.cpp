@@ -313,7 +313,8 @@ struct OpenAiServer::Impl {
                    static_cast<long long>(result->prompt_tokens), static_cast<long long>(result->completion_tokens),
                    std::chrono::duration<double>(Clock::now() - start).count());
     };
-    const auto client_gone = [&] {
+    // By value: the stream's provider runs it after this handler has returned.
+    const auto client_gone = [log, job] {
       log("cancelled (the client went away)");  // first: the next request may be answered as soon as it is cancelled
       job->cancel();
     };

@@ -10,6 +10,8 @@
 #include "tests/tokenizer_test_support.h"
 
 using namespace switchyard;
+using switchyard::testing::CommandResult;
+using switchyard::testing::run_switchyard_with_env;
 namespace fs = std::filesystem;
 
 namespace {
