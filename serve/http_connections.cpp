@@ -221,7 +221,8 @@ bool HttpConnections::begin_stall(const std::string& address, ReadRefusal& refus
 void HttpConnections::end_stall(const std::string& address) {
   std::lock_guard lock(mutex_);
   --stalled_;
-  if (--stalled_by_address_[address] == 0) stalled_by_address_.erase(address);
+  const auto it = stalled_by_address_.find(address);  // there: begin_stall counted it
+  if (--it->second == 0) stalled_by_address_.erase(it);
 }
 
 bool HttpConnections::wait_for_bytes(Connection& c, std::chrono::milliseconds timeout, Clock::time_point deadline) {
@@ -246,31 +247,50 @@ void Connection::request_read() {
 }
 
 bool HttpConnections::process_and_close_socket(socket_t sock) {
-  Connection c(*this, sock, peer_address(sock));
   bool ok = false;
+  try {
+    Connection c(*this, sock, peer_address(sock));
+    ok = serve(c);
+  } catch (...) {
+    // Thrown outside a handler (httplib catches only theirs), e.g. while writing an answer when
+    // memory runs out: this connection ends, the server goes on (on a pool thread it would terminate).
+    ok = false;
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+bool HttpConnections::serve(Connection& c) {
+  bool ok = false;
+  bool unread = false;  // bytes of a request may still be coming when the connection closes
   for (std::size_t served = 0; served < keep_alive_max_count_ && !shutting_down_; ++served) {
     // The request's first byte: within the read timeout on a new connection, the keep-alive time on
-    // one kept alive. An idle connection past the limits is closed without a word.
+    // one kept alive. An idle kept-alive connection past the limits is closed without a word.
     c.reading_since_ = Clock::now();
     if (!wait_for_bytes(c, served == 0 ? limits_.read_timeout : limits_.keep_alive, c.reading_since_ + limits_.read_deadline)) {
       c.request_read();
-      if (served == 0 && (c.refusal_ == ReadRefusal::crowded_client || c.refusal_ == ReadRefusal::crowded_server))
-        write_refusal(sock, c.refusal_status(), c.refusal_message());
+      if (served == 0 && (c.refusal_ == ReadRefusal::crowded_client || c.refusal_ == ReadRefusal::crowded_server)) {
+        write_refusal(c.socket_, c.refusal_status(), c.refusal_message());
+        unread = true;
+      }
       break;
     }
     DeadlineStream stream(*this, c, Clock::now() + limits_.read_deadline);
     bool client_closes = false;
     current_connection = &c;
+    struct Unset {
+      ~Unset() { current_connection = nullptr; }
+    } unset;
     ok = process_request(stream, served + 1 == keep_alive_max_count_, client_closes, nullptr);
     current_connection = nullptr;
     c.request_read();
     // A request cut off before httplib had a line to answer: the refusal is still owed.
-    if (c.refusal_ != ReadRefusal::none && stream.written() == 0) write_refusal(sock, c.refusal_status(), c.refusal_message());
+    if (c.refusal_ != ReadRefusal::none && stream.written() == 0) write_refusal(c.socket_, c.refusal_status(), c.refusal_message());
+    unread = c.close_ || (c.refusal_ != ReadRefusal::none && c.refusal_ != ReadRefusal::silent);
     if (!ok || client_closes || c.close_ || c.refusal_ != ReadRefusal::none) break;
   }
-  if (c.close_ || c.refusal_ != ReadRefusal::none) linger(sock);
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
+  if (unread) linger(c.socket_);
   return ok;
 }
 

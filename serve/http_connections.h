@@ -61,6 +61,9 @@ class Connection {
   friend class HttpConnections;
   friend class DeadlineStream;
   Connection(HttpConnections& server, int socket, std::string address) : server_(server), socket_(socket), address_(std::move(address)) {}
+  ~Connection() { request_read(); }  // however it ends, it no longer counts as stalled
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
   HttpConnections& server_;
   int socket_;
   std::string address_;  // the client's IP address
@@ -86,6 +89,8 @@ class HttpConnections : public httplib::Server {
   friend class Connection;
   friend class DeadlineStream;
   bool process_and_close_socket(socket_t sock) override;
+  // The connection's requests, kept alive up to httplib's count; false when one failed.
+  bool serve(Connection& c);
   // Waits up to `timeout` (and not past `deadline`) for bytes on `c`: false, with c's refusal set
   // where the limits ended the wait, when none came.
   bool wait_for_bytes(Connection& c, std::chrono::milliseconds timeout, std::chrono::steady_clock::time_point deadline);

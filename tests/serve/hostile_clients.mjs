@@ -93,7 +93,9 @@ try {
     const began = Date.now();
     const slow = Array.from({ length: 64 }, () => raw((s) => {
       s.write("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+      // Until answered: bytes sent after the server has closed would be answered with a reset.
       const drip = setInterval(() => (s.writable ? s.write("1\r\n \r\n") : clearInterval(drip)), 1000);
+      s.on("data", () => clearInterval(drip));
       s.on("close", () => clearInterval(drip));
     }, { keepOpen: (deadlineS + 5) * 1000 }));
     const latencies = [];

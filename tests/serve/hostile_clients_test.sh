@@ -6,7 +6,7 @@ set -euo pipefail
 binary=$1 source=$2 big_requests=${3:-20}
 . "$(dirname "$0")/start_server.sh" --served_model_name tiny --max_queue 4 --read_deadline_s 3
 SWITCHYARD_URL="http://127.0.0.1:$port" SERVER_PID=$server READ_DEADLINE_S=3 BIG_REQUESTS=$big_requests \
-  timeout 240 node "$source/tests/serve/hostile_clients.mjs"
+  timeout 240 node "$source/tests/serve/hostile_clients.mjs" || { cat "$log"; exit 1; }
 # The script ended with SIGTERM: the server stops cleanly.
 status=0
 timeout 30 tail --pid=$server -f /dev/null || status=$?

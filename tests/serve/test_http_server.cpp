@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -273,7 +274,11 @@ TEST_CASE("serve: slow clients get 408 at the deadline, those past the bound per
   std::atomic<bool> dribbling{true};
   std::thread dribbler([&] {
     while (dribbling) {
-      for (auto& c : slow) c->send_all(" ");
+      for (auto& c : slow) {
+        // Until answered: bytes sent after the server has closed would be answered with a reset.
+        pollfd answered{c->fd, POLLIN, 0};
+        if (poll(&answered, 1, 0) == 0) c->send_all(" ");
+      }
       std::this_thread::sleep_for(100ms);
     }
   });
