@@ -184,6 +184,10 @@ HttpConnections::~HttpConnections() {
 
 Connection* HttpConnections::current() { return current_connection; }
 
+void HttpConnections::widen_listen_backlog() {
+  if (const int socket = svr_sock_; socket != INVALID_SOCKET) ::listen(socket, SOMAXCONN);  // listen again: a new backlog
+}
+
 void HttpConnections::shut_down() {
   shutting_down_ = true;
   if (wake_pipe_[1] >= 0) {

@@ -83,6 +83,10 @@ class HttpConnections : public httplib::Server {
   static Connection* current();
   // Stops accepting and wakes every connection waiting for bytes; httplib's stop() then joins them.
   void shut_down();
+  // After binding: httplib listens with a backlog of 5, so a burst of connections (many slow
+  // clients at once) has the kernel drop SYNs, which the next client (/health) retries only after
+  // a second. The system's most instead.
+  void widen_listen_backlog();
   const ConnectionLimits& limits() const { return limits_; }
 
  private:

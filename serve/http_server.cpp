@@ -319,6 +319,14 @@ struct OpenAiServer::Impl {
       job->cancel();
     };
     if (!wait_until_started(*job, client_gone)) return;
+    if (!job->started()) {
+      // Ended while it waited (the server stopping): its own status, nothing sent before it.
+      const Job::Update u = job->wait(kProbeInterval);
+      res.status = u.status;
+      res.set_content(job_error_body(u), "application/json");
+      log("failed");
+      return;
+    }
     if (!stream) {
       // Sent whole when done, with the status it ended with.
       std::string body = opening;
@@ -478,6 +486,7 @@ int OpenAiServer::bind() {
   if (impl_->port < 0)
     throw InputError("serve: cannot listen on " + o.host + ":" + std::to_string(o.port) +
                      " (the address is in use, or not an address of this machine)");
+  impl_->http.widen_listen_backlog();
   return impl_->port;
 }
 

@@ -230,7 +230,8 @@ TEST_CASE("serve: concurrent clients each get the answer they get alone") {
 }
 
 TEST_CASE("serve: a body compressed, without a length, past the limits or costlier than the memory budget gets a clear error") {
-  Served s(4, [](serve::ServerOptions& o) { o.request_memory_bytes = 8 << 20; });  // a 600 KB body's share is 12 MiB
+  // A 900 KB body's share is 18 MB, past this budget; a 600 KB one's 12.4 MB.
+  Served s(4, [](serve::ServerOptions& o) { o.request_memory_bytes = 16 << 20; });
   const std::string body = chat_body("hi", 2).dump();
   const Answer gzip = ask(s.port, "POST", "/v1/chat/completions", body, "Content-Encoding: gzip\r\n");
   CHECK(gzip.status == 415);
@@ -248,11 +249,11 @@ TEST_CASE("serve: a body compressed, without a length, past the limits or costli
     CHECK(a.status == 413);
     CHECK(std::chrono::steady_clock::now() - sent < 2s);
   }
-  const Answer busy = ask(s.port, "POST", "/v1/completions", json{{"prompt", std::string(600000, 'a')}}.dump());
+  const Answer busy = ask(s.port, "POST", "/v1/completions", json{{"prompt", std::string(900000, 'a')}}.dump());
   CHECK(busy.status == 503);
   CHECK(json::parse(busy.body)["error"]["code"] == "server_busy");
   std::string lists = R"({"prompt": "a", "max_tokens": [)";
-  for (int i = 0; i < 60000; ++i) lists += i ? ",[]" : "[]";
+  for (int i = 0; i < 200000; ++i) lists += i ? ",[]" : "[]";  // 600 KB of text, 12.8 MB as a document
   lists += "]}";
   const Answer bomb = ask(s.port, "POST", "/v1/completions", lists);
   CHECK(bomb.status == 413);
