@@ -22,6 +22,8 @@ struct ServeCommand {
   serve::ServerOptions server;
   std::optional<bool> think;
   bool force_think = false;
+  int read_deadline_s = 60;
+  std::size_t request_memory_mib = std::size_t{1} << 10;
 
   int run() {
     // SIGINT and SIGTERM end the server: blocked before any thread starts (the OpenMP and HTTP
@@ -37,6 +39,8 @@ struct ServeCommand {
     const GenerationOptions defaults = sampling.options();
     server.defaults.sampling = defaults.sampling;
     server.defaults.seed = defaults.seed;
+    server.read_deadline = std::chrono::seconds(read_deadline_s);
+    server.request_memory_bytes = request_memory_mib << 20;
     server.think.think = think;
     server.think.force_think = force_think;
     if (server.served_model_name.empty()) throw InputError("--served_model_name: give a name");
@@ -83,6 +87,18 @@ Runner add_serve_command(CLI::App& app) {
   sub->add_option("--max_queue", command->server.max_queue, "requests that may wait behind the running one; more get 503")
       ->capture_default_str()
       ->transform(integer_range<std::size_t>(1, 4096));
+  sub->add_option("--read_deadline_s", command->read_deadline_s,
+                  "the seconds a client may take to send one request (line, headers and body); slower ones get 408")
+      ->capture_default_str()
+      ->transform(integer_range(1, 3600));
+  sub->add_option("--max_client_connections", command->server.max_client_connections,
+                  "connections one client address may keep waiting on their requests' bytes; more get 429")
+      ->capture_default_str()
+      ->transform(integer_range<std::size_t>(1, 1024));
+  sub->add_option("--max_request_memory_mib", command->request_memory_mib,
+                  "memory for request bodies being read and parsed, all together (a 32 MiB body takes 609); more get 503")
+      ->capture_default_str()
+      ->transform(integer_range<std::size_t>(16, std::size_t{1} << 20));
   sub->add_option("--served_model_name", command->server.served_model_name, "the model name /v1/models lists and answers carry")
       ->capture_default_str();
   sub->add_option("--think", command->think, "false: render the chat template with enable_thinking=false (Qwen3)");

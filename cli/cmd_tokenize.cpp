@@ -44,14 +44,8 @@ struct TokenizeCommand {
       const text::Tokenizer& t = model_text.tokenizer;
       const std::optional<text::ChatFormat>& chat = model_text.chat;
       if (!chat) throw InputError("--messages: the tokenizer at " + tokenizer + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's tokenizer.chat_template)");
-      nlohmann::ordered_json list;
-      try {
-        const std::string body = read_input_file(messages, "--messages", std::uint64_t{64} << 20);
-        check_json_nesting(body, messages);  // before the recursive parser sees it
-        list = nlohmann::ordered_json::parse(body);
-      } catch (const nlohmann::json::exception& e) {
-        throw InputError("--messages " + messages + ": not JSON: " + e.what(), kExitBadContent);
-      }
+      const std::string body = read_input_file(messages, "--messages", std::uint64_t{64} << 20);
+      nlohmann::ordered_json list = parse_json<nlohmann::ordered_json>(body, "--messages " + messages, json_document_budget(body.size()));
       // An OpenAI request body works too: its "messages".
       if (list.is_object() && list.contains("messages")) list = list["messages"];
       const std::string text = chat->render(list, add_generation_prompt);

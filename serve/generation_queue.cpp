@@ -5,9 +5,16 @@
 
 namespace switchyard::serve {
 
+namespace {
+constexpr const char* kShutdownMessage = "the server is shutting down";
+}  // namespace
+
 bool Job::push(std::string_view text) {
   std::lock_guard lock(mutex_);
-  if (cancelled_) return false;
+  if (cancelled_) {
+    cut_short_ = cut_short_ || stopping_;
+    return false;
+  }
   pending_.append(text);
   changed_.notify_all();
   return true;
@@ -55,6 +62,11 @@ bool Job::started() const {
   return started_;
 }
 
+bool Job::wait_started(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return started_ || done_; });
+}
+
 std::shared_ptr<Job> GenerationQueue::submit(std::function<void(Job&)> work) {
   std::lock_guard lock(mutex_);
   if (stopped_) return nullptr;
@@ -83,6 +95,7 @@ void GenerationQueue::run_worker() {
     {
       std::lock_guard job_lock(job->mutex_);
       job->started_ = true;
+      job->changed_.notify_all();
     }
     try {
       job->work_(*job);
@@ -91,19 +104,29 @@ void GenerationQueue::run_worker() {
     } catch (...) {
       job->fail("unknown error", 500);
     }
+    bool cut_short = false;
+    {
+      std::lock_guard job_lock(job->mutex_);
+      cut_short = job->cut_short_;
+    }
+    if (cut_short) job->fail(std::string(kShutdownMessage) + "; the answer was cut short", 503);
     job->finish();  // a no-op where the work ended it
     std::lock_guard lock(mutex_);
     running_.reset();
   }
   std::lock_guard lock(mutex_);
-  for (const std::shared_ptr<Job>& j : queue_) j->fail("the server is shutting down", 503);
+  for (const std::shared_ptr<Job>& j : queue_) j->fail(std::string(kShutdownMessage) + "; retry later", 503);
   queue_.clear();
 }
 
 void GenerationQueue::stop() {
   std::lock_guard lock(mutex_);
   stopped_ = true;
-  if (running_) running_->cancel();
+  if (running_) {
+    std::lock_guard job_lock(running_->mutex_);
+    running_->stopping_ = true;
+    running_->cancelled_ = true;
+  }
   wake_.notify_all();
 }
 
@@ -111,6 +134,11 @@ std::size_t GenerationQueue::waiting() const {
   std::lock_guard lock(mutex_);
   return static_cast<std::size_t>(
       std::count_if(queue_.begin(), queue_.end(), [](const std::shared_ptr<Job>& j) { return !j->cancelled(); }));
+}
+
+bool GenerationQueue::stopped() const {
+  std::lock_guard lock(mutex_);
+  return stopped_;
 }
 
 }  // namespace switchyard::serve

@@ -16,7 +16,8 @@
 namespace switchyard::serve {
 
 // A job's two sides: the worker pushes text and ends it; the submitter waits for the text and may
-// cancel (its client gone), which the worker sees at its next push.
+// cancel (its client gone), which the worker sees at its next push. A job the queue's stop cuts
+// short fails with 503, so that its client can tell an answer cut short from a whole one.
 class Job {
  public:
   explicit Job(std::function<void(Job&)> work) : work_(std::move(work)) {}
@@ -41,6 +42,8 @@ class Job {
   bool cancelled() const;
   // Whether the worker has started it (a queued job has not).
   bool started() const;
+  // Returns true as soon as the job has started or ended, false after `timeout`.
+  bool wait_started(std::chrono::milliseconds timeout);
 
  private:
   friend class GenerationQueue;
@@ -49,6 +52,8 @@ class Job {
   std::condition_variable changed_;
   std::string pending_;
   bool started_ = false, done_ = false, cancelled_ = false;
+  bool stopping_ = false;  // the queue's stop cancelled it; a push refused since then cut its answer short
+  bool cut_short_ = false;
   std::string error_;
   int status_ = 0;
 };
@@ -62,9 +67,11 @@ class GenerationQueue {
   std::shared_ptr<Job> submit(std::function<void(Job&)> work);
   // Runs jobs in order until stop(); a job that throws fails with status 500 and the loop goes on.
   void run_worker();
-  // Ends run_worker after the running job (which is cancelled); queued jobs fail with 503.
+  // Ends run_worker after the running job, which is cancelled and, when that cut its answer short
+  // (a push refused), fails with 503; queued jobs fail with 503.
   void stop();
   std::size_t waiting() const;
+  bool stopped() const;
 
  private:
   const std::size_t max_waiting_;

@@ -1,11 +1,16 @@
 #pragma once
 // `switchyard serve`: the OpenAI HTTP API (serve/openai_api.h) over one built model, on
-// cpp-httplib. Endpoints: POST /v1/chat/completions and /v1/completions (server-sent events with
-// "stream": true), GET /v1/models and /health. Requests are checked on the HTTP threads, then
-// queued (serve/generation_queue.h) and generated one at a time on the thread that calls run();
-// a full queue answers 503. A streaming client that goes away is noticed at the next piece of
-// text or within a second (an SSE comment probes the connection while it waits) and its
-// generation stops; a non-streaming one is probed with whitespace before its JSON the same way.
+// cpp-httplib, whose connections serve/http_connections.h holds to a deadline and a bound per
+// client. Endpoints: POST /v1/chat/completions and /v1/completions (server-sent events with
+// "stream": true), GET /v1/models and /health. Bodies are read under the server's memory budget
+// (serve/request_memory.h) and checked on the HTTP threads, then queued (serve/generation_queue.h)
+// and generated one at a time on the thread that calls run(); a full queue answers 503.
+// Nothing is sent while a request waits in the queue, so that a shutdown can still answer it 503.
+// A non-streaming answer is sent whole when done, with its own status; a stream starts when its
+// generation does, and one cut short by a shutdown ends with an error event, not a finish reason.
+// A client that goes away is noticed within a second (its socket is looked at while it waits; an
+// SSE comment probes a stream) and its generation stops.
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -26,6 +31,11 @@ struct ServerOptions {
   RequestDefaults defaults;          // sampling a request leaves out
   ThinkOptions think;
   std::size_t max_body_bytes = 32u << 20;
+  // Bodies being read and parsed, all requests together (serve/request_memory.h): a 32 MiB body's
+  // share is 609 MiB.
+  std::size_t request_memory_bytes = std::size_t{1} << 30;
+  std::chrono::milliseconds read_deadline{60000};  // a request's line, headers and body, all of it
+  std::size_t max_client_connections = 16;         // stalled connections per client address
   bool log_requests = true;          // one line on stderr per request
 };
 

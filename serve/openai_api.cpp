@@ -1,10 +1,13 @@
 #include "serve/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/text.h"
 
 namespace switchyard::serve {
 namespace {
@@ -84,10 +87,10 @@ void refuse_unless(const Json& body, const char* name, const Json& allowed, cons
   if (v && *v != allowed) bad(name, "is " + dump(*v) + ": " + why);
 }
 
-Json message_content(const Json& message, std::size_t i) {
-  // OpenAI's content parts: [{"type": "text", "text": ...}] become one string.
+// OpenAI's content parts, [{"type": "text", "text": ...}], joined into one string in place.
+void join_content_parts(Json& message, std::size_t i) {
   const auto it = message.find("content");
-  if (it == message.end() || it->is_null() || it->is_string()) return message;
+  if (it == message.end() || it->is_null() || it->is_string()) return;
   const std::string where = "messages[" + std::to_string(i) + "].content";
   if (!it->is_array()) bad(where, std::string("must be a string or an array of text parts, not ") + kind(*it));
   std::string text;
@@ -97,9 +100,7 @@ Json message_content(const Json& message, std::size_t i) {
       bad(where, "holds a part that is not {\"type\": \"text\", \"text\": \"...\"} (only text is supported)");
     text += part["text"].get<std::string>();
   }
-  Json out = message;
-  out["content"] = text;
-  return out;
+  *it = std::move(text);
 }
 
 }  // namespace
@@ -112,38 +113,84 @@ std::string error_body(const ApiError& error) {
   return dump(Json{{"error", e}});
 }
 
-CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, const RequestDefaults& defaults) {
+namespace {
+
+// The fields each endpoint reads (each one honoured, or refused by name when its value asks for
+// what this server cannot do); any other field is refused as OpenAI refuses it.
+constexpr std::string_view kCommonFields[] = {
+    "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+    "seed", "stop", "ignore_eos", "n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "user"};
+constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "chat_template_kwargs", "top_logprobs", "tools",
+                                            "tool_choice", "parallel_tool_calls", "response_format", "functions", "function_call"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "suffix", "best_of"};
+
+void refuse_unknown_fields(const Json& body, Endpoint endpoint) {
+  for (const auto& [name, value] : body.items()) {
+    auto known = [&name](const auto& list) { return std::find(std::begin(list), std::end(list), name) != std::end(list); };
+    if (known(kCommonFields) || (endpoint == Endpoint::chat ? known(kChatFields) : known(kCompletionFields))) continue;
+    const std::string shown = printable_excerpt(name, 60);  // a key may be megabytes long
+    throw ApiError(400, "Unrecognized request argument supplied: '" + shown + "' (this server does not support it)", shown);
+  }
+}
+
+// The chat fields of tool calls and structured output, until they are implemented: each is refused
+// unless its value asks for nothing (no tools, plain text).
+void refuse_tools_and_formats(const Json& body) {
+  if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty()))
+    bad("tools", "tool calls are not supported yet");
+  if (const Json* functions = field(body, "functions"); functions && !(functions->is_array() && functions->empty()))
+    bad("functions", "function calls are not supported yet");
+  refuse_unless(body, "function_call", "none", "function calls are not supported yet");
+  refuse_unless(body, "tool_choice", "none", "tool calls are not supported yet");
+  if (const Json* p = field(body, "parallel_tool_calls"); p && !p->is_boolean())
+    bad("parallel_tool_calls", std::string("must be a boolean, not ") + kind(*p));
+  if (const Json* format = field(body, "response_format")) {
+    if (!format->is_object()) bad("response_format", std::string("must be an object, not ") + kind(*format));
+    if (format->size() != 1 || !format->contains("type") || (*format)["type"] != "text")
+      bad("response_format", "is " + dump(*format) + ": only {\"type\": \"text\"} is supported (no JSON mode or schema yet)");
+  }
+}
+
+}  // namespace
+
+CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, const RequestDefaults& defaults,
+                                std::size_t max_document_bytes) {
   Json body;
   try {
-    check_json_nesting(body_text, "the request body");
-    body = Json::parse(body_text);
+    body = parse_json<Json>(body_text, "the request body", max_document_bytes);
+  } catch (const JsonTooLarge& e) {
+    if (e.cause() == JsonTooLarge::Cause::budget) throw ApiError(413, e.what(), "", "request_too_large");
+    throw ApiError(503, std::string(e.what()) + "; retry later, or send a smaller request", "", "out_of_memory", "server_error");
   } catch (const InputError& e) {
     throw ApiError(400, e.what());
-  } catch (const Json::exception& e) {
-    throw ApiError(400, std::string("the request body is not JSON: ") + e.what());
   }
   if (!body.is_object()) throw ApiError(400, std::string("the request body must be a JSON object, not ") + kind(body));
+  refuse_unknown_fields(body, endpoint);
   CompletionRequest r;
   r.endpoint = endpoint;
   if (const Json* m = field(body, "model"); m && !m->is_string()) bad("model", std::string("must be a string, not ") + kind(*m));
+  if (const Json* u = field(body, "user"); u && !u->is_string()) bad("user", std::string("must be a string, not ") + kind(*u));
   r.stream = boolean(body, "stream").value_or(false);
   if (const Json* o = field(body, "stream_options")) {
     if (!o->is_object()) bad("stream_options", std::string("must be an object, not ") + kind(*o));
+    for (const auto& [name, value] : o->items())
+      if (name != "include_usage") bad("stream_options." + printable_excerpt(name, 60), "is not supported (include_usage is)");
     r.include_usage = boolean(*o, "include_usage").value_or(false);
   }
   if (endpoint == Endpoint::chat) {
-    const Json* messages = field(body, "messages");
+    Json* messages = body.contains("messages") && !body["messages"].is_null() ? &body["messages"] : nullptr;
     if (!messages) throw ApiError(400, "'messages' is required", "messages");
     if (!messages->is_array()) bad("messages", std::string("must be an array of messages, not ") + kind(*messages));
     if (messages->empty()) bad("messages", "is empty; give at least one message");
-    r.messages = Json::array();
     for (std::size_t i = 0; i < messages->size(); ++i) {
-      const Json& m = (*messages)[i];
+      Json& m = (*messages)[i];
       const std::string where = "messages[" + std::to_string(i) + "]";
       if (!m.is_object()) bad(where, std::string("must be an object, not ") + kind(m));
       if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "must be a string");
-      r.messages.push_back(message_content(m, i));
+      join_content_parts(m, i);
     }
+    // Moved, not copied: a request's messages may be most of its megabytes.
+    r.messages = std::move(*messages);
     if (const Json* kwargs = field(body, "chat_template_kwargs")) {
       if (!kwargs->is_object()) bad("chat_template_kwargs", std::string("must be an object, not ") + kind(*kwargs));
       r.template_kwargs = *kwargs;
@@ -151,8 +198,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
     r.max_tokens = integer(body, "max_completion_tokens", 1, std::numeric_limits<std::int32_t>::max());
     if (!r.max_tokens) r.max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<std::int32_t>::max());
     refuse_unless(body, "logprobs", false, "log probabilities are not supported");
-    if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty()))
-      bad("tools", "tool calls are not supported yet");
+    refuse_unless(body, "top_logprobs", 0, "log probabilities are not supported");
+    refuse_tools_and_formats(body);
   } else {
     const Json* prompt = field(body, "prompt");
     if (!prompt) throw ApiError(400, "'prompt' is required", "prompt");
@@ -180,6 +227,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   refuse_unless(body, "n", 1, "one choice per request is supported");
   refuse_unless(body, "presence_penalty", 0, "presence_penalty is not supported (repetition_penalty is)");
   refuse_unless(body, "frequency_penalty", 0, "frequency_penalty is not supported (repetition_penalty is)");
+  if (const Json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty()))
+    bad("logit_bias", "is not supported");
   r.sampling = defaults.sampling;
   r.seed = defaults.seed;
   if (auto v = number(body, "temperature", 0, 2)) r.sampling.temperature = static_cast<float>(*v);
@@ -192,6 +241,10 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   r.stop = stop_strings(body);
   r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   return r;
+}
+
+CompletionRequest parse_request(std::string_view body, Endpoint endpoint, const RequestDefaults& defaults) {
+  return parse_request(body, endpoint, defaults, json_document_budget(body.size()));
 }
 
 nlohmann::json usage_json(const TextResult& result) {

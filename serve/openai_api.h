@@ -2,8 +2,9 @@
 // The OpenAI HTTP API's bodies, without the HTTP: requests of /v1/chat/completions and
 // /v1/completions parsed and checked field by field (a field of the wrong type or range is a 400
 // naming it, as OpenAI's own answers do), the responses, the server-sent-event chunks of a stream
-// and the error bodies. Fields this server has no use for are ignored; ones it cannot honour
-// (n > 1, logprobs, tools) are refused by name rather than silently dropped.
+// and the error bodies. Every field is honoured or refused by name, never dropped: one this server
+// cannot honour (n > 1, logprobs, tools, tool_choice, response_format other than text) is a 400
+// naming it, and so is a field it does not know, as OpenAI answers one.
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -54,8 +55,12 @@ struct CompletionRequest {
   bool ignore_eos = false;
 };
 
-// Throws ApiError (400) for a body that is not a JSON object, a missing or mistyped field, or a
-// value out of range.
+// Throws ApiError: 400 for a body that is not a JSON object, a missing, mistyped or unknown field,
+// or a value out of range; 413 when the parsed body would take more than `max_document_bytes` of
+// memory (core/json_input.h); 503 when memory runs out while parsing it.
+CompletionRequest parse_request(std::string_view body, Endpoint endpoint, const RequestDefaults& defaults,
+                                std::size_t max_document_bytes);
+// With json_document_budget(body.size()) as the budget.
 CompletionRequest parse_request(std::string_view body, Endpoint endpoint, const RequestDefaults& defaults);
 
 // Identity of one response: "chatcmpl-..." or "cmpl-...", its Unix time and the served model name.

@@ -84,7 +84,7 @@ TEST_CASE("generation queue: full is refused, a cancelled job frees its place, a
   worker.join();
 }
 
-TEST_CASE("generation queue: stop cancels the running job and fails the waiting ones with 503") {
+TEST_CASE("generation queue: stop cancels the running job and fails the waiting ones with 503; the cut-short one too") {
   GenerationQueue queue(4);
   std::atomic<bool> saw_cancel{false};
   auto running = queue.submit([&](Job& job) {
@@ -98,7 +98,29 @@ TEST_CASE("generation queue: stop cancels the running job and fails the waiting 
   worker.join();
   CHECK(saw_cancel);
   Job::Update end;
+  drain(*running, &end);
+  CHECK(end.status == 503);  // its answer was cut short: not a whole one
+  CHECK(end.error.find("cut short") != std::string::npos);
   CHECK(drain(*waiting, &end).empty());
   CHECK(end.status == 503);
   CHECK_FALSE(queue.submit([](Job&) {}));
+}
+
+TEST_CASE("generation queue: a job that pushed its last text before the stop ends whole; wait_started wakes at the start") {
+  GenerationQueue queue(2);
+  std::atomic<bool> stopped{false};
+  auto job = queue.submit([&](Job& j) {
+    j.push("all of it");
+    while (!stopped) std::this_thread::sleep_for(1ms);  // done generating, still returning when the stop comes
+  });
+  CHECK_FALSE(job->wait_started(10ms));
+  std::thread worker([&] { queue.run_worker(); });
+  CHECK(job->wait_started(2000ms));
+  REQUIRE(job->wait(2000ms).text == "all of it");
+  queue.stop();
+  stopped = true;
+  worker.join();
+  Job::Update end;
+  drain(*job, &end);
+  CHECK(end.error.empty());
 }

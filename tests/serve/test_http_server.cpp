@@ -6,10 +6,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -128,7 +131,7 @@ struct Served {
   std::thread worker;
   int port = 0;
 
-  explicit Served(std::size_t max_queue)
+  explicit Served(std::size_t max_queue, const std::function<void(serve::ServerOptions&)>& adjust = nullptr)
       : session(options(), 512), text(text::ModelText::load(testing::real_tokenizer("deepseek_v3") / "tokenizer.json")) {
     REQUIRE_FALSE(session.place(&text.tokenizer, false));
     CausalLM& lm = session.build(cli::SessionSettings{});
@@ -138,6 +141,7 @@ struct Served {
     o.served_model_name = "tiny";
     o.log_requests = false;
     o.max_body_bytes = 1 << 20;
+    if (adjust) adjust(o);
     server = std::make_unique<serve::OpenAiServer>(o, lm, text);
     port = server->bind();
     worker = std::thread([this] { server->run(); });
@@ -222,5 +226,107 @@ TEST_CASE("serve: concurrent clients each get the answer they get alone") {
     const Answer a = together[i].get();
     REQUIRE(a.status == 200);
     CHECK(json::parse(a.body)["choices"][0]["message"]["content"] == alone[i]);
+  }
+}
+
+TEST_CASE("serve: a body compressed, without a length, past the limits or costlier than the memory budget gets a clear error") {
+  // A 900 KB body's share is 18 MB, past this budget; a 600 KB one's 12.4 MB.
+  Served s(4, [](serve::ServerOptions& o) { o.request_memory_bytes = 16 << 20; });
+  const std::string body = chat_body("hi", 2).dump();
+  const Answer gzip = ask(s.port, "POST", "/v1/chat/completions", body, "Content-Encoding: gzip\r\n");
+  CHECK(gzip.status == 415);
+  CHECK(json::parse(gzip.body)["error"]["message"].get<std::string>().find("Content-Encoding 'gzip' is not accepted") == 0);
+  CHECK(json::parse(gzip.body)["error"]["message"].get<std::string>().find("identity") != std::string::npos);
+  CHECK(ask(s.port, "POST", "/v1/chat/completions", body, "Content-Encoding: identity\r\n").status == 200);
+  {  // No length at all; a length past the limit is refused before a byte of the body is read.
+    Connection c(s.port);
+    c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n{}");
+    CHECK(parse_answer(c.read_until("}}")).status == 411);
+    Connection big(s.port);
+    const auto sent = std::chrono::steady_clock::now();
+    big.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n");
+    const Answer a = parse_answer(big.read_until("}}"));
+    CHECK(a.status == 413);
+    CHECK(std::chrono::steady_clock::now() - sent < 2s);
+  }
+  const Answer busy = ask(s.port, "POST", "/v1/completions", json{{"prompt", std::string(900000, 'a')}}.dump());
+  CHECK(busy.status == 503);
+  CHECK(json::parse(busy.body)["error"]["code"] == "server_busy");
+  std::string lists = R"({"prompt": "a", "max_tokens": [)";
+  for (int i = 0; i < 200000; ++i) lists += i ? ",[]" : "[]";  // 600 KB of text, 12.8 MB as a document
+  lists += "]}";
+  const Answer bomb = ask(s.port, "POST", "/v1/completions", lists);
+  CHECK(bomb.status == 413);
+  CHECK(json::parse(bomb.body)["error"]["message"].get<std::string>().find("of memory to hold") != std::string::npos);
+  CHECK(ask(s.port, "POST", "/v1/completions", R"({"prompt": "The river", "max_tokens": 2})").status == 200);
+}
+
+TEST_CASE("serve: slow clients get 408 at the deadline, those past the bound per address 429, and /health answers throughout") {
+  Served s(4, [](serve::ServerOptions& o) {
+    o.read_deadline = 1500ms;
+    o.max_client_connections = 4;
+  });
+  // Twelve clients from this address dribble a body a byte at a time, each byte within the read timeout.
+  std::vector<std::unique_ptr<Connection>> slow;
+  for (int i = 0; i < 12; ++i) {
+    slow.push_back(std::make_unique<Connection>(s.port));
+    slow.back()->send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{");
+  }
+  std::atomic<bool> dribbling{true};
+  std::thread dribbler([&] {
+    while (dribbling) {
+      for (auto& c : slow) {
+        // Until answered: bytes sent after the server has closed would be answered with a reset.
+        pollfd answered{c->fd, POLLIN, 0};
+        if (poll(&answered, 1, 0) == 0) c->send_all(" ");
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  const auto began = std::chrono::steady_clock::now();
+  auto slowest_health = 0ms;
+  while (std::chrono::steady_clock::now() - began < 2500ms) {
+    const auto asked = std::chrono::steady_clock::now();
+    CHECK(health(s.port)["status"] == "ok");
+    slowest_health = std::max(slowest_health, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked));
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(slowest_health < 500ms);
+  int timed_out = 0, refused = 0;
+  for (auto& c : slow) {
+    const Answer a = parse_answer(c->read_until("}}"));
+    timed_out += a.status == 408;
+    refused += a.status == 429;
+  }
+  dribbling = false;
+  dribbler.join();
+  CHECK(timed_out == 4);
+  CHECK(refused == 8);
+}
+
+TEST_CASE("serve: a shutdown answers waiting requests 503 and ends a running stream with an error event, not a finish") {
+  Served s(2);
+  Connection running(s.port);
+  running.send_all(http_request("POST", "/v1/chat/completions", chat_body("first", 30000, true, true).dump()));
+  std::string streamed = running.read_until("data: {");
+  REQUIRE(streamed.find("data: {") != std::string::npos);
+  Connection waiting(s.port), waiting_stream(s.port);
+  waiting.send_all(http_request("POST", "/v1/chat/completions", chat_body("second", 4).dump()));
+  waiting_stream.send_all(http_request("POST", "/v1/chat/completions", chat_body("third", 4, true).dump()));
+  REQUIRE(eventually(s.port, [](const json& h) { return h["waiting"] == 2; }));
+  s.server->stop();
+  streamed += running.read_until("\r\n0\r\n\r\n");
+  const Answer stream = parse_answer(streamed);
+  CHECK(stream.status == 200);
+  const std::size_t last_event = stream.body.rfind("data: ");
+  REQUIRE(last_event != std::string::npos);
+  const json end = json::parse(stream.body.substr(last_event + 6));
+  CHECK(end["error"]["message"].get<std::string>().find("shutting down") != std::string::npos);
+  CHECK(stream.body.find("[DONE]") == std::string::npos);
+  CHECK(stream.body.find("\"finish_reason\":\"stop\"") == std::string::npos);
+  for (Connection* c : {&waiting, &waiting_stream}) {
+    const Answer a = parse_answer(c->read_until("}}"));
+    CHECK(a.status == 503);
+    CHECK(json::parse(a.body)["error"]["message"].get<std::string>().find("shutting down") != std::string::npos);
   }
 }

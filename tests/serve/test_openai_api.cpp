@@ -38,7 +38,8 @@ TEST_CASE("openai api: a chat request's fields, the server's defaults where it l
   CHECK_FALSE(plain.stream);
   const CompletionRequest r = chat({{"messages", kMessages}, {"temperature", 0}, {"top_p", 0.5}, {"top_k", 40}, {"min_p", 0.1},
                                     {"repetition_penalty", 1.1}, {"seed", -1}, {"max_completion_tokens", 9}, {"stop", "END"},
-                                    {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"unknown_field", {1, 2}},
+                                    {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"user", "u-1"},
+                                    {"tool_choice", "none"}, {"response_format", {{"type", "text"}}}, {"logit_bias", json::object()},
                                     {"chat_template_kwargs", {{"enable_thinking", false}}}});
   CHECK(r.sampling.temperature == 0);
   CHECK(r.sampling.top_p == doctest::Approx(0.5));
@@ -67,6 +68,8 @@ TEST_CASE("openai api: a completion's prompt is text, one text in a list, or tok
   CHECK(refusal(R"({"prompt": [1, 4294967296]})", Endpoint::completion) == std::pair<int, std::string>{400, "prompt"});
   CHECK(refusal(R"({"max_tokens": 3})", Endpoint::completion) == std::pair<int, std::string>{400, "prompt"});
   CHECK(refusal(R"({"prompt": "a", "echo": true})", Endpoint::completion) == std::pair<int, std::string>{400, "echo"});
+  CHECK(refusal(R"({"prompt": "a", "tool_choice": "none"})", Endpoint::completion) == std::pair<int, std::string>{400, "tool_choice"});
+  CHECK(refusal(R"({"prompt": "a", "messages": []})", Endpoint::completion) == std::pair<int, std::string>{400, "messages"});
 }
 
 TEST_CASE("openai api: each bad field is a 400 that names it") {
@@ -95,6 +98,18 @@ TEST_CASE("openai api: each bad field is a 400 that names it") {
       {json{{"messages", kMessages}, {"tools", {{{"type", "function"}}}}}, "tools"},
       {json{{"messages", kMessages}, {"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
       {json{{"messages", kMessages}, {"seed", "7"}}, "seed"},
+      // Not implemented yet: refused by name, never ignored.
+      {json{{"messages", kMessages}, {"response_format", {{"type", "json_object"}}}}, "response_format"},
+      {json{{"messages", kMessages}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}}, "response_format"},
+      {json{{"messages", kMessages}, {"tool_choice", "auto"}}, "tool_choice"},
+      {json{{"messages", kMessages}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "tool_choice"},
+      {json{{"messages", kMessages}, {"functions", {{{"name", "f"}}}}}, "functions"},
+      {json{{"messages", kMessages}, {"logit_bias", {{"50256", -100}}}}, "logit_bias"},
+      {json{{"messages", kMessages}, {"top_logprobs", 2}}, "top_logprobs"},
+      {json{{"messages", kMessages}, {"stream_options", {{"continuous_usage_stats", true}}}}, "stream_options.continuous_usage_stats"},
+      // A field this server does not know, as OpenAI answers it; a completion's field on the chat endpoint.
+      {json{{"messages", kMessages}, {"unknown_field", {1, 2}}}, "unknown_field"},
+      {json{{"messages", kMessages}, {"echo", false}}, "echo"},
   };
   for (const auto& c : cases) {
     const json& body = c.first;  // not a structured binding: INFO's lambda captures it
@@ -104,6 +119,17 @@ TEST_CASE("openai api: each bad field is a 400 that names it") {
   // Not JSON, not an object, nested past the bound: 400 with no param.
   for (const std::string& body : {std::string("{bad"), std::string("[1]"), std::string(""), std::string(100000, '[')}) {
     CHECK(refusal(body).first == 400);
+  }
+  // A body whose JSON would take far more memory than its text (an empty list in 3 bytes): 413.
+  std::string lists = "{\"messages\": [";
+  for (int i = 0; i < 1000000; ++i) lists += i ? ",[]" : "[]";
+  lists += "]}";
+  try {
+    parse_request(lists, Endpoint::chat, RequestDefaults{});
+    FAIL("a body of a million empty lists was parsed");
+  } catch (const ApiError& e) {
+    CHECK(e.status == 413);
+    CHECK(std::string(e.what()).find("of memory to hold") != std::string::npos);
   }
   // null means left out.
   CHECK(refusal(json{{"messages", kMessages}, {"temperature", nullptr}, {"stop", nullptr}}.dump()).first == 200);
