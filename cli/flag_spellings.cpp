@@ -96,6 +96,8 @@ void normalize_flag_spellings(const CLI::App& app, std::vector<std::string>& arg
     const std::string name = arg.substr(0, equals);
     if (!looks_like_flag(name)) continue;
     const CLI::Option* option = find_option(command, name);
+    // "-n8": a short flag with its value attached, which CLI11 reads.
+    if (option == nullptr && name.size() > 2 && name[1] != '-' && find_option(command, name.substr(0, 2))) continue;
     if (option == nullptr && starts_with(name, "--")) {
       const std::string other = other_spelling(name);
       option = find_option(command, other);

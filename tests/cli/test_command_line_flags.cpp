@@ -95,6 +95,9 @@ TEST_CASE("command line: every multi-word flag takes '_' and '-', and an unknown
   CHECK(underscores.exit_code == 0);
   CHECK(generated_ids(hyphens.output) == generated_ids(underscores.output));
   CHECK(run_switchyard("check --arch tiny-deepseek-v3 --cpu_moe --n_gpu_layers 2 --max-context 64").exit_code == 0);
+  // A short flag with its value attached, as CLI11 reads it.
+  CHECK(generated_ids(run_switchyard("run -n2 --prompt_ids 1,2,3 --cpu_infer 1 --kv_cache_dtype f32").output) ==
+        generated_ids(underscores.output));
   // A value is a value, whatever it looks like.
   const auto value = run_switchyard("run -n 1 --prompt=--max-new-tokens");
   CHECK(value.exit_code == 0);
