@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -53,10 +55,22 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// -f FILE: the file's text, less one final newline (an editor's), as llama.cpp reads it.
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw InputError("--file: cannot open " + quoted_argument(path));
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (file.bad()) throw InputError("--file: cannot read " + quoted_argument(path));
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.empty()) throw InputError("--file: " + quoted_argument(path) + " is empty");
+  return text;
+}
+
 struct RunCommand {
   ModelOptions model;
   std::string prompt_ids = "1,17,42,99,7";
   std::string prompt;
+  std::string prompt_file;                  // -f: the prompt's text from a file
   std::string tokenizer;                    // --tokenizer; else the tokenizer.json beside the weights
   const CLI::Option* prompt_ids_given = nullptr;
   SamplingFlags sampling;
@@ -67,6 +81,10 @@ struct RunCommand {
   std::string trace_out;
 
   int run() {
+    if (!model.chat_template.empty())
+      throw InputError("--chat-template: run continues the prompt as plain text, without a chat template; `chat` and "
+                       "`serve` render chats");
+    if (!prompt_file.empty()) prompt = read_prompt_file(prompt_file);
     if (!prompt.empty() && prompt_ids_given && prompt_ids_given->count() > 0)
       throw InputError("give --prompt TEXT or --prompt_ids 1,2,3, not both");
     // Every option that needs no model is checked before any work.
@@ -165,9 +183,11 @@ Runner add_run_command(CLI::App& app) {
   command->model.add_to(*sub, /*profile_required=*/false);
   command->prompt_ids_given =
       sub->add_option("--prompt_ids", command->prompt_ids, "prompt token ids, comma separated")->capture_default_str();
-  sub->add_option("--prompt", command->prompt,
+  CLI::Option* prompt_option = sub->add_option("-p,--prompt", command->prompt,
                   "prompt text, encoded by the model's tokenizer.json (beside the weights, or --tokenizer); the "
                   "answer is printed as text");
+  sub->add_option("-f,--file,--prompt_file", command->prompt_file, "the prompt text from a file (less a final newline)")
+      ->excludes(prompt_option);
   sub->add_option("--tokenizer", command->tokenizer, "--prompt's tokenizer: a tokenizer.json or a directory holding one");
   command->sampling.add_to(*sub, "tokens to generate, 1 or more");
   command->engine.add_to(*sub);
@@ -176,6 +196,7 @@ Runner add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--profile", command->profile, "time each layer's parts per decode step and print the split");
   sub->add_option("--trace_out", command->trace_out, "write a Chrome/Perfetto trace-event JSON of the run");
+  set_group(*sub, {"--dry_run", "--nvtx_layers", "--profile", "--trace_out"}, kOutputGroup);
   return [command] { return command->run(); };
 }
 

@@ -24,6 +24,7 @@ struct ServeCommand {
   bool force_think = false;
   int read_deadline_s = 60;
   std::size_t request_memory_mib = std::size_t{1} << 10;
+  int parallel = 1;  // -np: the generations that run at once
 
   int run() {
     // SIGINT and SIGTERM end the server: blocked before any thread starts (the OpenMP and HTTP
@@ -44,6 +45,10 @@ struct ServeCommand {
     server.think.think = think;
     server.think.force_think = force_think;
     if (server.served_model_name.empty()) throw InputError("--served_model_name: give a name");
+    if (parallel != 1)
+      throw InputError("--parallel (-np) " + std::to_string(parallel) +
+                       ": serve runs one generation at a time, so -np 1 is all it takes; the others wait in the "
+                       "queue (--max_queue)");
     apply_cpu_threads(engine.cpu_infer);
     ModelSession session(model, engine.prefill_chunk);
     const text::ModelText model_text = session.open_text(tokenizer);
@@ -99,7 +104,11 @@ Runner add_serve_command(CLI::App& app) {
                   "memory for request bodies being read and parsed, all together (a 32 MiB body takes 609); more get 503")
       ->capture_default_str()
       ->transform(integer_range<std::size_t>(16, std::size_t{1} << 20));
-  sub->add_option("--served_model_name", command->server.served_model_name, "the model name /v1/models lists and answers carry")
+  sub->add_option("--parallel", command->parallel,
+                  "llama.cpp's -np: generations at once; serve runs one at a time, so 1 (the others wait in the queue)")
+      ->capture_default_str()
+      ->transform(whole_number<int>());
+  sub->add_option("--served_model_name,--model_name", command->server.served_model_name, "the model name /v1/models lists and answers carry")
       ->capture_default_str();
   sub->add_option("--think", command->think, "false: render the chat template with enable_thinking=false (Qwen3)");
   sub->add_flag("--force_think", command->force_think, "open every answer with <think>\\n (DeepSeek-R1)");

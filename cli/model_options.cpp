@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "core/arch_presets.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "operators/kernels/cpu/isa.h"
 #include "placement/gpu_layers.h"
@@ -108,25 +110,31 @@ void apply_cpu_threads(int threads) {
   }
 }
 
-std::vector<std::string> rewrite_llama_cpp_flags(int argc, const char* const* argv) {
-  struct Spelling {
-    std::string_view llama_cpp, ours;
-  };
-  static constexpr Spelling kSpellings[] = {
-      {"-ot", "--override-tensor"}, {"-ngl", "--n-gpu-layers"}, {"-ts", "--tensor-split"}, {"-mg", "--main-gpu"}};
-  std::vector<std::string> out;
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    std::string rewritten(a);
-    for (const Spelling& s : kSpellings) {
-      if (i == 0) break;
-      if (a == s.llama_cpp) rewritten = s.ours;
-      else if (a.size() > s.llama_cpp.size() && a.substr(0, s.llama_cpp.size()) == s.llama_cpp && a[s.llama_cpp.size()] == '=')
-        rewritten = std::string(s.ours) + std::string(a.substr(s.llama_cpp.size()));
-    }
-    out.push_back(std::move(rewritten));
+void set_group(CLI::App& command, std::initializer_list<const char*> names, const std::string& group) {
+  for (const char* name : names) command.get_option(name)->group(group);
+}
+
+void ModelOptions::set_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string what = "give a .gguf file, a split set's first file, or a folder: a GGUF's, or a checkpoint's with config.json";
+  std::error_code error;
+  if (fs::is_regular_file(path, error)) {
+    if (to_lower(fs::path(path).extension().string()) != ".gguf")
+      throw CLI::ValidationError("--model", quoted_argument(path) + " is not a .gguf file; " + what);
+    gguf_path = path;
+    return;
   }
-  return out;
+  if (!fs::is_directory(path, error)) throw CLI::ValidationError("--model", quoted_argument(path) + " does not exist; " + what);
+  bool gguf = false, safetensors = false;
+  for (fs::directory_iterator entry(path, error), end; !error && entry != end; entry.increment(error)) {
+    const std::string extension = to_lower(entry->path().extension().string());
+    gguf = gguf || extension == ".gguf";
+    safetensors = safetensors || extension == ".safetensors";
+  }
+  // A folder with GGUF files and no safetensors is a GGUF's even where a config.json lies beside it.
+  if (gguf && !safetensors) gguf_path = path;
+  else if (fs::is_regular_file(fs::path(path) / "config.json", error)) model_path = path;
+  else throw CLI::ValidationError("--model", "the folder " + quoted_argument(path) + " holds no .gguf file and no config.json; " + what);
 }
 
 void ModelOptions::add_to(CLI::App& command, bool profile_required) {
@@ -139,6 +147,14 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   command.add_option("--gguf_path", gguf_path,
                      "GGUF model: a .gguf file, the first file of a split set, or a directory holding one; the config "
                      "comes from its metadata");
+  command
+      .add_option_function<std::string>(
+          "-m,--model", [this](const std::string& path) { set_model(path); },
+          "llama.cpp's -m: a .gguf file, a split set's first file, or a folder (a GGUF's: --gguf_path; a checkpoint's "
+          "with config.json: --model_path)")
+      ->excludes("--arch")
+      ->excludes("--model_path")
+      ->excludes("--gguf_path");
   this->profile_required = profile_required;
   command.add_option("--optimize_config_path,--optimize_rule_path", profile,
                      "optimize-rule YAML profile (llama.cpp's -ot, --cpu-moe and --n-cpu-moe add rules before its own)");
@@ -179,13 +195,24 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
                      "memory against the physical GPU's budget)");
   command.add_option("--cpu_memory", cpu_memory, "CPU memory budget, e.g. 512GiB");
   // Its range is checked in to_check_options (a caller may set it without the command line).
-  command.add_option("--max_context", max_context, "KV-cache length in tokens, 1 to 2^32")
+  command.add_option("--max_context,-c,--ctx-size,--cache_lens", max_context, "KV-cache length in tokens, 1 to 2^32")
       ->capture_default_str()
       ->transform(whole_number<std::int64_t>());
   command.add_option("--kv_cache_dtype", kv_cache_dtype,
                      "KV cache element type, f32 or bf16 (default: the checkpoint's activation dtype, torch_dtype: "
                      "f32 for float32, bf16 otherwise)");
   command.add_option("--default_device", default_device, "device of modules no rule matches (default cuda:0, or cpu without GPUs)");
+  // run, chat and serve, which need no profile, also read the model's text.
+  if (!profile_required)
+    command.add_option("--chat-template,--chat_template", chat_template,
+                       "a Jinja chat template, as a file or as the template's text, used instead of the model's");
+  set_group(command, {"--arch", "--model_path", "--gguf_path", "--model", "--weight_dtype"}, kModelGroup);
+  if (!profile_required) set_group(command, {"--chat-template"}, kModelGroup);
+  set_group(command,
+            {"--optimize_config_path", "--override-tensor", "--n-gpu-layers", "--tensor-split", "--main-gpu", "--cpu-moe", "--fit",
+             "--fit_margin", "--n-cpu-moe", "--gpus", "--gpu_memory", "--device_map", "--cpu_memory", "--max_context",
+             "--kv_cache_dtype", "--default_device"},
+            kPlacementGroup);
 }
 
 void add_cpu_kernels_option(CLI::App& command, std::string& value) {
@@ -291,6 +318,52 @@ CheckOptions ModelOptions::to_check_options() const {
 
 namespace {
 
+// The CUDA devices this process sees: 0 without the CUDA backend. Opens the CUDA runtime.
+int cuda_devices_present() {
+#if SWITCHYARD_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+std::string ModelOptions::fall_back_to_cpu() {
+  if (!profile.empty() || !device_map.empty() || (!default_device.empty() && to_lower(default_device) != "cpu")) return {};
+  std::string flags;
+  auto say = [&flags](const std::string& flag) { flags += (flags.empty() ? "" : " ") + flag; };
+  for (const std::string& each : override_tensor) {
+    // -ot REGEX=DEVICE[,...]: a rule that names a GPU is a choice llama.cpp refuses without one too.
+    std::stringstream list(each);
+    std::string item;
+    while (std::getline(list, item, ','))
+      if (!starts_with(to_lower(item.substr(item.rfind('=') + 1)), "cpu")) return {};
+    say("-ot " + each);
+  }
+  if (n_gpu_layers) say("-ngl " + std::to_string(*n_gpu_layers));
+  if (tensor_split) say("-ts " + *tensor_split);
+  if (main_gpu) say("--main-gpu " + std::to_string(*main_gpu));
+  if (cpu_moe) say("--cpu-moe");
+  if (n_cpu_moe) say("--n-cpu-moe " + std::to_string(*n_cpu_moe));
+  if (fit) say("--fit");
+  if (flags.empty() || cuda_devices_present() > 0) return {};
+  if (gpus) say("--gpus " + std::to_string(*gpus));
+  if (!gpu_memory.empty()) say("--gpu_memory " + gpu_memory);
+  override_tensor.clear();
+  n_gpu_layers.reset();
+  tensor_split.reset();
+  main_gpu.reset();
+  cpu_moe = false;
+  n_cpu_moe.reset();
+  fit = false;
+  gpus.reset();
+  gpu_memory.clear();
+  return flags;
+}
+
+namespace {
+
 // Before a weight goes to a GPU: every GPU the plan puts bytes on must be present, after
 // --device_map. A 4-GPU profile on a 1-GPU machine fails here, naming the flag that folds it.
 void check_gpus_present(const CheckResult& check, const DeviceMap& map) {
@@ -313,7 +386,9 @@ void check_gpus_present(const CheckResult& check, const DeviceMap& map) {
                                         " GPUs onto this machine's with --device_map (e.g. --device_map all=0, or "
                                         "cuda:1=0), or use a profile for " + std::to_string(count) + " GPU" +
                                         (count == 1 ? "" : "s")
-                                  : std::string()),
+                                  : ". Run it on the CPU: --default_device cpu places there what no rule places, a CPU "
+                                    "profile (or none, with llama.cpp's -ngl, --cpu-moe or --fit) places every module "
+                                    "there; on a machine with GPUs, --device_map folds the profile's onto them"),
                    1);
 #else
   (void)check;  // the builders say that this build has no CUDA backend

@@ -4,6 +4,7 @@
 // (--optimize_config_path, alias --optimize_rule_path); the CPU thread and kernel options of run
 // and the benches; the range check of every integer flag.
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -16,6 +17,15 @@
 #include "placement/check.h"
 
 namespace switchyard::cli {
+
+// The headings `--help` lists a command's flags under (CLI11 option groups).
+inline constexpr const char* kModelGroup = "Model";
+inline constexpr const char* kPlacementGroup = "Placement";
+inline constexpr const char* kSamplingGroup = "Sampling";
+inline constexpr const char* kOutputGroup = "Output";
+inline constexpr const char* kPerformanceGroup = "Performance";
+// Puts the options `names` (each one of its names) of `command` under the heading `group`.
+void set_group(CLI::App& command, std::initializer_list<const char*> names, const std::string& group);
 
 struct ModelOptions {
   std::string arch;
@@ -30,8 +40,8 @@ struct ModelOptions {
   std::optional<std::string> kv_cache_dtype;  // f32 | bf16; absent: the checkpoint's activation dtype
   std::string default_device;
   // llama.cpp's placement flags (placement/quick_rules.h): -ot / --override-tensor, --cpu-moe,
-  // --n-cpu-moe, -ngl, -ts, -mg (main rewrites llama.cpp's multi-letter short flags, which CLI11
-  // cannot name).
+  // --n-cpu-moe, -ngl, -ts, -mg (cli/flag_spellings.h rewrites llama.cpp's multi-letter short flags,
+  // which CLI11 cannot name).
   std::vector<std::string> override_tensor;
   bool cpu_moe = false;
   std::optional<int> n_cpu_moe;
@@ -42,19 +52,28 @@ struct ModelOptions {
   bool fit = false;               // --fit (placement/fit.h)
   std::string fit_margin = "1GiB";
   bool profile_required = true;  // else a command without a profile or quick rules uses its own default
+  std::string chat_template;     // --chat-template (run, chat, serve): a file or the template's text
 
-  // With profile_required, the command needs --optimize_config_path or a quick rule.
+  // -m PATH, as llama.cpp takes it: a file or a folder holding .gguf files sets gguf_path, a
+  // checkpoint folder (config.json, safetensors) model_path. CLI::ValidationError (exit 2) for a
+  // path that is neither.
+  void set_model(const std::string& path);
+
+  // On a machine without a CUDA device, a plan without a profile whose GPU flags (-ngl, -ts,
+  // --main-gpu, --cpu-moe, --n-cpu-moe, --fit, -ot ...=CPU, and with them --gpus and --gpu_memory)
+  // would put modules on a GPU runs on the CPU instead, as llama.cpp does: clears those flags and
+  // returns them as typed, for the caller's one warning. "" (nothing changed) where a GPU is
+  // present, a profile is given, or a flag names a GPU itself (--default_device cuda:N,
+  // --device_map, -ot REGEX=CUDA0), which still fails as it would have.
+  std::string fall_back_to_cpu();
+  // With profile_required, the command needs --optimize_config_path or a quick rule; without, it
+  // is one that runs the model (run, chat, serve), which also takes --chat-template.
   void add_to(CLI::App& command, bool profile_required = true);
   // Validates the combination, the ranges (--max_context 1 to kMaxContextTokens, --gpus 0 to 1024)
   // and converts sizes; throws InputError (exit 2) on bad usage. check, split, run and the benches
   // all take their options through here, so what one refuses the others refuse too.
   CheckOptions to_check_options() const;
 };
-
-// llama.cpp's multi-letter short flags as the long ones CLI11 knows: -ot, -ngl, -ts and -mg ->
-// --override-tensor, --n-gpu-layers, --tensor-split, --main-gpu (also "-ot=VALUE"). Returns the
-// rewritten arguments; argv[0] and everything else unchanged.
-std::vector<std::string> rewrite_llama_cpp_flags(int argc, const char* const* argv);
 
 // A user's argument as an error message quotes it: 'whole' when short, its first 40 characters
 // and "..." otherwise (an argument may be megabytes long).

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <iostream>
 
@@ -29,18 +31,38 @@ constexpr const char* kCpuProfile = R"(- match:
 
 }  // namespace
 
+ChatTemplateSource read_chat_template(const std::string& flag) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(flag, error)) {
+    std::ifstream file(flag, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    if (!file.good() && !file.eof()) throw InputError("--chat-template: cannot read " + quoted_argument(flag));
+    return {text, flag};
+  }
+  // llama.cpp also takes the name of a template it carries (chatml, llama3); here a template is Jinja text.
+  if (flag.find("{{") == std::string::npos && flag.find("{%") == std::string::npos)
+    throw InputError("--chat-template: " + quoted_argument(flag) +
+                     " is neither a file nor a Jinja template (text with {{ or {%); built-in template names are not known");
+  return {flag, "--chat-template"};
+}
+
 void SamplingFlags::add_to(CLI::App& sub, const std::string& max_new_tokens_help) {
-  // The ranges are check_generation_options'; here the values are read as numbers.
+  // The ranges are check_generation_options'; here the values are read as numbers. The second
+  // names are llama.cpp's.
   if (!max_new_tokens_help.empty())
-    sub.add_option("--max_new_tokens", max_new_tokens, max_new_tokens_help)->capture_default_str()->transform(whole_number<int>());
-  sub.add_option("--seed", seed, "sampling seed, 0 to 2^64 - 1")->capture_default_str()->transform(whole_number<std::uint64_t>());
-  sub.add_option("--temperature", temperature, "a finite number >= 0; 0: greedy")->capture_default_str();
+    sub.add_option("--max_new_tokens,-n,--n-predict", max_new_tokens, max_new_tokens_help)
+        ->capture_default_str()
+        ->transform(whole_number<int>())
+        ->group(kSamplingGroup);
+  sub.add_option("--seed,-s", seed, "sampling seed, 0 to 2^64 - 1")->capture_default_str()->transform(whole_number<std::uint64_t>());
+  sub.add_option("--temperature,--temp", temperature, "a finite number >= 0; 0: greedy")->capture_default_str();
   sub.add_option("--top_k", top_k, "sample from the k most likely tokens (0: all)")->capture_default_str()->transform(whole_number<int>());
   sub.add_option("--top_p", top_p, "nucleus sampling mass, 0 to 1 (1: all)")->capture_default_str();
   sub.add_option("--min_p", min_p, "drop tokens less likely than min_p times the most likely, 0 to 1 (0: off)")->capture_default_str();
-  sub.add_option("--repetition_penalty", repetition_penalty,
+  sub.add_option("--repetition_penalty,--repeat-penalty", repetition_penalty,
                  "divide the logits of tokens already seen (prompt and output) by this, as transformers does (1: off)")
       ->capture_default_str();
+  set_group(sub, {"--seed", "--temperature", "--top_k", "--top_p", "--min_p", "--repetition_penalty"}, kSamplingGroup);
 }
 
 GenerationOptions SamplingFlags::options() const {
@@ -57,13 +79,14 @@ GenerationOptions SamplingFlags::options() const {
 }
 
 void EngineFlags::add_to(CLI::App& sub) {
-  add_cpu_threads_option(sub, "--cpu_infer", cpu_infer, "CPU threads (default: all cores)");
+  add_cpu_threads_option(sub, "--cpu_infer,-t,--threads", cpu_infer, "CPU threads (default: all cores)");
   add_cpu_kernels_option(sub, cpu_kernels);
   sub.add_option("--use_cuda_graph", use_cuda_graph, "decode each token as one CUDA graph when the layers and the head run on GPUs (true|false)")
       ->capture_default_str();
-  sub.add_option("--prefill_chunk", prefill_chunk, "most prompt tokens per forward pass")
+  sub.add_option("--prefill_chunk,--chunk_size", prefill_chunk, "most prompt tokens per forward pass")
       ->capture_default_str()
       ->transform(integer_range(1, 1 << 20));
+  set_group(sub, {"--cpu_infer", "--cpu_kernels", "--use_cuda_graph", "--prefill_chunk"}, kPerformanceGroup);
 }
 
 SessionSettings EngineFlags::settings() const {
@@ -89,6 +112,10 @@ ScratchDir::~ScratchDir() {
 ModelSession::ModelSession(const ModelOptions& model, int prefill_chunk) : chosen_(model) {
   embedded_ = chosen_.model_path.empty() && chosen_.arch.empty() && chosen_.gguf_path.empty();
   if (embedded_) chosen_.model_path = scratch_.path.string();
+  const std::string dropped = chosen_.fall_back_to_cpu();
+  if (!dropped.empty())
+    std::cerr << "switchyard: warning: this machine has no CUDA device; " << dropped
+              << " would place modules on a GPU, so every module runs on the CPU (as llama.cpp does)\n";
   if (chosen_.model_path.empty() && chosen_.gguf_path.empty())
     throw InputError("this needs weights: give --model_path DIR or --gguf_path FILE (make one with `switchyard make-model`)");
   options_ = chosen_.to_check_options();
@@ -102,6 +129,22 @@ ModelSession::ModelSession(const ModelOptions& model, int prefill_chunk) : chose
 ModelSession::~ModelSession() = default;
 
 text::ModelText ModelSession::open_text(const std::string& tokenizer_flag) const {
+  text::ModelText text = open_model_text(tokenizer_flag);
+  if (!chosen_.chat_template.empty()) {
+    const ChatTemplateSource given = read_chat_template(chosen_.chat_template);
+    text::ChatTemplate parsed = text::ChatTemplate::parse(given.text, given.name);
+    if (text.chat) {
+      text.chat->chat_template = std::move(parsed);
+      text.chat->source = given.name;
+    } else {
+      // The model names no bos/eos text for the template; the tokens that end a turn are end_ids'.
+      text.chat = text::ChatFormat{std::move(parsed), "", "", given.name};
+    }
+  }
+  return text;
+}
+
+text::ModelText ModelSession::open_model_text(const std::string& tokenizer_flag) const {
   if (!tokenizer_flag.empty()) return text::ModelText::load(tokenizer_flag);
   std::error_code error;
   if (!embedded_)

@@ -35,8 +35,16 @@ struct SessionSettings {
   bool tracing = false;  // profile steps and events (--profile, --trace_out)
 };
 
+// --chat-template's value: a file's text, or the template's own text (it holds "{{" or "{%");
+// `name` is the file's path or "--chat-template", for messages. InputError (exit 2) otherwise.
+struct ChatTemplateSource {
+  std::string text, name;
+};
+ChatTemplateSource read_chat_template(const std::string& flag);
+
 // The sampling flags of run, chat and serve: --max_new_tokens --seed --temperature --top_k --top_p
-// --min_p --repetition_penalty (ranges: check_generation_options').
+// --min_p --repetition_penalty, and llama.cpp's -n/--n-predict -s --temp --repeat-penalty
+// (ranges: check_generation_options').
 struct SamplingFlags {
   int max_new_tokens = 16;
   std::uint64_t seed = 0;
@@ -52,7 +60,8 @@ struct SamplingFlags {
   GenerationOptions options() const;
 };
 
-// The engine flags of run, chat and serve: --cpu_infer --cpu_kernels --use_cuda_graph --prefill_chunk.
+// The engine flags of run, chat and serve: --cpu_infer (llama.cpp's -t/--threads) --cpu_kernels
+// --use_cuda_graph --prefill_chunk (ktransformers' --chunk_size).
 struct EngineFlags {
   int cpu_infer = 0;
   std::string cpu_kernels = "auto";
@@ -79,7 +88,8 @@ class ModelSession {
   const CheckResult& check() const { return *check_; }
   // The model's text interface (text/model_text.h): `tokenizer_flag` (--tokenizer) where given,
   // else the tokenizer.json beside the weights, else a GGUF's own vocabulary, else the built-in
-  // model's tokenizer. Throws InputError saying where a tokenizer may come from when none is found.
+  // model's tokenizer; its chat template replaced by --chat-template's where given. Throws
+  // InputError saying where a tokenizer may come from when none is found.
   text::ModelText open_text(const std::string& tokenizer_flag) const;
   // The plan, before any weight is read: the built-in model generated first where it is the one
   // (its vocabulary sized to `tokenizer` where given, the built-in tokenizer), then check. Returns
@@ -97,6 +107,8 @@ class ModelSession {
   double load_seconds() const { return load_seconds_; }
 
  private:
+  text::ModelText open_model_text(const std::string& tokenizer_flag) const;
+
   ScratchDir scratch_;
   ModelOptions chosen_;
   bool embedded_ = false;

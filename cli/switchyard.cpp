@@ -8,7 +8,8 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "cli/commands.h"
-#include "cli/model_options.h"
+#include "cli/flag_spellings.h"
+#include "cli/version.h"
 
 int main(int argc, char** argv) {
   // Past the file-size limit a write fails with EFBIG, which the writers report, instead of the
@@ -16,8 +17,9 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   // A model file truncated under us while mapped is a message naming it and exit 2, not a SIGBUS.
   switchyard::report_mapped_file_faults();
-  CLI::App app{"switchyard: place MoE model modules on GPUs and CPU by YAML rules, check profiles, run models"};
+  CLI::App app{"place MoE model modules on GPUs and CPU by YAML rules, check profiles, run models", "switchyard"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", switchyard::cli::version_text, "print the version, commit, CUDA backend and CPU kernels");
   std::map<std::string, switchyard::cli::Runner> runners;
   runners["run"] = switchyard::cli::add_run_command(app);
   runners["check"] = switchyard::cli::add_check_command(app);
@@ -28,11 +30,17 @@ int main(int argc, char** argv) {
   runners["serve"] = switchyard::cli::add_serve_command(app);
   runners["chat"] = switchyard::cli::add_chat_command(app);
   try {
-    // llama.cpp's -ot, which CLI11 cannot name; the arguments are parsed from the back.
+    // llama.cpp's -ot, which CLI11 cannot name, and either spelling of a multi-word flag; the
+    // arguments are parsed from the back.
     std::vector<std::string> args = switchyard::cli::rewrite_llama_cpp_flags(argc, argv);
-    args.erase(args.begin());
+    switchyard::cli::normalize_flag_spellings(app, args);
     std::reverse(args.begin(), args.end());
     app.parse(args);
+  } catch (const switchyard::InputError& e) {
+    std::cerr << e.what() << "\n";
+    return e.exit_code();
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -1,4 +1,4 @@
-// The weight-free commands pay nothing for CUDA: `switchyard --help`, `check`, `split` and
+// The weight-free commands pay nothing for CUDA: `switchyard --help`, `--version`, `check`, `split` and
 // `bench check` run without mapping cuBLAS, cuBLASLt, a shared CUDA runtime or the driver, in the
 // CUDA build too (the GPU operators open cuBLAS when they first need it:
 // operators/kernels/cuda/cublas_on_demand.h). The dynamic linker's own log (LD_DEBUG=libs) is the witness:
@@ -33,11 +33,12 @@ const std::vector<std::string> kCudaLibraries = {"libcublas", "libcublasLt", "li
 
 }  // namespace
 
-TEST_CASE("start-up: --help, check, split and bench check load no CUDA library") {
+TEST_CASE("start-up: --help, --version, check, split and bench check load no CUDA library") {
   const std::string profile = source_path("optimize_rules/DeepSeek-V3-Chat-multi-gpu-8.yaml");
   const std::string base = source_path("optimize_rules/DeepSeek-V3-Chat.yaml");
   const std::vector<std::string> commands = {
       "--help",
+      "--version",
       "check --arch deepseek-v3 --optimize_config_path " + profile,
       "check --arch deepseek-v3 --optimize_config_path " + profile + " --format json",
       "split --arch deepseek-v3 --optimize_config_path " + base + " --gpus 2",
