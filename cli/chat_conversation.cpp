@@ -180,12 +180,7 @@ std::string ChatConversation::load(const std::string& file) {
   nlohmann::ordered_json loaded;
   try {
     const std::string text = read_input_file(file, "/load", kMaxConversationBytes);
-    check_json_nesting(text, file);
-    try {
-      loaded = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(file + ": not JSON: " + printable_excerpt(e.what()), kExitBadContent);
-    }
+    loaded = parse_json<nlohmann::ordered_json>(text, file, json_document_budget(text.size()));
     if (loaded.is_object() && loaded.contains("messages")) loaded = nlohmann::ordered_json(loaded["messages"]);
     check_messages(loaded, file);
   } catch (const InputError& e) {

@@ -174,8 +174,13 @@ Json parse_json(std::string_view text, const std::string& source, std::size_t ma
     }
   } catch (const nlohmann::json::exception& e) {
     release_json(document);
-    // nlohmann quotes the last token read whole: megabytes, for a long string cut off.
-    throw InputError(source + ": not JSON: " + printable_excerpt(e.what(), 300), kExitBadContent);
+    // e.what(): "[json.exception.parse_error.101] parse error at line 3, column 5: ..."; nlohmann
+    // quotes the last token read whole: megabytes, for a long string cut off.
+    const std::string_view detail = e.what();
+    const std::size_t after_id = detail.find("] ");
+    throw InputError(source + ": not JSON: " +
+                         printable_excerpt(after_id == std::string_view::npos ? detail : detail.substr(after_id + 2), 300),
+                     kExitBadContent);
   } catch (const std::bad_alloc&) {
     release_json(document);
     throw JsonTooLarge(source + ": out of memory while parsing its " + format_bytes(text.size()) + " of JSON",

@@ -162,18 +162,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
   const std::string text = read_input_file(path, "config.json", kMaxConfigJsonBytes);
-  check_json_nesting(text, path.string());
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
-    // e.what(): "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    const std::string detail = e.what();
-    const auto at = detail.find("] ");
-    throw InputError(
-        path.string() + ": not valid JSON (" + (at == std::string::npos ? detail : detail.substr(at + 2)) + ")",
-        kExitBadContent);
-  }
+  const json j = parse_json<json>(text, path.string(), json_document_budget(text.size()));
   return parse_model_config(j, path.string());
 }
 

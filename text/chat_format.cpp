@@ -1,6 +1,7 @@
 #include "text/chat_format.h"
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/gguf.h"
 #include "core/input_file.h"
 #include "text/tokenizer.h"
@@ -66,12 +67,7 @@ std::optional<ChatFormat> load_chat_format(const std::filesystem::path& tokenize
 }
 
 std::optional<ChatFormat> chat_format_from_config(std::string_view config_text, const std::string& source) {
-  Json config;
-  try {
-    config = Json::parse(config_text);
-  } catch (const Json::exception& e) {
-    throw InputError(source + ": not JSON: " + e.what(), kExitBadContent);
-  }
+  const Json config = parse_json<Json>(config_text, source, json_document_budget(config_text.size()));
   if (!config.is_object()) throw InputError(source + ": not a JSON object", kExitBadContent);
   const auto t = config.find("chat_template");
   if (t == config.end() || !t->is_string()) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/gguf.h"
 #include "core/input_file.h"
 
@@ -24,12 +25,8 @@ void add_end_id(ModelText& m, std::int64_t id, const std::string& where) {
 void add_end_ids_from(ModelText& m, const std::filesystem::path& file) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) return;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_input_file(file, file.filename().string(), std::uint64_t{64} << 20));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(file.string() + ": not JSON: " + e.what(), kExitBadContent);
-  }
+  const std::string text = read_input_file(file, file.filename().string(), std::uint64_t{64} << 20);
+  const nlohmann::json j = parse_json<nlohmann::json>(text, file.string(), json_document_budget(text.size()));
   if (!j.is_object()) return;
   const auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return;
@@ -61,12 +58,7 @@ std::string config_token(const nlohmann::json& config, const char* key) {
 // tokenizer's added tokens; a bos_token the tokenizer lacks is an InputError naming `source`.
 void read_added_bos(ModelText& m, std::string_view config_text, const std::string& source) {
   if (config_text.empty()) return;
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(config_text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(source + ": not JSON: " + e.what(), kExitBadContent);
-  }
+  const nlohmann::json config = parse_json<nlohmann::json>(config_text, source, json_document_budget(config_text.size()));
   if (!config.is_object()) return;
   const auto add = config.find("add_bos_token");
   if (add == config.end() || !add->is_boolean() || !add->get<bool>()) return;

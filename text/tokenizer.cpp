@@ -62,13 +62,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source) {
-  check_json_nesting(json, source);
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception& e) {
-    bad(source, std::string("not JSON: ") + e.what());
-  }
+  const nlohmann::json root = parse_json<nlohmann::json>(json, source, json_document_budget(json.size()));
   if (!root.is_object()) bad(source, "not a tokenizer.json (the top level is not an object)");
   Tokenizer t;
   const auto model = root.find("model");

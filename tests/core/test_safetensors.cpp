@@ -227,7 +227,7 @@ TEST_CASE("core: hostile safetensors files throw InputError naming the problem")
        {"is not plausible"}},
       {"header length of all ones", frame(valid_header, valid_data, UINT64_MAX), {"is not plausible"}},
       {"file shorter than 8 bytes", rng.bytes(static_cast<std::size_t>(rng.between(0, 7))), {"too short"}},
-      {"non-JSON header", frame("{\"a.weight\": {\"dtype\": ", rng.bytes(16)), {"not valid JSON"}},
+      {"non-JSON header", frame("{\"a.weight\": {\"dtype\": ", rng.bytes(16)), {"not JSON"}},
       {"header not an object", frame("[1, 2, 3]", rng.bytes(16)), {"not a JSON object"}},
       {"entry not an object", one_tensor(5), {"tensor 'bad.weight'", "not an object"}},
       {"unknown dtype", one_tensor({{"dtype", "F128"}, {"shape", {2}}, {"data_offsets", {0, 32}}}),
@@ -512,7 +512,7 @@ TEST_CASE("core: hostile or empty checkpoint directories throw InputError") {
     const std::string message = input_error_message([&] { sy::read_checkpoint_index(dir.path()); });
     CHECK(contains(message, "model.safetensors.index.json"));
     CHECK((contains(message, "needs a \"weight_map\"") || contains(message, "is not a file name") ||
-           contains(message, "is not valid JSON")));
+           contains(message, "not JSON")));
     CHECK(input_error_exit_code([&] { sy::read_checkpoint_index(dir.path()); }) == sy::kExitBadContent);
   }
 }

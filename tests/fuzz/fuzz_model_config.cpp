@@ -109,7 +109,7 @@ void check_placement(std::unique_ptr<ModuleTree> tree, const char* profile, int 
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const nlohmann::json json = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return 0;  // load_model_config's "not valid JSON"
+  if (json.is_discarded()) return 0;  // load_model_config's "not JSON"
   try {
     const ModelConfig config = parse_model_config(json, "fuzz/config.json");
     check_round_trip(config);
