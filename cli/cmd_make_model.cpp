@@ -2,11 +2,13 @@
 // benchmarks of the loaders and kernels without downloading a release.
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "core/error.h"
 #include "core/make_model.h"
 #include "core/units.h"
 #include "cli/commands.h"
+#include "cli/load_progress.h"
 #include "cli/model_options.h"
 #include "text/gguf_vocabulary.h"
 #include "text/tokenizer.h"
@@ -68,6 +70,10 @@ struct MakeModelCommand {
             writer);
       };
     }
+    // Bytes written, GB/s and time left on stderr, for a write that takes more than a second.
+    options.on_progress = [progress = std::make_shared<LoadProgress>("writing")](std::uint64_t done, std::uint64_t total) {
+      (*progress)(done, total);
+    };
     options.on_file_written = [](const std::filesystem::path& file, std::uint64_t bytes) {
       std::cout << "  " << file.filename().string() << " (" << format_bytes(bytes) << ")" << std::endl;
     };

@@ -183,7 +183,8 @@ void set_metadata(GgufWriter& writer, const nlohmann::json& metadata) {
 }  // namespace
 
 GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file,
-                                  const std::function<void(GgufWriter&)>& tokenizer_metadata, std::int64_t head_tokens) {
+                                  const std::function<void(GgufWriter&)>& tokenizer_metadata, std::int64_t head_tokens,
+                                  const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
   const ModelConfig& config = tree.config();
   nlohmann::json metadata = gguf_metadata(config);
   metadata["general.quantization_version"] = 2;  // ggml's block formats as of 2023: those of core/quant_blocks.h
@@ -192,17 +193,23 @@ GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, co
   set_metadata(writer, metadata);
   if (tokenizer_metadata) tokenizer_metadata(writer);
   GgufModelSummary summary;
+  std::uint64_t done_bytes = 0;  // the fills run in writer.write, after summary.tensor_bytes is whole
   for (FileTensor& t : plan_file(tree, head_tokens)) {
     std::uint64_t elements = 1;
     for (std::int64_t d : t.shape) elements *= static_cast<std::uint64_t>(d);
-    summary.tensor_bytes += storage_bytes(t.dtype, elements);
+    const std::uint64_t bytes = storage_bytes(t.dtype, elements);
+    summary.tensor_bytes += bytes;
     ++summary.tensors;
     ++summary.tensors_by_type[t.dtype];
     std::string name = t.name;
     const DType dtype = t.dtype;
     std::vector<std::int64_t> shape = t.shape;
     writer.add_tensor(std::move(name), dtype, std::move(shape),
-                      [t = std::move(t), &config, seed](std::byte* out) { fill(t, config, seed, out); });
+                      [t = std::move(t), &config, seed, bytes, &done_bytes, &summary, &on_progress](std::byte* out) {
+                        fill(t, config, seed, out);
+                        done_bytes += bytes;
+                        if (on_progress) on_progress(done_bytes, summary.tensor_bytes);
+                      });
   }
   summary.file_bytes = writer.write(file);
   return summary;

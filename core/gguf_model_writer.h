@@ -30,8 +30,10 @@ struct GgufModelSummary {
 // be written, and when the tree's family has no GGUF form. `tokenizer_metadata` sets the
 // tokenizer's keys (text/gguf_vocabulary.h); without it the file says tokenizer.ggml.model "none"
 // and llama.cpp runs it on token ids. `head_tokens`: MakeModelOptions::head_tokens.
+// `on_progress` (if set) hears the tensor bytes generated so far and in all after each tensor.
 GgufModelSummary write_gguf_model(const ModuleTree& tree, std::uint64_t seed, const std::filesystem::path& file,
                                   const std::function<void(GgufWriter&)>& tokenizer_metadata = {},
-                                  std::int64_t head_tokens = 0);
+                                  std::int64_t head_tokens = 0,
+                                  const std::function<void(std::uint64_t, std::uint64_t)>& on_progress = {});
 
 }  // namespace switchyard

@@ -244,8 +244,9 @@ std::string shard_file_name(std::size_t index, std::size_t count) {
 // Chunk k + 1 is generated (on all cores) while a helper thread writes chunk k, so the disk and the
 // generator work at the same time; two buffers of kChunkBytes are all the memory this takes.
 // Returns the file's size in bytes.
+// `progress(bytes)` hears each chunk's bytes once it is generated.
 std::uint64_t write_shard(const fs::path& file, const Shard& shard, std::uint64_t seed,
-                          std::array<std::vector<std::byte>, 2>& buffers) {
+                          std::array<std::vector<std::byte>, 2>& buffers, const std::function<void(std::uint64_t)>& progress) {
   std::vector<SafetensorsEntry> entries;
   for (const PlannedTensor& t : shard) entries.push_back(t.entry);
   SafetensorsWriter writer(file, std::move(entries));
@@ -266,6 +267,7 @@ std::uint64_t write_shard(const fs::path& file, const Shard& shard, std::uint64_
       wait_for_write();
       if (first == 0) writer.begin_tensor(t.entry.name);
       in_flight = std::async(std::launch::async, [&writer, chunk] { writer.write(chunk); });
+      progress(chunk.size());
       next ^= 1;
       first += chunk_elements;
     } while (first < elements);
@@ -301,12 +303,19 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
   const ModuleTree tree = summarised_tree(summary, scheme);
 
   const std::vector<Shard> shards = plan_shards(plan_tensors(tree, options.head_tokens), options.max_shard_bytes);
+  std::uint64_t total_bytes = 0, done_bytes = 0;
+  for (const Shard& shard : shards)
+    for (const PlannedTensor& t : shard) total_bytes += t.entry.bytes();
+  const auto progress = [&](std::uint64_t bytes) {
+    done_bytes += bytes;
+    if (options.on_progress) options.on_progress(done_bytes, total_bytes);
+  };
   nlohmann::json weight_map = nlohmann::json::object();
   std::array<std::vector<std::byte>, 2> buffers = {std::vector<std::byte>(kChunkBytes), std::vector<std::byte>(kChunkBytes)};
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shard_file_name(s, shards.size());
     const fs::path file = out.final_path(name);
-    const std::uint64_t file_bytes = write_shard(out.staged(name), shards[s], options.seed, buffers);
+    const std::uint64_t file_bytes = write_shard(out.staged(name), shards[s], options.seed, buffers, progress);
     out.placed(name);
     for (const PlannedTensor& t : shards[s]) {
       weight_map[t.entry.name] = name;
@@ -335,7 +344,8 @@ void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, Mak
   std::function<void(GgufWriter&)> tokenizer;
   if (options.gguf_tokenizer)
     tokenizer = [&](GgufWriter& writer) { options.gguf_tokenizer(writer, tree.config().vocab_size); };
-  const GgufModelSummary written = write_gguf_model(tree, options.seed, out.staged("model.gguf"), tokenizer, options.head_tokens);
+  const GgufModelSummary written = write_gguf_model(tree, options.seed, out.staged("model.gguf"), tokenizer, options.head_tokens,
+                                                    options.on_progress);
   out.placed("model.gguf");
   copy_extra_files(options, out);
   summary.tensors = written.tensors;

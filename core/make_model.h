@@ -42,6 +42,8 @@ struct MakeModelOptions {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB": tensor bytes per shard
   // Called after each safetensors file is closed, with its path and size in bytes.
   std::function<void(const std::filesystem::path&, std::uint64_t)> on_file_written;
+  // Called as the tensors are generated and written: the bytes of tensor data done so far, of all.
+  std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> on_progress;
 };
 
 struct MakeModelSummary {

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "cli/load_progress.h"
+#include "tests/core_test_support.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -57,4 +59,25 @@ TEST_CASE("load progress: plain lines at each tenth off a terminal; one rewritte
     CHECK(written(f).empty());
     std::fclose(f);
   }
+}
+
+TEST_CASE("make-model shows its progress on stderr when the write takes more than a second, and the same files") {
+  const switchyard::core_testing::TempDir dir;
+  // 600 layers: about 150 MB, seconds of generating and writing on a 2-core machine.
+  const std::string make = std::string(SWITCHYARD_BINARY) + " make-model --preset tiny-deepseek-v3 --layers 600 --out " +
+                           (dir / "model").string();
+  std::string progress;  // stderr alone
+  FILE* pipe = popen((make + " 2>&1 > " + (dir / "stdout.txt").string()).c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (std::size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) progress.append(buffer, n);
+  REQUIRE(pclose(pipe) == 0);
+  INFO(progress);
+  CHECK(progress.find("writing: ") != std::string::npos);
+  CHECK(progress.find(" GB/s, ") != std::string::npos);
+  CHECK(progress.find(" s left") != std::string::npos);
+  CHECK(progress.find("(100%)") != std::string::npos);  // the last line says it is whole
+  const std::string stdout_text = switchyard::core_testing::read_file(dir / "stdout.txt");
+  CHECK(stdout_text.find("wrote tiny-deepseek-v3 (600 layers") != std::string::npos);  // stdout as before
+  CHECK(stdout_text.find("writing: ") == std::string::npos);
 }
