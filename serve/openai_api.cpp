@@ -125,7 +125,8 @@ constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens",
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "suffix", "best_of"};
 
 void refuse_unknown_fields(const Json& body, Endpoint endpoint) {
-  for (const auto& [name, value] : body.items()) {
+  for (const auto& item : body.items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
     auto known = [&name](const auto& list) { return std::find(std::begin(list), std::end(list), name) != std::end(list); };
     if (known(kCommonFields) || (endpoint == Endpoint::chat ? known(kChatFields) : known(kCompletionFields))) continue;
     const std::string shown = printable_excerpt(name, 60);  // a key may be megabytes long

@@ -609,10 +609,11 @@ TEST_CASE("make-model --force: a run killed while writing leaves the old checkpo
   REQUIRE_MESSAGE(writing, "the second run never began writing");
   REQUIRE_MESSAGE(WIFSIGNALED(status), "the second run ended before it was killed: nothing was tested");
   // The old files all there, byte for byte, beside what the killed run left in its staging folder.
-  for (const auto& [name, bytes] : old) {
+  for (const auto& file : old) {
+    const std::string& name = file.first;  // INFO captures it: not a structured binding (clang 14)
     INFO(name);
     REQUIRE(fs::exists(out / name));
-    CHECK(read_bytes(out / name) == bytes);
+    CHECK(read_bytes(out / name) == file.second);
   }
   // The next forced run clears the leftovers and writes its checkpoint whole.
   const CommandResult again = run_both(make + " --seed 7");
