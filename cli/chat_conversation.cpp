@@ -180,7 +180,7 @@ std::string ChatConversation::load(const std::string& file) {
   nlohmann::ordered_json loaded;
   try {
     const std::string text = read_input_file(file, "/load", kMaxConversationBytes);
-    loaded = parse_json<nlohmann::ordered_json>(text, file, json_document_budget(text.size()));
+    loaded = parse_json<nlohmann::ordered_json>(text, file);
     if (loaded.is_object() && loaded.contains("messages")) loaded = nlohmann::ordered_json(loaded["messages"]);
     check_messages(loaded, file);
   } catch (const InputError& e) {

@@ -5,9 +5,9 @@
 
 #include <clocale>
 #include <cstdio>
-#include <string_view>
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #ifndef SWITCHYARD_HAVE_LIBEDIT
 #define SWITCHYARD_HAVE_LIBEDIT 0

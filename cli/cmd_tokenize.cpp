@@ -45,7 +45,7 @@ struct TokenizeCommand {
       const std::optional<text::ChatFormat>& chat = model_text.chat;
       if (!chat) throw InputError("--messages: the tokenizer at " + tokenizer + " has no chat template (tokenizer_config.json's chat_template, or a GGUF's tokenizer.chat_template)");
       const std::string body = read_input_file(messages, "--messages", std::uint64_t{64} << 20);
-      nlohmann::ordered_json list = parse_json<nlohmann::ordered_json>(body, "--messages " + messages, json_document_budget(body.size()));
+      nlohmann::ordered_json list = parse_json<nlohmann::ordered_json>(body, "--messages " + messages);
       // An OpenAI request body works too: its "messages".
       if (list.is_object() && list.contains("messages")) list = list["messages"];
       const std::string text = chat->render(list, add_generation_prompt);

@@ -3,8 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <iterator>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 
@@ -12,6 +11,7 @@
 #include "cli/load_progress.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/input_file.h"
 #include "core/make_model.h"
 #include "text/gguf_vocabulary.h"
 #include "placement/report.h"
@@ -34,10 +34,8 @@ constexpr const char* kCpuProfile = R"(- match:
 ChatTemplateSource read_chat_template(const std::string& flag) {
   std::error_code error;
   if (std::filesystem::is_regular_file(flag, error)) {
-    std::ifstream file(flag, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    if (!file.good() && !file.eof()) throw InputError("--chat-template: cannot read " + quoted_argument(flag));
-    return {text, flag};
+    // A template is a few KiB; real ones stay far below this.
+    return {read_input_file(flag, "--chat-template", std::uint64_t{16} << 20), flag};
   }
   // llama.cpp also takes the name of a template it carries (chatml, llama3); here a template is Jinja text.
   if (flag.find("{{") == std::string::npos && flag.find("{%") == std::string::npos)

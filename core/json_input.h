@@ -46,6 +46,11 @@ std::size_t json_document_budget(std::size_t text_bytes);
 // built without allocating.
 template <class Json>
 Json parse_json(std::string_view text, const std::string& source, std::size_t max_document_bytes);
+// The same under json_document_budget(text.size()): a file a user names, read whole.
+template <class Json>
+Json parse_json(std::string_view text, const std::string& source) {
+  return parse_json<Json>(text, source, json_document_budget(text.size()));
+}
 
 // Frees `document`'s values leaf first, allocating nothing; `document` is left null. nlohmann's
 // destructor (noexcept) first moves a container's children to a new vector, so destroying a large

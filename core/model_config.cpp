@@ -162,7 +162,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
   const std::string text = read_input_file(path, "config.json", kMaxConfigJsonBytes);
-  const json j = parse_json<json>(text, path.string(), json_document_budget(text.size()));
+  const json j = parse_json<json>(text, path.string());
   return parse_model_config(j, path.string());
 }
 

@@ -92,7 +92,7 @@ SafetensorsHeader parse_safetensors_header(const std::string& header_json, std::
   h.data_offset = 8 + h.header_bytes;
   if (h.data_offset > file_bytes) fail(file, "header runs past the end of the file");
   const std::uint64_t data_bytes = file_bytes - h.data_offset;
-  const json j = parse_json<json>(header_json, file.string() + " (its header)", json_document_budget(header_json.size()));
+  const json j = parse_json<json>(header_json, file.string() + " (its header)");
   if (!j.is_object()) fail(file, "header is not a JSON object");
   for (const auto& [name, entry] : j.items()) {
     if (name == "__metadata__") continue;
@@ -161,7 +161,7 @@ CheckpointIndex read_checkpoint_index(const fs::path& dir) {
   const fs::path index_file = dir / "model.safetensors.index.json";
   if (present(index_file)) {
     const std::string text = read_input_file(index_file, "safetensors index", kMaxIndexJsonBytes);
-    const json j = parse_json<json>(text, index_file.string(), json_document_budget(text.size()));
+    const json j = parse_json<json>(text, index_file.string());
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(index_file, "needs a \"weight_map\" object of tensor name -> shard file");
     std::set<std::string> names;

@@ -67,7 +67,7 @@ std::optional<ChatFormat> load_chat_format(const std::filesystem::path& tokenize
 }
 
 std::optional<ChatFormat> chat_format_from_config(std::string_view config_text, const std::string& source) {
-  const Json config = parse_json<Json>(config_text, source, json_document_budget(config_text.size()));
+  const Json config = parse_json<Json>(config_text, source);
   if (!config.is_object()) throw InputError(source + ": not a JSON object", kExitBadContent);
   const auto t = config.find("chat_template");
   if (t == config.end() || !t->is_string()) return std::nullopt;

@@ -73,9 +73,9 @@ std::optional<std::string> config_token(const json& config, const char* key) {
 
 GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::string_view config_json,
                                          std::int64_t vocab_size, const std::string& source) {
-  const json root = parse_json<json>(tokenizer_json, source, json_document_budget(tokenizer_json.size()));
+  const json root = parse_json<json>(tokenizer_json, source);
   const json config = config_json.empty() ? json::object()
-                                          : parse_json<json>(config_json, source, json_document_budget(config_json.size()));
+                                          : parse_json<json>(config_json, source);
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) bad(source, "not a tokenizer.json (no model)");
   if (!config.is_object()) bad(source, "tokenizer_config.json is not an object");
   const json& model = root["model"];

@@ -26,7 +26,7 @@ void add_end_ids_from(ModelText& m, const std::filesystem::path& file) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) return;
   const std::string text = read_input_file(file, file.filename().string(), std::uint64_t{64} << 20);
-  const nlohmann::json j = parse_json<nlohmann::json>(text, file.string(), json_document_budget(text.size()));
+  const nlohmann::json j = parse_json<nlohmann::json>(text, file.string());
   if (!j.is_object()) return;
   const auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return;
@@ -58,7 +58,7 @@ std::string config_token(const nlohmann::json& config, const char* key) {
 // tokenizer's added tokens; a bos_token the tokenizer lacks is an InputError naming `source`.
 void read_added_bos(ModelText& m, std::string_view config_text, const std::string& source) {
   if (config_text.empty()) return;
-  const nlohmann::json config = parse_json<nlohmann::json>(config_text, source, json_document_budget(config_text.size()));
+  const nlohmann::json config = parse_json<nlohmann::json>(config_text, source);
   if (!config.is_object()) return;
   const auto add = config.find("add_bos_token");
   if (add == config.end() || !add->is_boolean() || !add->get<bool>()) return;

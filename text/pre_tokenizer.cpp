@@ -73,8 +73,8 @@ class UnicodeRegex {
         rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
                          match.data, context_);
       if (rc == PCRE2_ERROR_NOMATCH) return;
-      if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT ||
-          rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_NOMEMORY)
+      if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT ||
+          rc == PCRE2_ERROR_NOMEMORY)
         throw InputError(where_ + ": the regex exceeded its backtracking limit on this text (catastrophic backtracking); "
                                   "the tokenizer's pattern needs fixing",
                          kExitBadContent);

@@ -62,7 +62,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json, const std::string& source) {
-  const nlohmann::json root = parse_json<nlohmann::json>(json, source, json_document_budget(json.size()));
+  const nlohmann::json root = parse_json<nlohmann::json>(json, source);
   if (!root.is_object()) bad(source, "not a tokenizer.json (the top level is not an object)");
   Tokenizer t;
   const auto model = root.find("model");
