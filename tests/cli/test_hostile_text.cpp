@@ -39,21 +39,12 @@ const std::vector<std::string> kNotUtf8 = {"\xF7\x89\xBD\xA1", "\xED\xA0\x80", "
 
 // A byte-level tokenizer.json whose pre-tokenizer is this Split, then ByteLevel.
 std::string tokenizer_with_split(const nlohmann::json& pattern) {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[std::string(sy::text::byte_symbol(static_cast<std::uint8_t>(b)))] = b;
-  return nlohmann::json{
-      {"version", "1.0"},
-      {"added_tokens", nlohmann::json::array()},
-      {"normalizer", nullptr},
-      {"pre_tokenizer",
-       {{"type", "Sequence"},
-        {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", pattern}, {"behavior", "Isolated"}, {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}}
-      .dump();
+  return sy::testing::small_tokenizer(
+      {}, {},
+      {{"type", "Sequence"},
+       {"pretokenizers",
+        {{{"type", "Split"}, {"pattern", pattern}, {"behavior", "Isolated"}, {"invert", false}},
+         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}});
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ namespace tx = switchyard::text;
 using switchyard::testing::source_path;
 
 using switchyard::testing::real_tokenizer;
+using switchyard::testing::small_tokenizer;
 using switchyard::testing::tokenizer_fixture;
 
 namespace {
@@ -36,22 +37,6 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-// A byte-level tokenizer.json of the 256 byte symbols, these extra tokens and merges.
-std::string small_tokenizer(const std::vector<std::string>& extra, const std::vector<std::string>& merges,
-                            const nlohmann::json& pre_tokenizer = nlohmann::json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}) {
-  nlohmann::json vocab = nlohmann::json::object();
-  int id = 0;
-  for (int b = 0; b < 256; ++b) vocab[std::string(tx::byte_symbol(static_cast<std::uint8_t>(b)))] = id++;
-  for (const std::string& token : extra) vocab[token] = id++;
-  nlohmann::json root = {{"version", "1.0"},
-                         {"added_tokens", nlohmann::json::array({{{"id", id}, {"content", "<eos>"}, {"special", true}}})},
-                         {"normalizer", nullptr},
-                         {"pre_tokenizer", pre_tokenizer},
-                         {"post_processor", {{"type", "ByteLevel"}}},
-                         {"decoder", {{"type", "ByteLevel"}}},
-                         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
-  return root.dump();
-}
 
 }  // namespace
 
