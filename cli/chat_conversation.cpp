@@ -97,6 +97,12 @@ ChatConversation::Command ChatConversation::command(std::string_view line, std::
   std::string_view rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
   while (!rest.empty() && rest.back() == ' ') rest.remove_suffix(1);
+  const bool bare = name == "/exit" || name == "/quit" || name == "/bye" || name == "/help" || name == "/?" ||
+                    name == "/clear" || name == "/show";
+  if (bare && !rest.empty()) {
+    reply = name + " takes no argument (" + quoted_excerpt(rest) + " was given); /help lists the commands";
+    return Command::handled;
+  }
   if (name == "/exit" || name == "/quit" || name == "/bye") return Command::exit;
   if (name == "/help" || name == "/?") {
     reply = chat_help();
