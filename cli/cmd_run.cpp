@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -66,6 +69,21 @@ std::string read_prompt_file(const std::string& path) {
   return text;
 }
 
+std::string join_ids(const std::vector<std::int32_t>& ids, const char* separator) {
+  std::string out;
+  for (std::int32_t id : ids) out += (out.empty() ? "" : separator) + std::to_string(id);
+  return out;
+}
+
+// printf into a std::string.
+template <typename... Args>
+std::string format_string(const char* format, Args... args) {
+  const int size = std::snprintf(nullptr, 0, format, args...);
+  std::string out(static_cast<std::size_t>(std::max(size, 0)), '\0');
+  std::snprintf(out.data(), out.size() + 1, format, args...);
+  return out;
+}
+
 struct RunCommand {
   ModelOptions model;
   std::string prompt_ids = "1,17,42,99,7";
@@ -79,11 +97,17 @@ struct RunCommand {
   std::string nvtx_layers = "none";
   bool profile = false;
   std::string trace_out;
+  std::string format = "text";
+  bool quiet = false, verbose = false;
+  // How much goes to stderr: quiet, warnings and errors alone; normal, the load and placement
+  // lines and the statistics; verbose, the prompt and both id lists as well.
+  enum class Level { quiet, normal, verbose };
 
   int run() {
     if (!model.chat_template.empty())
       throw InputError("--chat-template: run continues the prompt as plain text, without a chat template; `chat` and "
                        "`serve` render chats");
+    if (quiet && verbose) throw InputError("give --quiet or --verbose, not both");
     if (!prompt_file.empty()) prompt = read_prompt_file(prompt_file);
     if (!prompt.empty() && prompt_ids_given && prompt_ids_given->count() > 0)
       throw InputError("give --prompt TEXT or --prompt_ids 1,2,3, not both");
@@ -94,8 +118,10 @@ struct RunCommand {
     // Opened now, so that a path where the trace cannot go fails before the run; committed after it.
     std::optional<AtomicFile> trace_file;
     if (!trace_out.empty()) trace_file.emplace(trace_out);
+    const Level level = quiet ? Level::quiet : verbose ? Level::verbose : Level::normal;
+    const bool json = format == "json";
 
-    ModelSession session(model, engine.prefill_chunk);
+    ModelSession session(model, engine.prefill_chunk, level == Level::quiet);
     // The built-in model with no prompt given speaks text where this build carries its tokenizer.
     if (session.embedded() && prompt.empty() && (!prompt_ids_given || prompt_ids_given->count() == 0) &&
         tokenizer.empty() && embedded_tokenizer())
@@ -114,62 +140,116 @@ struct RunCommand {
     SessionSettings settings = engine.settings();
     settings.nvtx_layers = nvtx_layers;
     settings.tracing = profile || !trace_out.empty();
+    settings.show_progress = level != Level::quiet;
     CausalLM& lm = session.build(settings);
     Tracer& tracer = session.tracer();
-    std::printf("load duration:        %.4fs\n", session.load_seconds());
-    if (check.fit) std::printf("%s\n", describe_fit(*check.fit).c_str());
-    std::printf("placement: %s\n", lm.placement_summary().c_str());
-    if (const auto graph = lm.graph_device())
-      std::printf("decode: one CUDA graph per step on %s\n", graph->str().c_str());
+    const auto note = [level](Level at, const std::string& line) {
+      if (level >= at) std::fprintf(stderr, "%s\n", line.c_str());
+    };
+    note(Level::normal, format_string("load duration:        %.4fs", session.load_seconds()));
+    if (const auto& prefetched = session.prefetch())
+      note(Level::normal, prefetched->skipped.empty()
+                              ? format_string("prefetch: %.2f GB of mapped weights read in %.2fs",
+                                              static_cast<double>(prefetched->bytes) / 1e9, prefetched->seconds)
+                              : "prefetch: skipped, " + prefetched->skipped);
+    if (check.fit) note(Level::normal, describe_fit(*check.fit));
+    note(Level::normal, "placement: " + lm.placement_summary());
+    if (const auto graph = lm.graph_device()) note(Level::normal, "decode: one CUDA graph per step on " + graph->str());
 
     generation.tracer = &tracer;
     check_generation(lm, ids, generation);  // a bad request is an error before any output
-    std::vector<std::int32_t> generated;
-    std::string ids_text;
-    for (std::int32_t id : ids) ids_text += (ids_text.empty() ? "" : ",") + std::to_string(id);
-    if (!prompt.empty()) std::printf("prompt: %s\n", prompt.c_str());
-    std::printf("prompt ids: %s\n", ids_text.c_str());
+    if (!prompt.empty()) note(Level::verbose, "prompt: " + prompt);
+    note(Level::verbose, "prompt ids: " + join_ids(ids, ","));
+    // stdout holds the answer alone: its text as it comes (its ids where the prompt was ids), or
+    // with --format json one object at the end.
     std::optional<text::StreamDecoder> stream;
     if (model_text) stream.emplace(model_text->tokenizer);
-    std::printf("%s", stream ? "generated text: " : "generated ids:");
-    std::fflush(stdout);
+    std::string text;
+    std::vector<std::int32_t> generated;
     const GenerationResult result = generate(lm, ids, generation, [&](std::int32_t id) {
       generated.push_back(id);
-      if (stream) std::printf("%s", stream->push(id).c_str());
-      else std::printf(" %d", id);
-      std::fflush(stdout);
+      const std::string piece = stream ? stream->push(id) : (generated.size() > 1 ? " " : "") + std::to_string(id);
+      text += piece;
+      if (!json) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
       return true;
     });
     if (stream) {
-      std::printf("%s\ngenerated ids:", stream->finish().c_str());
-      for (std::int32_t id : generated) std::printf(" %d", id);
+      const std::string rest = stream->finish();
+      text += rest;
+      if (!json) std::fwrite(rest.data(), 1, rest.size(), stdout);
     }
+    if (!json) std::fputs("\n", stdout);
+    std::fflush(stdout);
+    note(Level::verbose, "generated ids: " + join_ids(generated, " "));
+
     const GenerationStats& s = result.stats;
-    std::printf("\n\nprompt eval count:    %lld token(s)\n", static_cast<long long>(s.prompt_tokens));
-    std::printf("prompt eval duration: %.4fs\n", s.prompt_seconds);
-    std::printf("prompt eval rate:     %.2f tokens/s\n", s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0);
-    std::printf("eval count:           %lld token(s)\n", static_cast<long long>(s.generated_tokens));
-    std::printf("eval duration:        %.4fs\n", s.decode_seconds);
-    std::printf("eval rate:            %.2f tokens/s\n", s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0);
-    std::printf("threads: %d, CPU kernels: %s, KV cache: %.1f MiB for %lld tokens (%s)\n", omp_get_max_threads(),
-                cpu::isa_name(cpu::chosen_isa()), static_cast<double>(lm.kv_cache_bytes()) / (1 << 20),
-                static_cast<long long>(lm.max_context()), dtype_name(session.context().kv_cache().dtype));
+    const double prompt_rate = s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0;
+    const double decode_rate = s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0;
+    note(Level::normal, format_string("\nprompt eval count:    %lld token(s)\nprompt eval duration: %.4fs\n"
+                                      "prompt eval rate:     %.2f tokens/s\neval count:           %lld token(s)\n"
+                                      "eval duration:        %.4fs\neval rate:            %.2f tokens/s",
+                                      static_cast<long long>(s.prompt_tokens), s.prompt_seconds, prompt_rate,
+                                      static_cast<long long>(s.generated_tokens), s.decode_seconds, decode_rate));
+    const double kv_mib = static_cast<double>(lm.kv_cache_bytes()) / (1 << 20);
+    const char* kv_dtype = dtype_name(session.context().kv_cache().dtype);
+    note(Level::normal, format_string("threads: %d, CPU kernels: %s, KV cache: %.1f MiB for %lld tokens (%s)",
+                                      omp_get_max_threads(), cpu::isa_name(cpu::chosen_isa()), kv_mib,
+                                      static_cast<long long>(lm.max_context()), kv_dtype));
     const std::uint64_t checkpoint_bytes = session.weights().file_bytes();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    std::printf("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)", static_cast<double>(usage.ru_maxrss) / 1024.0,
-                static_cast<double>(checkpoint_bytes) / (1 << 20));
+    const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
     // What is resident now, by what backs it: the mapped file's pages against everything else.
-    if (const std::optional<ProcessMemory> now = process_memory())
-      std::printf("; now %.1f MiB of mapped files, %.1f MiB anonymous, %.1f MiB shared",
-                  static_cast<double>(now->file_bytes) / (1 << 20), static_cast<double>(now->anon_bytes) / (1 << 20),
-                  static_cast<double>(now->shmem_bytes) / (1 << 20));
-    std::printf("\n");
-    if (profile) std::printf("\n%s", tracer.profile_table().c_str());
+    const std::optional<ProcessMemory> now = process_memory();
+    std::string memory = format_string("peak RSS: %.1f MiB (checkpoint %.1f MiB, mapped in place)", peak_mib,
+                                       static_cast<double>(checkpoint_bytes) / (1 << 20));
+    if (now)
+      memory += format_string("; now %.1f MiB of mapped files, %.1f MiB anonymous, %.1f MiB shared",
+                              static_cast<double>(now->file_bytes) / (1 << 20), static_cast<double>(now->anon_bytes) / (1 << 20),
+                              static_cast<double>(now->shmem_bytes) / (1 << 20));
+    note(Level::normal, memory);
+    if (profile && level != Level::quiet) std::fprintf(stderr, "\n%s", tracer.profile_table().c_str());
     if (trace_file) {
       tracer.write_chrome_trace(*trace_file);
       trace_file->commit();
-      std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", trace_out.c_str());
+      note(Level::normal, "trace: " + trace_out + " (open in ui.perfetto.dev or chrome://tracing)");
+    }
+    if (json) {
+      nlohmann::ordered_json doc;
+      doc["prompt"] = prompt.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(prompt);
+      doc["prompt_ids"] = ids;
+      doc["text"] = stream ? nlohmann::ordered_json(text) : nlohmann::ordered_json();
+      doc["generated_ids"] = generated;
+      doc["finish_reason"] = result.finish == FinishReason::stop_token ? "stop" : "length";
+      doc["timings"] = {{"load_s", session.load_seconds()},
+                        {"prompt_tokens", s.prompt_tokens},
+                        {"prompt_s", s.prompt_seconds},
+                        {"prompt_tokens_per_s", prompt_rate},
+                        {"decode_tokens", s.generated_tokens},
+                        {"decode_s", s.decode_seconds},
+                        {"decode_tokens_per_s", decode_rate}};
+      doc["placement"] = lm.placement_summary();
+      doc["fit"] = check.fit ? nlohmann::ordered_json(describe_fit(*check.fit)) : nlohmann::ordered_json();
+      const auto graph = lm.graph_device();
+      doc["decode_graph_device"] = graph ? nlohmann::ordered_json(graph->str()) : nlohmann::ordered_json();
+      doc["threads"] = omp_get_max_threads();
+      doc["cpu_kernels"] = cpu::isa_name(cpu::chosen_isa());
+      doc["kv_cache"] = {{"bytes", lm.kv_cache_bytes()}, {"tokens", lm.max_context()}, {"dtype", kv_dtype}};
+      doc["memory"] = {{"peak_rss_bytes", static_cast<std::uint64_t>(usage.ru_maxrss) * 1024},
+                       {"checkpoint_bytes", checkpoint_bytes},
+                       {"mapped_file_bytes", now ? nlohmann::ordered_json(now->file_bytes) : nlohmann::ordered_json()},
+                       {"anonymous_bytes", now ? nlohmann::ordered_json(now->anon_bytes) : nlohmann::ordered_json()}};
+      if (const auto& prefetched = session.prefetch())
+        doc["prefetch"] = prefetched->skipped.empty()
+                              ? nlohmann::ordered_json{{"bytes", prefetched->bytes}, {"seconds", prefetched->seconds}}
+                              : nlohmann::ordered_json{{"skipped", prefetched->skipped}};
+      else
+        doc["prefetch"] = nullptr;
+      // Bytes that are not UTF-8 (a model can stop inside a character) become U+FFFD, as serve sends them.
+      std::printf("%s\n", doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     }
     return 0;
   }
@@ -196,7 +276,14 @@ Runner add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--profile", command->profile, "time each layer's parts per decode step and print the split");
   sub->add_option("--trace_out", command->trace_out, "write a Chrome/Perfetto trace-event JSON of the run");
-  set_group(*sub, {"--dry_run", "--nvtx_layers", "--profile", "--trace_out"}, kOutputGroup);
+  sub->add_option("--format", command->format,
+                  "text: the answer alone on stdout, as it is generated; json: one JSON object at the end (text, ids, "
+                  "timings, placement)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  sub->add_flag("-q,--quiet", command->quiet, "nothing on stderr but warnings and errors");
+  sub->add_flag("-v,--verbose", command->verbose, "also the prompt and the prompt's and answer's token ids on stderr");
+  set_group(*sub, {"--format", "--quiet", "--verbose", "--dry_run", "--nvtx_layers", "--profile", "--trace_out"}, kOutputGroup);
   return [command] { return command->run(); };
 }
 

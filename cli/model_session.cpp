@@ -13,6 +13,7 @@
 #include "core/gguf.h"
 #include "core/input_file.h"
 #include "core/make_model.h"
+#include "core/page_prefetch.h"
 #include "text/gguf_vocabulary.h"
 #include "placement/report.h"
 
@@ -84,7 +85,12 @@ void EngineFlags::add_to(CLI::App& sub) {
   sub.add_option("--prefill_chunk,--chunk_size", prefill_chunk, "most prompt tokens per forward pass")
       ->capture_default_str()
       ->transform(integer_range(1, 1 << 20));
-  set_group(sub, {"--cpu_infer", "--cpu_kernels", "--use_cuda_graph", "--prefill_chunk"}, kPerformanceGroup);
+  CLI::Option* on = sub.add_flag("--prefetch", prefetch,
+                                 "read all the mapped weights into memory at load, with a progress line, so the first "
+                                 "prompt does not pay the disk reads (default: on where stderr is a terminal)");
+  sub.add_flag("--no_prefetch", no_prefetch, "leave the mapped weights to be read as they are first used")->excludes(on);
+  set_group(sub, {"--cpu_infer", "--cpu_kernels", "--use_cuda_graph", "--prefill_chunk", "--prefetch", "--no_prefetch"},
+            kPerformanceGroup);
 }
 
 SessionSettings EngineFlags::settings() const {
@@ -92,6 +98,7 @@ SessionSettings EngineFlags::settings() const {
   s.prefill_chunk = prefill_chunk;
   s.use_cuda_graph = use_cuda_graph;
   s.cpu_kernels = cpu_kernels;
+  s.prefetch = prefetch || (!no_prefetch && isatty(STDERR_FILENO) == 1);
   return s;
 }
 
@@ -107,7 +114,7 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path, ignored);
 }
 
-ModelSession::ModelSession(const ModelOptions& model, int prefill_chunk) : chosen_(model) {
+ModelSession::ModelSession(const ModelOptions& model, int prefill_chunk, bool quiet) : chosen_(model), quiet_(quiet) {
   embedded_ = chosen_.model_path.empty() && chosen_.arch.empty() && chosen_.gguf_path.empty();
   if (embedded_) chosen_.model_path = scratch_.path.string();
   const std::string dropped = chosen_.fall_back_to_cpu();
@@ -169,7 +176,7 @@ text::ModelText ModelSession::open_model_text(const std::string& tokenizer_flag)
 namespace {
 
 // The built-in model's files (its config.json is what check reads).
-void make_embedded(const std::filesystem::path& dir, const text::Tokenizer* tokenizer) {
+void make_embedded(const std::filesystem::path& dir, const text::Tokenizer* tokenizer, bool quiet) {
   MakeModelOptions make;
   make.preset = kEmbeddedPreset;
   make.out_dir = dir;
@@ -177,14 +184,38 @@ void make_embedded(const std::filesystem::path& dir, const text::Tokenizer* toke
   make.dtype = "bf16";
   if (tokenizer) make.vocab_size = tokenizer->vocab_size();
   make_model(make);
-  std::printf("model: built-in %s (random weights, seed %llu)\n", kEmbeddedPreset,
-              static_cast<unsigned long long>(kEmbeddedSeed));
+  if (!quiet)
+    std::fprintf(stderr, "model: built-in %s (random weights, seed %llu)\n", kEmbeddedPreset,
+                 static_cast<unsigned long long>(kEmbeddedSeed));
+}
+
+// Reads the mapped weights into memory, unless they would crowd it: past 85% of the machine's
+// memory, the pages read first would be evicted by the last, and the reads are wasted.
+PrefetchReport prefetch_weights(const Checkpoint& weights, bool show_progress) {
+  PrefetchReport report;
+  const std::uint64_t bytes = weights.file_bytes();
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+  if (memory > 0 && static_cast<double>(bytes) > 0.85 * memory) {
+    char why[160];
+    std::snprintf(why, sizeof why, "the weights (%.2f GB) are more than 85%% of this machine's memory (%.2f GB)",
+                  static_cast<double>(bytes) / 1e9, memory / 1e9);
+    report.skipped = why;
+    return report;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::span<const std::byte>> files = weights.file_views();
+  PrefetchProgress progress;
+  if (show_progress) progress = LoadProgress("prefetching");
+  report.bytes = prefetch_pages(files, progress);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
 }
 
 }  // namespace
 
 std::optional<int> ModelSession::place(const text::Tokenizer* tokenizer, bool dry_run) {
-  if (embedded_) make_embedded(scratch_.path, tokenizer);
+  if (embedded_) make_embedded(scratch_.path, tokenizer, quiet_);
   check_.emplace(run_check(options_));
   const CheckResult& check = *check_;
   // A checkpoint that disagrees with its config.json, or holds weights of a type run does not take,
@@ -226,6 +257,7 @@ CausalLM& ModelSession::build(const SessionSettings& settings) {
   apply_cpu_kernels(settings.cpu_kernels);
   const auto load_start = std::chrono::steady_clock::now();
   weights_.emplace(open_model_weights(options_.model, check.tree->config()));
+  if (settings.prefetch) prefetch_ = prefetch_weights(*weights_, settings.show_progress);
   tracer_ = std::make_unique<Tracer>(parse_layer_selection(settings.nvtx_layers, check.tree->num_layers()), settings.tracing);
   context_ = std::make_unique<BuildContext>(BuildContext{*check.tree, check.plan, *weights_, options_.budget.max_context, tracer_.get()});
   context_->kv_cache_dtype = options_.budget.kv_cache_dtype;  // the caches check estimated
@@ -233,7 +265,7 @@ CausalLM& ModelSession::build(const SessionSettings& settings) {
   lm_options.use_cuda_graph = settings.use_cuda_graph;
   lm_options.prefill_chunk = options_.budget.prefill_chunk;
   lm_options.device_map = options_.budget.device_map;
-  lm_options.on_progress = LoadProgress();
+  if (settings.show_progress) lm_options.on_progress = LoadProgress();
   lm_ = build_model(*context_, lm_options, check);
   // Mapping the weights, the copies the plan makes (GPU uploads, dequantized bf16 copies of
   // quantised weights for operators that multiply floats) and the caches, as ollama's "load duration".

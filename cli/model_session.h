@@ -33,6 +33,15 @@ struct SessionSettings {
   std::string cpu_kernels = "auto";
   std::string nvtx_layers = "none";
   bool tracing = false;  // profile steps and events (--profile, --trace_out)
+  bool show_progress = true;  // progress lines on stderr (off under --quiet)
+  bool prefetch = false;      // read every mapped weight page at load (--prefetch)
+};
+
+// What --prefetch did: the bytes read into memory and how long it took, or why it read nothing.
+struct PrefetchReport {
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  std::string skipped;  // non-empty: not prefetched, and why
 };
 
 // --chat-template's value: a file's text, or the template's own text (it holds "{{" or "{%");
@@ -61,12 +70,14 @@ struct SamplingFlags {
 };
 
 // The engine flags of run, chat and serve: --cpu_infer (llama.cpp's -t/--threads) --cpu_kernels
-// --use_cuda_graph --prefill_chunk (ktransformers' --chunk_size).
+// --use_cuda_graph --prefill_chunk (ktransformers' --chunk_size) --prefetch/--no_prefetch (default:
+// on where stderr is a terminal, where a person waits for the first answer).
 struct EngineFlags {
   int cpu_infer = 0;
   std::string cpu_kernels = "auto";
   bool use_cuda_graph = true;
   int prefill_chunk = 512;
+  bool prefetch = false, no_prefetch = false;
 
   void add_to(CLI::App& command);
   SessionSettings settings() const;
@@ -76,7 +87,8 @@ class ModelSession {
  public:
   // The plan of `model` (the built-in model when it names no weights and no --arch; the built-in
   // CPU profile when it gives no profile, quick rule or --fit). No weights are read yet.
-  explicit ModelSession(const ModelOptions& model, int prefill_chunk);
+  // `quiet`: no notes on stderr (the built-in model's line); warnings and errors still go there.
+  explicit ModelSession(const ModelOptions& model, int prefill_chunk, bool quiet = false);
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -97,7 +109,8 @@ class ModelSession {
   // printed), or, unless `dry_run` prints the table, the plan has errors. A tokenizer whose
   // vocabulary is larger than the placed model's is an InputError.
   std::optional<int> place(const text::Tokenizer* tokenizer, bool dry_run);
-  // Maps the weights and builds the operators (place() first); prints the check's warnings.
+  // Maps the weights, prefetches them where settings say so, and builds the operators (place()
+  // first); prints the check's warnings.
   CausalLM& build(const SessionSettings& settings);
 
   CausalLM& lm() { return *lm_; }
@@ -105,6 +118,8 @@ class ModelSession {
   Tracer& tracer() { return *tracer_; }
   const BuildContext& context() const { return *context_; }
   double load_seconds() const { return load_seconds_; }
+  // Set by build() when settings.prefetch asked for one.
+  const std::optional<PrefetchReport>& prefetch() const { return prefetch_; }
 
  private:
   text::ModelText open_model_text(const std::string& tokenizer_flag) const;
@@ -112,6 +127,7 @@ class ModelSession {
   ScratchDir scratch_;
   ModelOptions chosen_;
   bool embedded_ = false;
+  bool quiet_ = false;
   CheckOptions options_;
   std::optional<CheckResult> check_;
   std::optional<Checkpoint> weights_;
@@ -119,6 +135,7 @@ class ModelSession {
   std::unique_ptr<BuildContext> context_;
   std::unique_ptr<CausalLM> lm_;
   double load_seconds_ = 0;
+  std::optional<PrefetchReport> prefetch_;
 };
 
 }  // namespace switchyard::cli

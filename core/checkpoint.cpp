@@ -97,6 +97,13 @@ std::uint64_t Checkpoint::file_bytes() const {
   return bytes;
 }
 
+std::vector<std::span<const std::byte>> Checkpoint::file_views() const {
+  if (gguf_) return gguf_->file_views();
+  std::vector<std::span<const std::byte>> views;
+  for (const auto& shard : shards_) views.emplace_back(static_cast<const std::byte*>(shard->data), shard->bytes);
+  return views;
+}
+
 DType Checkpoint::stored_dtype(const std::string& name) const {
   if (gguf_) {
     const auto location = gguf_location(*config_, name);

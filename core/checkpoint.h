@@ -47,6 +47,8 @@ class Checkpoint {
   const CheckpointIndex& index() const { return index_; }
   // The bytes of the files the weights are mapped from.
   std::uint64_t file_bytes() const;
+  // Those files' whole bytes, as mapped (what a prefetch reads: core/page_prefetch.h).
+  std::vector<std::span<const std::byte>> file_views() const;
   bool is_gguf() const { return gguf_ != nullptr; }
 
  private:

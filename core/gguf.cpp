@@ -624,6 +624,12 @@ std::uint64_t GgufFile::total_file_bytes() const {
   return total;
 }
 
+std::vector<std::span<const std::byte>> GgufFile::file_views() const {
+  std::vector<std::span<const std::byte>> views;
+  for (const auto& s : contents_->storages) views.emplace_back(static_cast<const std::byte*>(s->data), s->bytes);
+  return views;
+}
+
 std::uint32_t GgufFile::version() const { return contents_->version; }
 std::uint64_t GgufFile::alignment() const { return contents_->alignment; }
 std::uint64_t GgufFile::data_offset(std::size_t file) const { return contents_->data_offsets.at(file); }

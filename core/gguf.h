@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,6 +112,8 @@ class GgufFile {
 
   const std::vector<std::filesystem::path>& files() const;
   std::uint64_t total_file_bytes() const;
+  // Each file's whole bytes as held: the read-only mapping (or parse_gguf_bytes' memory).
+  std::vector<std::span<const std::byte>> file_views() const;
   std::uint32_t version() const;    // the first file's: 2 or 3
   std::uint64_t alignment() const;  // general.alignment, or 32
   std::uint64_t data_offset(std::size_t file) const;  // where that file's data section starts

@@ -189,8 +189,9 @@ if want greedy; then
     $bin tokenize --tokenizer $dir/model.gguf --prompt "$prompt" --format json > "$out/greedy-prompt-$dtype.json" 2>&1
     echo "our prompt ids $dtype: $(head -c 400 "$out/greedy-prompt-$dtype.json")"
     timeout 120 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
-      --prompt "$prompt" --max_new_tokens 32 > "$out/greedy-ours-$dtype.log" 2>&1
-    echo "ours $dtype exit $?:"; grep -aE '^(prompt ids|generated text|generated ids|eval rate)' "$out/greedy-ours-$dtype.log" | cut -c1-600
+      --prompt "$prompt" --max_new_tokens 32 --verbose > "$out/greedy-ours-$dtype.txt" 2> "$out/greedy-ours-$dtype.log"
+    echo "ours $dtype exit $?: text [$(head -c 600 "$out/greedy-ours-$dtype.txt")]"
+    grep -aE '^(prompt ids|generated ids|eval rate)' "$out/greedy-ours-$dtype.log" | cut -c1-600
     timeout 120 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$prompt" -n 32 \
       --temp 0 --top-k 1 --ignore-eos -no-cnv --verbose-prompt -s 1 -sp > "$out/greedy-lcpp-$dtype.txt" 2> "$out/greedy-lcpp-$dtype.log"
     echo "llama.cpp $dtype exit $?: $(head -c 600 "$out/greedy-lcpp-$dtype.txt")"
@@ -202,8 +203,7 @@ if want greedy; then
       i=$((i + 1))
       [[ $i -gt ${GREEDY_SHORT:-8} ]] && break
       ours=$(timeout 60 $bin run --gguf_path $dir/model.gguf --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
-        --prompt "$p" --max_new_tokens 4 2>&1 |
-        awk '/^generated ids: /{f=0} /^generated text: /{f=1; sub(/^generated text: /, "")} f' | sed -z 's/\n$//; s/\n/\\n/g')
+        --prompt "$p" --max_new_tokens 4 --quiet 2> /dev/null | sed -z 's/\n$//; s/\n/\\n/g')
       theirs=$(timeout 60 /tmp/lcpp/bin/llama-completion -m $dir/model.gguf -ngl 99 -ot exps=CPU -fa on -t 16 -p "$p" -n 4 \
         --temp 0 --top-k 1 --ignore-eos -no-cnv -s 1 --no-display-prompt 2> /dev/null | sed -z 's/\n$//; s/\n/\\n/g')
       echo "prompt $i $dtype: ours [$ours] llama.cpp [$theirs]"
@@ -222,7 +222,7 @@ if want marlin-bench; then
       echo "ours $dtype $(basename $profile) exit $?: $(grep -E 'STREAM|^decode|^prefill|GPU side' "$out/mb.log" | tr -s ' ' | cut -c1-200 | tr '\n' ';')"
     done
     timeout 200 $bin run --gguf_path "$f" --optimize_config_path $m/v2lite-marlin.yaml --cpu_infer 16 \
-      --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 > "$out/run-marlin-$dtype.log" 2>&1
+      --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 --verbose > "$out/run-marlin-$dtype.log" 2>&1
     echo "run marlin $dtype exit $?: $(grep -E 'generated ids|load duration|peak RSS' "$out/run-marlin-$dtype.log" | tr -s ' ' | tr '\n' ';')"
     for flags in "-ot exps=CPU" ""; do
       timeout 200 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 $flags -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp.log" 2>&1
@@ -292,7 +292,7 @@ if want fit; then
     tag=$(echo "$flags" | tr -c 'a-z0-9' '_')
     timeout 300 $bin bench decode --gguf_path "$f" $flags --cpu_infer 16 --prompt_tokens 512 > "$out/fit-bench-$tag.log" 2>&1
     echo "bench decode $flags exit $?"; grep -E '^fit:|^decode|^prefill|  CPU:|  GPU:|placement' "$out/fit-bench-$tag.log" | cut -c1-220 | head -8
-    timeout 120 $bin run --gguf_path "$f" $flags --cpu_infer 16 --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 > "$out/fit-run-$tag.log" 2>&1
+    timeout 120 $bin run --gguf_path "$f" $flags --cpu_infer 16 --prompt_ids 1,2,3,4,5,6,7,8 --max_new_tokens 16 --verbose > "$out/fit-run-$tag.log" 2>&1
     echo "run $flags exit $?: $(grep -E 'generated ids|eval rate|load duration|peak RSS' "$out/fit-run-$tag.log" | tr -s ' ' | tr '\n' ';')"
   done
   if [[ -n $ot ]]; then

@@ -125,7 +125,7 @@ if [[ $what == folded ]]; then
   $bin make-model --preset tiny-deepseek-v3 --layers 61 --seed 3 --out $models/deep61 > /dev/null 2>&1
   for graph in false true; do
     $bin run --model_path $models/deep61 --max_new_tokens 4 --optimize_config_path optimize_rules/DeepSeek-V3-Chat.yaml \
-      --use_cuda_graph $graph > "$out/deep-run-$graph.log" 2>&1 &
+      --use_cuda_graph $graph --verbose > "$out/deep-run-$graph.log" 2>&1 &
     pid=$!
     for second in $(seq 30); do kill -0 $pid 2> /dev/null || break; sleep 1; done
     if kill -0 $pid 2> /dev/null; then

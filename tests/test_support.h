@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "placement/check.h"
 
@@ -117,11 +118,23 @@ inline CommandResult run_switchyard(const std::string& arguments) { return run_s
 
 inline std::string source_path(const std::string& relative) { return std::string(SWITCHYARD_SOURCE_DIR) + "/" + relative; }
 
-// The "generated ids: ..." line of `switchyard run`'s output (a failed check when it has none).
+// The object that `switchyard run --format json` prints as its last line of stdout (a failed check
+// when there is none).
+inline nlohmann::json run_json(const std::string& output) {
+  const auto end = output.find_last_not_of('\n');
+  const auto begin = end == std::string::npos ? std::string::npos : output.rfind('\n', end);
+  const std::string line = end == std::string::npos ? "" : output.substr(begin == std::string::npos ? 0 : begin + 1, end - begin);
+  const nlohmann::json doc = nlohmann::json::parse(line, nullptr, false);
+  REQUIRE_MESSAGE((doc.is_object() && doc.contains("generated_ids")), "no run --format json object in: " << output);
+  return doc;
+}
+
+// Its generated ids, "1 2 3" (compared between runs).
 inline std::string generated_ids(const std::string& output) {
-  const auto at = output.find("generated ids:");
-  REQUIRE_MESSAGE(at != std::string::npos, output);
-  return output.substr(at, output.find('\n', at) - at);
+  const nlohmann::json doc = run_json(output);  // kept: a loop over a temporary's member would dangle
+  std::string ids;
+  for (const auto& id : doc["generated_ids"]) ids += (ids.empty() ? "" : " ") + std::to_string(id.get<int>());
+  return ids;
 }
 
 }  // namespace switchyard::testing

@@ -34,19 +34,21 @@ TEST_CASE("command line: llama.cpp's and ktransformers' spellings of run's, chat
   TempDir dir;
   // -p -n -t -s --temp -c: the prompt, 3 new tokens (the first comes from the prefill), 2 threads,
   // a KV cache of 200 tokens.
-  const auto run = run_switchyard_with_env("", "run -p hi -n 3 -t 2 -s 5 --temp 0 -c 200 --top-k 4 --repeat-penalty 1.1", true);
+  const auto run = run_switchyard("run -p hi -n 3 -t 2 -s 5 --temp 0 -c 200 --top-k 4 --repeat-penalty 1.1 --format json");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  CHECK(contains(run.output, "prompt: hi\n"));
-  CHECK(contains(run.output, "eval count:           2 token(s)"));
-  CHECK(contains(run.output, "threads: 2,"));
-  CHECK(contains(run.output, "for 200 tokens"));
+  const nlohmann::json doc = run_json(run.output);
+  CHECK(doc["prompt"] == "hi");
+  CHECK(doc["generated_ids"].size() == 3);
+  CHECK(doc["threads"] == 2);
+  CHECK(doc["kv_cache"]["tokens"] == 200);
   // -f and --prompt_file: the prompt from a file, less its final newline; --cache_lens, --chunk_size.
   write_file(dir / "prompt.txt", "hi\n");
-  const auto from_file = run_switchyard("run -n 3 -f " + (dir / "prompt.txt").string() + " --cache_lens 300 --chunk_size 2");
+  const auto from_file =
+      run_switchyard("run -n 3 -f " + (dir / "prompt.txt").string() + " --cache_lens 300 --chunk_size 2 --format json");
   CHECK(from_file.exit_code == 0);
   CHECK(generated_ids(from_file.output) == generated_ids(run.output));
-  CHECK(contains(from_file.output, "for 300 tokens"));
+  CHECK(run_json(from_file.output)["kv_cache"]["tokens"] == 300);
   CHECK(run_switchyard("run -n 3 --prompt_file " + (dir / "none.txt").string()).exit_code == 2);
   CHECK(run_switchyard("run -n 3 --chunk_size 0").exit_code == 2);
   // -m: a checkpoint folder (as --model_path), a GGUF folder and file (as --gguf_path).
@@ -89,19 +91,19 @@ TEST_CASE("command line: llama.cpp's and ktransformers' spellings of run's, chat
 }
 
 TEST_CASE("command line: every multi-word flag takes '_' and '-', and an unknown one gets a did-you-mean") {
-  const auto hyphens = run_switchyard("run --max-new-tokens 2 --prompt-ids=1,2,3 --cpu-infer 1 --kv-cache-dtype f32");
+  const auto hyphens = run_switchyard("run --max-new-tokens 2 --prompt-ids=1,2,3 --cpu-infer 1 --kv-cache-dtype f32 --format json");
   CHECK(hyphens.exit_code == 0);
-  const auto underscores = run_switchyard("run --max_new_tokens 2 --prompt_ids 1,2,3 --cpu_infer 1 --kv_cache_dtype f32");
+  const auto underscores = run_switchyard("run --max_new_tokens 2 --prompt_ids 1,2,3 --cpu_infer 1 --kv_cache_dtype f32 --format json");
   CHECK(underscores.exit_code == 0);
   CHECK(generated_ids(hyphens.output) == generated_ids(underscores.output));
   CHECK(run_switchyard("check --arch tiny-deepseek-v3 --cpu_moe --n_gpu_layers 2 --max-context 64").exit_code == 0);
   // A short flag with its value attached, as CLI11 reads it.
-  CHECK(generated_ids(run_switchyard("run -n2 --prompt_ids 1,2,3 --cpu_infer 1 --kv_cache_dtype f32").output) ==
+  CHECK(generated_ids(run_switchyard("run -n2 --prompt_ids 1,2,3 --cpu_infer 1 --kv_cache_dtype f32 --format json").output) ==
         generated_ids(underscores.output));
   // A value is a value, whatever it looks like.
-  const auto value = run_switchyard("run -n 1 --prompt=--max-new-tokens");
+  const auto value = run_switchyard("run -n 1 --prompt=--max-new-tokens --format json");
   CHECK(value.exit_code == 0);
-  CHECK(contains(value.output, "prompt: --max-new-tokens\n"));
+  CHECK(run_json(value.output)["prompt"] == "--max-new-tokens");
   const auto typo = run_switchyard_with_env("", "run --max-new-tokenz 2", true);
   CHECK(typo.exit_code == 2);
   CHECK(contains(typo.output, "unknown flag --max-new-tokenz (did you mean '--max-new-tokens'?)"));

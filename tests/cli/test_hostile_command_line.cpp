@@ -146,7 +146,7 @@ TEST_CASE("command line: CPU thread counts outside 1 to the machine's cap are us
       CHECK(refused.exit_code == 2);
       CHECK(contains(refused.output, flag));
       if (!value.empty()) CHECK(contains(refused.output, range));
-      CHECK_FALSE(contains(refused.output, "generated ids"));
+      CHECK_FALSE(contains(refused.output, "eval count"));
     }
   // The cap itself and a count below it run, with that many threads.
   for (const int threads : {cap, static_cast<int>(rng.between(1, cap))}) {
@@ -398,7 +398,7 @@ TEST_CASE("run --trace_out: written whole or not at all; a path it cannot write 
     INFO(refused.output);
     CHECK(refused.exit_code == 2);
     CHECK(contains(refused.output, nowhere.string()));
-    CHECK_FALSE(contains(refused.output, "generated ids"));
+    CHECK_FALSE(contains(refused.output, "eval count"));
   }
   // A FIFO is refused, not replaced by a regular file. (A reader holds it open, so that a writer
   // that opened it anyway would not block.)

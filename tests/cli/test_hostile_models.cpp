@@ -57,7 +57,7 @@ std::string check_args(const fs::path& dir, const std::string& preset) {
   return "check --model_path " + quoted(dir) + " --optimize_config_path " + source_path(cpu_profile(preset));
 }
 std::string run_args(const fs::path& dir) {
-  return "run --model_path " + quoted(dir) + " --prompt_ids 3,1,4,1,5 --max_new_tokens 3";
+  return "run --model_path " + quoted(dir) + " --prompt_ids 3,1,4,1,5 --max_new_tokens 3 --format json";
 }
 
 // A make-model checkpoint in a fresh directory, removed at scope exit.
@@ -191,7 +191,7 @@ TEST_CASE("hostile models: config.json values run cannot use are refused by chec
     CHECK(run.exit_code == 1);
     CHECK(contains(run.output, field));
     CHECK_FALSE(contains(run.output, "internal error"));
-    CHECK_FALSE(contains(run.output, "generated ids"));
+    CHECK_FALSE(contains(run.output, "generated_ids"));
   }
 }
 
@@ -438,7 +438,7 @@ std::string gguf_check_args(const fs::path& file) {
 }
 std::string gguf_run_args(const fs::path& file) {
   return "run --gguf_path " + quoted(file) + " --optimize_config_path " + source_path(cpu_profile("tiny-deepseek-v3")) +
-         " --prompt_ids 3,1,4,1,5 --max_new_tokens 3";
+         " --prompt_ids 3,1,4,1,5 --max_new_tokens 3 --format json";
 }
 
 void copy_value(switchyard::GgufWriter& w, const switchyard::GgufValue& v) {
@@ -575,7 +575,7 @@ TEST_CASE("hostile models: GGUF keys and tensors run cannot use are refused by c
       for (const std::string& part : c.expected) CHECK(contains(result.output, part));
       for (const std::string& part : c.unexpected) CHECK_FALSE(contains(result.output, part));
       CHECK_FALSE(contains(result.output, "internal error"));
-      CHECK_FALSE(contains(result.output, "generated ids"));
+      CHECK_FALSE(contains(result.output, "generated_ids"));
     }
   }
 }

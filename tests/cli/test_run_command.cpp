@@ -38,18 +38,73 @@ struct TempModel {
 }  // namespace
 
 TEST_CASE("run command: the embedded default generates, deterministically") {
-  const auto first = run_switchyard("run --max_new_tokens 8");
+  const auto first = run_switchyard("run --max_new_tokens 8 --format json");
   REQUIRE(first.exit_code == 0);
-  CHECK(first.output.find("prompt eval rate:") != std::string::npos);
-  CHECK(first.output.find("eval rate:") != std::string::npos);
+  const nlohmann::json doc = run_json(first.output);
+  CHECK(doc["generated_ids"].size() == 8);
+  CHECK(doc["timings"]["prompt_tokens_per_s"].get<double>() > 0);
+  CHECK(doc["timings"]["decode_tokens"] == 7);  // the first token comes from the prompt's pass
   const std::string ids = generated_ids(first.output);
-  CHECK(std::count(ids.begin(), ids.end(), ' ') == 8 + 1);  // "generated ids:" then 8 ids
-  CHECK(generated_ids(run_switchyard("run --max_new_tokens 8 --cpu_infer 1").output) == ids);
+  CHECK(generated_ids(run_switchyard("run --max_new_tokens 8 --cpu_infer 1 --format json").output) == ids);
   // Sampling is reproducible for a seed.
-  const auto sampled = run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7");
+  const auto sampled = run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7 --format json");
   CHECK(sampled.exit_code == 0);
   CHECK(generated_ids(sampled.output) ==
-        generated_ids(run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7").output));
+        generated_ids(run_switchyard("run --max_new_tokens 8 --temperature 0.9 --top_p 0.95 --seed 7 --format json").output));
+}
+
+TEST_CASE("run command: stdout holds the answer alone; --quiet and --verbose set what stderr says") {
+  const auto json = run_switchyard("run --max_new_tokens 6 --format json");
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json doc = run_json(json.output);
+  // Only the JSON line on stdout: it parses whole.
+  CHECK(nlohmann::json::parse(json.output, nullptr, false) == doc);
+  // Text mode: the answer's text and a newline, on stdout; the statistics on stderr.
+  const auto text = run_switchyard("run --max_new_tokens 6");
+  REQUIRE(text.exit_code == 0);
+  REQUIRE(doc["text"].is_string());
+  CHECK(text.output == doc["text"].get<std::string>() + "\n");
+  const auto both = run_switchyard_with_env("", "run --max_new_tokens 6", true);
+  CHECK(both.output.find("eval rate:") != std::string::npos);
+  CHECK(both.output.find("placement: ") != std::string::npos);
+  CHECK(both.output.find("generated ids:") == std::string::npos);
+  // --quiet: stderr says nothing, so stdout and stderr together are the text alone.
+  const auto quiet = run_switchyard_with_env("", "run --max_new_tokens 6 -q", true);
+  CHECK(quiet.output == text.output);
+  // --verbose: the prompt's and the answer's ids as well.
+  const auto verbose = run_switchyard_with_env("", "run --max_new_tokens 6 --verbose", true);
+  CHECK(verbose.output.find("generated ids: " + generated_ids(json.output) + "\n") != std::string::npos);
+  std::string prompt_ids;
+  for (const auto& id : doc["prompt_ids"]) prompt_ids += (prompt_ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  CHECK(verbose.output.find("prompt ids: " + prompt_ids + "\n") != std::string::npos);
+  CHECK(run_switchyard("run --max_new_tokens 6 --quiet --verbose").exit_code == 2);
+  CHECK(run_switchyard("run --max_new_tokens 6 --format yaml").exit_code == 2);
+  // A prompt of ids without a tokenizer: the answer's ids are the output.
+  const auto ids_json = run_switchyard("run --prompt_ids 5,6,7 -n 4 --format json");
+  const auto ids_text = run_switchyard("run --prompt_ids 5,6,7 -n 4");
+  REQUIRE(ids_text.exit_code == 0);
+  CHECK(ids_text.output == generated_ids(ids_json.output) + "\n");
+  CHECK(run_json(ids_json.output)["text"].is_null());
+}
+
+TEST_CASE("run command: --prefetch reads the whole mapped checkpoint at load and says so; off by default off a terminal") {
+  const TempModel model("tiny-mixtral", 5);
+  const std::string base = "run --model_path " + model.dir.string() + " --prompt_ids 1,2,3 -n 2";
+  const auto on = run_switchyard(base + " --prefetch --format json");
+  REQUIRE(on.exit_code == 0);
+  const nlohmann::json doc = run_json(on.output);
+  REQUIRE(doc["prefetch"].is_object());
+  CHECK(doc["prefetch"]["bytes"] == doc["memory"]["checkpoint_bytes"]);
+  CHECK(doc["memory"]["checkpoint_bytes"].get<std::uint64_t>() > 0);
+  // The line on stderr; the same ids as without it.
+  const auto said = run_switchyard_with_env("", base + " --prefetch", true);
+  CHECK(said.output.find("prefetch: ") != std::string::npos);
+  const auto off = run_switchyard(base + " --format json");  // stderr is not a terminal here
+  REQUIRE(off.exit_code == 0);
+  CHECK(run_json(off.output)["prefetch"].is_null());
+  CHECK(generated_ids(off.output) == generated_ids(on.output));
+  CHECK(run_json(run_switchyard(base + " --no-prefetch --format json").output)["prefetch"].is_null());
+  CHECK(run_switchyard(base + " --prefetch --no_prefetch").exit_code == 2);
 }
 
 TEST_CASE("run command: make-model checkpoints of every family run with the shipped CPU profiles") {
@@ -64,9 +119,9 @@ TEST_CASE("run command: make-model checkpoints of every family run with the ship
     const TempModel model(preset, 3);
     const auto run = run_switchyard("run --model_path " + model.dir.string() + " --optimize_config_path " +
                                     source_path(std::string("optimize_rules/") + profile) +
-                                    " --prompt_ids 3,1,4,1,5,9 --max_new_tokens 6");
+                                    " --prompt_ids 3,1,4,1,5,9 --max_new_tokens 6 --format json");
     CHECK(run.exit_code == 0);
-    CHECK(run.output.find("eval count:           5 token(s)") != std::string::npos);
+    CHECK(run_json(run.output)["generated_ids"].size() == 6);
     const auto dry = run_switchyard("run --dry_run --model_path " + model.dir.string() + " --optimize_config_path " +
                                     source_path(std::string("optimize_rules/") + profile));
     CHECK(dry.exit_code == 0);
@@ -93,7 +148,7 @@ TEST_CASE("run command: errors a user can cause") {
     const auto refused = run_switchyard_with_env("", base + request, /*with_stderr=*/true);
     INFO(request << ": " << refused.output);
     CHECK(refused.exit_code == 2);
-    CHECK(refused.output.find("generated ids") == std::string::npos);
+    CHECK(refused.output.find("eval count") == std::string::npos);
     CHECK(refused.output.find("error:") != std::string::npos);
   }
   CHECK(run_switchyard(base + " --prompt 'hello'").exit_code == 2);      // no tokenizer yet
@@ -105,9 +160,9 @@ TEST_CASE("run command: errors a user can cause") {
   const auto no_variant = run_switchyard_with_env("", base + " --cpu_kernels sse", /*with_stderr=*/true);
   CHECK(no_variant.exit_code == 2);
   CHECK(no_variant.output.find("'sse' is not a variant") != std::string::npos);
-  const auto scalar = run_switchyard(base + " --cpu_kernels scalar --max_new_tokens 2");
+  const auto scalar = run_switchyard(base + " --cpu_kernels scalar --max_new_tokens 2 --format json");
   CHECK(scalar.exit_code == 0);
-  CHECK(scalar.output.find("CPU kernels: scalar") != std::string::npos);
+  CHECK(run_json(scalar.output)["cpu_kernels"] == "scalar");
   // A GPU profile on a machine without that GPU: a clear error (exit 1, the profile does not fit
   // the machine), not a crash. With a GPU it runs.
   const auto gpu_run =
@@ -137,8 +192,8 @@ TEST_CASE("run command: a deep hybrid model runs eagerly and as graphs (GPU work
   const TempModel model("tiny-deepseek-v3", 3, 61);
   const std::string base = "run --model_path " + model.dir.string() + " --max_new_tokens 4 --optimize_config_path " +
                            source_path("optimize_rules/DeepSeek-V3-Chat.yaml");
-  const auto eager = run_switchyard(base + " --use_cuda_graph false");
-  const auto graph = run_switchyard(base + " --profile");
+  const auto eager = run_switchyard(base + " --use_cuda_graph false --format json");
+  const auto graph = run_switchyard(base + " --profile --format json");
   CHECK(eager.exit_code == 0);
   CHECK(graph.exit_code == 0);
   CHECK(generated_ids(eager.output) == generated_ids(graph.output));
@@ -245,21 +300,18 @@ TEST_CASE("bench decode --ab_env: both sides of a switch timed in one process, a
 
 TEST_CASE("run command: the KV cache is the checkpoint's dtype unless --kv_cache_dtype says otherwise") {
   // The embedded model is a bf16 checkpoint: bf16 caches, half the bytes of f32 ones.
-  const auto bf16 = run_switchyard("run --max_new_tokens 2 --max_context 16384");
-  const auto f32 = run_switchyard("run --max_new_tokens 2 --max_context 16384 --kv_cache_dtype f32");
+  const auto bf16 = run_switchyard("run --max_new_tokens 2 --max_context 16384 --format json");
+  const auto f32 = run_switchyard("run --max_new_tokens 2 --max_context 16384 --kv_cache_dtype f32 --format json");
   REQUIRE(bf16.exit_code == 0);
   REQUIRE(f32.exit_code == 0);
-  const auto mib = [](const std::string& output, const std::string& dtype) {
-    const auto at = output.find("KV cache: ");
-    REQUIRE_MESSAGE(at != std::string::npos, output);
-    const std::string line = output.substr(at, output.find('\n', at) - at);
-    INFO(line);
-    CHECK(line.find("for 16384 tokens (" + dtype + ")") != std::string::npos);
-    return std::stod(line.substr(std::string("KV cache: ").size()));
-  };
-  const double bf16_mib = mib(bf16.output, "bf16"), f32_mib = mib(f32.output, "f32");
-  CHECK(bf16_mib > 0);
-  CHECK(f32_mib == doctest::Approx(2 * bf16_mib).epsilon(0.05));
+  const nlohmann::json bf16_cache = run_json(bf16.output)["kv_cache"], f32_cache = run_json(f32.output)["kv_cache"];
+  CHECK(bf16_cache["dtype"] == "bf16");
+  CHECK(f32_cache["dtype"] == "f32");
+  CHECK(bf16_cache["tokens"] == 16384);
+  CHECK(f32_cache["tokens"] == 16384);
+  const double bf16_bytes = bf16_cache["bytes"].get<double>(), f32_bytes = f32_cache["bytes"].get<double>();
+  CHECK(bf16_bytes > 0);
+  CHECK(f32_bytes == doctest::Approx(2 * bf16_bytes).epsilon(0.05));
   // The dry run states the dtype it estimated.
   const auto dry = run_switchyard("run --dry_run --kv_cache_dtype f32 --max_context 512");
   CHECK(dry.exit_code == 0);
@@ -288,10 +340,11 @@ TEST_CASE("run command: a profile for more GPUs than the machine has names --dev
     MESSAGE("skipped the folded run: no CUDA device");
     return;
   }
-  const auto one_gpu = run_switchyard(base + " --optimize_config_path " + source_path("optimize_rules/DeepSeek-V3-Chat.yaml"));
+  const auto one_gpu =
+      run_switchyard(base + " --optimize_config_path " + source_path("optimize_rules/DeepSeek-V3-Chat.yaml") + " --format json");
   REQUIRE(one_gpu.exit_code == 0);
   for (const char* graphs : {"true", "false"}) {
-    const auto folded = run_switchyard(base + two_gpus + " --device_map all=0 --use_cuda_graph " + graphs);
+    const auto folded = run_switchyard(base + two_gpus + " --device_map all=0 --format json --use_cuda_graph " + graphs);
     INFO("folded, graphs " << graphs << ": " << folded.output);
     CHECK(folded.exit_code == 0);
     CHECK(generated_ids(folded.output) == generated_ids(one_gpu.output));

@@ -250,17 +250,17 @@ TEST_CASE("make-model: --head_tokens keeps N evenly spaced head rows, the rest e
   }
   // Greedy decoding picks among the 8 full-scale rows, not always the same one.
   const auto r = sy::testing::run_switchyard("run --model_path " + peaked_dir.path().string() +
-                                             " --prompt_ids 3,141,59,26,5 --max_new_tokens 16");
+                                             " --prompt_ids 3,141,59,26,5 --max_new_tokens 16 --format json");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const std::size_t at = r.output.find("generated ids: ");
-  REQUIRE(at != std::string::npos);
-  std::istringstream ids(r.output.substr(at + 15, r.output.find('\n', at) - at - 15));
   std::set<int> chosen;
   int count = 0;
-  for (int id; ids >> id; ++count) {
+  const nlohmann::json doc = sy::testing::run_json(r.output);
+  for (const auto& generated : doc["generated_ids"]) {
+    const int id = generated.get<int>();
     CHECK(id % 64 == 0);
     chosen.insert(id);
+    ++count;
   }
   CHECK(count == 16);
   CHECK(chosen.size() >= 2);

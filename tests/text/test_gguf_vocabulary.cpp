@@ -99,13 +99,12 @@ TEST_CASE("gguf vocabulary: make-model --format gguf --tokenizer writes it, run 
   const nlohmann::json corpus = tokenizer_fixture("qwen3");
   const nlohmann::json& entry = corpus["entries"][4];
   const std::string text = entry["text"];
-  const auto r = sy::testing::run_switchyard("run --gguf_path " + model + " --prompt '" + text + "' --max_new_tokens 4");
+  const auto r = sy::testing::run_switchyard("run --gguf_path " + model + " --prompt '" + text + "' --max_new_tokens 4 --format json");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  std::string ids;
-  for (const auto& id : entry["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-  CHECK(r.output.find("prompt ids: " + ids + "\n") != std::string::npos);
-  CHECK(r.output.find("generated text: ") != std::string::npos);
+  const nlohmann::json doc = sy::testing::run_json(r.output);
+  CHECK(doc["prompt_ids"] == entry["ids"]);
+  CHECK(doc["text"].is_string());
   // tokenize takes the GGUF too.
   const auto t = sy::testing::run_switchyard("tokenize --tokenizer " + model + "/model.gguf --prompt '" + text + "' --format json");
   REQUIRE(t.exit_code == 0);

@@ -254,21 +254,22 @@ TEST_CASE("tokenizer: run --prompt encodes text with the checkpoint's tokenizer 
     const nlohmann::json& entry = expected["entries"][4];
     const std::string text = entry["text"];
     const std::string profile = " --optimize_config_path " + source_path(std::string("optimize_rules/") + c.profile);
-    const auto r = run_switchyard("run --model_path " + model + profile + " --prompt '" + text + "' --max_new_tokens 8");
+    const std::string run = "run --model_path " + model + profile + " --prompt '" + text + "' --max_new_tokens 8";
+    const auto r = run_switchyard(run + " --format json");
     REQUIRE(r.exit_code == 0);
-    std::string expected_ids = std::string(c.tokenizer) == "deepseek_v3" ? "0" : "";  // <｜begin▁of▁sentence｜>
-    for (const auto& id : entry["ids"]) expected_ids += (expected_ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-    CHECK(r.output.find("prompt ids: " + expected_ids + "\n") != std::string::npos);
-    // The text printed is the generated ids decoded (special tokens left out).
-    const std::size_t at = r.output.find("generated text: ");
-    REQUIRE(at != std::string::npos);
-    const std::size_t end = r.output.find("\ngenerated ids:", at);
-    REQUIRE(end != std::string::npos);
-    std::vector<std::int32_t> generated;
-    std::istringstream ids(switchyard::testing::generated_ids(r.output).substr(std::string("generated ids:").size()));
-    for (std::int32_t id; ids >> id;) generated.push_back(id);
+    const nlohmann::json doc = switchyard::testing::run_json(r.output);
+    std::vector<std::int32_t> expected_ids;
+    if (std::string(c.tokenizer) == "deepseek_v3") expected_ids.push_back(0);  // <｜begin▁of▁sentence｜>
+    for (const auto& id : entry["ids"]) expected_ids.push_back(id.get<int>());
+    CHECK(doc["prompt_ids"].get<std::vector<std::int32_t>>() == expected_ids);
+    // The text is the generated ids decoded (special tokens left out), and plain `run` prints it
+    // alone on stdout.
+    const std::vector<std::int32_t> generated = doc["generated_ids"].get<std::vector<std::int32_t>>();
     CHECK(generated.size() == 8);
-    CHECK(r.output.substr(at + 16, end - at - 16) == t.decode(generated, /*skip_special=*/true));
+    CHECK(doc["text"] == t.decode(generated, /*skip_special=*/true));
+    const auto plain = run_switchyard(run);
+    REQUIRE(plain.exit_code == 0);
+    CHECK(plain.output == t.decode(generated, /*skip_special=*/true) + "\n");
 
     // Errors a user can make, each before any weight is read.
     const auto both = run_switchyard_with_env("", "run --model_path " + model + profile + " --prompt hi --prompt_ids 1,2", true);
