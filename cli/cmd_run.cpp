@@ -147,11 +147,6 @@ struct RunCommand {
       if (level >= at) std::fprintf(stderr, "%s\n", line.c_str());
     };
     note(Level::normal, format_string("load duration:        %.4fs", session.load_seconds()));
-    if (const auto& prefetched = session.prefetch())
-      note(Level::normal, prefetched->skipped.empty()
-                              ? format_string("prefetch: %.2f GB of mapped weights read in %.2fs",
-                                              static_cast<double>(prefetched->bytes) / 1e9, prefetched->seconds)
-                              : "prefetch: skipped, " + prefetched->skipped);
     if (check.fit) note(Level::normal, describe_fit(*check.fit));
     note(Level::normal, "placement: " + lm.placement_summary());
     if (const auto graph = lm.graph_device()) note(Level::normal, "decode: one CUDA graph per step on " + graph->str());

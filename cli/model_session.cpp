@@ -14,6 +14,7 @@
 #include "core/input_file.h"
 #include "core/make_model.h"
 #include "core/page_prefetch.h"
+#include "core/units.h"
 #include "text/gguf_vocabulary.h"
 #include "placement/report.h"
 
@@ -257,7 +258,14 @@ CausalLM& ModelSession::build(const SessionSettings& settings) {
   apply_cpu_kernels(settings.cpu_kernels);
   const auto load_start = std::chrono::steady_clock::now();
   weights_.emplace(open_model_weights(options_.model, check.tree->config()));
-  if (settings.prefetch) prefetch_ = prefetch_weights(*weights_, settings.show_progress);
+  if (settings.prefetch) {
+    prefetch_ = prefetch_weights(*weights_, settings.show_progress);
+    if (settings.show_progress && prefetch_->skipped.empty())
+      std::fprintf(stderr, "prefetch: %s of mapped weights read in %.2fs\n", format_bytes(prefetch_->bytes).c_str(),
+                   prefetch_->seconds);
+    else if (settings.show_progress)
+      std::fprintf(stderr, "prefetch: skipped, %s; pages are read as they are first used\n", prefetch_->skipped.c_str());
+  }
   tracer_ = std::make_unique<Tracer>(parse_layer_selection(settings.nvtx_layers, check.tree->num_layers()), settings.tracing);
   context_ = std::make_unique<BuildContext>(BuildContext{*check.tree, check.plan, *weights_, options_.budget.max_context, tracer_.get()});
   context_->kv_cache_dtype = options_.budget.kv_cache_dtype;  // the caches check estimated

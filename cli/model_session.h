@@ -109,8 +109,8 @@ class ModelSession {
   // printed), or, unless `dry_run` prints the table, the plan has errors. A tokenizer whose
   // vocabulary is larger than the placed model's is an InputError.
   std::optional<int> place(const text::Tokenizer* tokenizer, bool dry_run);
-  // Maps the weights, prefetches them where settings say so, and builds the operators (place()
-  // first); prints the check's warnings.
+  // Maps the weights, prefetches them where settings say so (a "prefetch:" line on stderr with
+  // show_progress), and builds the operators (place() first); prints the check's warnings.
   CausalLM& build(const SessionSettings& settings);
 
   CausalLM& lm() { return *lm_; }

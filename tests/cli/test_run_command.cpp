@@ -105,6 +105,10 @@ TEST_CASE("run command: --prefetch reads the whole mapped checkpoint at load and
   CHECK(generated_ids(off.output) == generated_ids(on.output));
   CHECK(run_json(run_switchyard(base + " --no-prefetch --format json").output)["prefetch"].is_null());
   CHECK(run_switchyard(base + " --prefetch --no_prefetch").exit_code == 2);
+  // chat and serve build the model the same way: chat says it too.
+  const auto chat = run_switchyard_with_env("", "chat --prefetch < /dev/null", true);
+  CHECK(chat.exit_code == 0);
+  CHECK(chat.output.find("prefetch: ") != std::string::npos);
 }
 
 TEST_CASE("run command: make-model checkpoints of every family run with the shipped CPU profiles") {
