@@ -4,9 +4,11 @@
 // dense layers and the head where the profile (or, without one, the layer flags and the default
 // device) puts them, and the routed experts of as many MoE layers on the GPUs as still fit with
 // `margin_bytes` to spare on each; the others' go to the CPU. Each GPU is filled by its own
-// budget: of the MoE layers whose experts it holds, those of its first n_g move to the CPU (as
-// --n-cpu-moe moves the first layers'), n_g the smallest that fits it; one layer fewer would not
-// (a test proves it maximal). With one GPU that is --n-cpu-moe N.
+// budget: of the MoE layers it runs (its MoE blocks, whether the rules put their experts on it or
+// on the CPU), those of its first n_g keep their experts on the CPU (as --n-cpu-moe keeps the
+// first layers'), the rest have them on the GPU, n_g the smallest that fits it; one layer fewer
+// would not (a test proves it maximal). With one GPU that is --n-cpu-moe N. So a profile that
+// sends every expert to the CPU gets those of its last layers back onto a GPU with room.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,12 +22,13 @@ struct FitOptions {
 
 struct FitOutcome {
   int moe_layers = 0;            // of the model
-  int cpu_layers = 0;            // MoE layers whose routed experts --fit moves to the CPU
-  int gpu_layers = 0;            // MoE layers whose routed experts stay on a GPU
-  std::vector<int> layers;       // their decoder layer numbers, ascending
+  int cpu_layers = 0;            // MoE layers run by a GPU whose routed experts the fit leaves on the CPU
+  int gpu_layers = 0;            // MoE layers whose routed experts are on a GPU
+  std::vector<int> layers;       // the cpu_layers' decoder layer numbers, ascending
   bool first_layers = false;     // they are the first cpu_layers MoE layers (--n-cpu-moe cpu_layers)
   std::uint64_t margin_bytes = 0;
-  std::string override_tensor;  // the same as llama.cpp's -ot value ("" when none moves)
+  std::string override_tensor;   // the same as llama.cpp's -ot value ("" when none is on the CPU)
+  std::vector<int> brought_to_gpu;  // layers whose experts the rules put on the CPU and the fit on a GPU
 };
 
 // "fit: the routed experts of the first 20 of 58 MoE layers on the CPU (--n-cpu-moe 20; llama.cpp:

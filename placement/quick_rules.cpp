@@ -236,6 +236,14 @@ QuickRules compile_quick_rules(const QuickRuleFlags& flags, const LayerTarget& t
         fit.experts.push_back(container);
     selections.push_back(std::move(fit));
   }
+  // One rule per GPU the fit brings experts to, after the CPU's (a layer is in one list only).
+  std::map<Device, Selection> fit_to_gpus;
+  for (const auto& [layer, device] : flags.fit_gpu_layers) {
+    Selection& s = fit_to_gpus.try_emplace(device, Selection{"--fit", "--fit", {}, {}, device}).first->second;
+    for (int container : moe_layers)
+      if (tree.at(container).layer == layer) s.experts.push_back(container);
+  }
+  for (auto& entry : fit_to_gpus) selections.push_back(std::move(entry.second));
   std::vector<Device> layer_devices;
   if (target.divide && tree.num_layers() > 0) {
     layer_devices = assign_layer_devices(tree.num_layers(), target.gpus, flags.layers, target.budgets_bytes);
@@ -321,6 +329,8 @@ void warn_quick_rule_overrides(const PlacementPlan& plan, Diagnostics& diagnosti
   std::map<std::pair<int, int>, Override> overrides;  // (quick rule, profile rule)
   for (const ModulePlacement& p : plan.visited) {
     if (p.rule < 0 || rules.rules[static_cast<std::size_t>(p.rule)].origin.empty()) continue;
+    // --fit overrides the profile's experts on purpose, and says what it moved (describe_fit).
+    if (rules.rules[static_cast<std::size_t>(p.rule)].origin == "--fit") continue;
     const Module& module = tree.at(p.module);
     const Rule* rule = profile_rule(p.module, module);
     if (!rule) continue;

@@ -23,7 +23,8 @@
 //   profile and with several GPUs (--gpus, --gpu_memory) the layers are divided so even without
 //   these flags. With a profile they are refused: its own rules and transfer_map place the layers
 //   (`switchyard split` divides them over GPUs).
-// - --fit's choice (placement/fit.h): the routed experts of these layers on the CPU.
+// - --fit's choice (placement/fit.h): the routed experts of these layers on the CPU, of those on a
+//   GPU (each layer's own).
 // Routed experts get the Experts operator with the CPU's (KExpertsCPU) or the GPU's
 // (KExpertsMarlin: a GGUF's blocks stay blocks in GPU memory, as llama.cpp keeps them) op in both phases, handing their output to their layer's device; every other
 // selected module gets the default operator on DEVICE. Each -ot pair becomes one or two rules
@@ -33,6 +34,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/diagnostics.h"
@@ -47,8 +49,14 @@ struct QuickRuleFlags {
   bool cpu_moe = false;
   std::optional<int> n_cpu_moe;
   GpuLayerFlags layers;               // -ngl, -ts, --main-gpu
-  std::vector<int> fit_cpu_layers;    // set by --fit, not typed: decoder layers whose routed experts go to the CPU
-  bool empty() const { return override_tensor.empty() && !cpu_moe && !n_cpu_moe && layers.empty() && fit_cpu_layers.empty(); }
+  // Set by --fit, not typed: decoder layers whose routed experts go to the CPU, and those whose
+  // routed experts go to a GPU (their MoE block's, where the profile keeps the experts on the CPU).
+  std::vector<int> fit_cpu_layers;
+  std::vector<std::pair<int, Device>> fit_gpu_layers;
+  bool empty() const {
+    return override_tensor.empty() && !cpu_moe && !n_cpu_moe && layers.empty() && fit_cpu_layers.empty() &&
+           fit_gpu_layers.empty();
+  }
 };
 
 // What the layer flags divide: `gpus` GPUs with these budgets (none, one for all, or one per

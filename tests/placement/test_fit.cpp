@@ -2,6 +2,8 @@
 // so that every GPU fits its budget less the margin; one layer fewer would not fit.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -93,6 +95,16 @@ TEST_CASE("fit: check --fit on DeepSeek-V3 prints the plan and the equivalent ll
   CHECK(r.output.find("fit: the routed experts of the first ") != std::string::npos);
   CHECK(r.output.find("llama.cpp: -ot \"blk\\.(3|4|") != std::string::npos);
   CHECK(r.output.find("1.0 GiB left free on every GPU") != std::string::npos);
+  // With the shipped profile, which sends every routed expert to the CPU: a 24 GiB GPU takes one
+  // layer's back.
+  const auto profiled = sy::testing::run_switchyard("check --arch deepseek-v3 --weight_dtype q4_k_m --fit --gpu_memory 24GiB "
+                                                    "--optimize_config_path " +
+                                                    sy::testing::source_path("optimize_rules/DeepSeek-V3-Chat.yaml"));
+  INFO(profiled.output);
+  CHECK(profiled.exit_code == 0);
+  CHECK(profiled.output.find("fit: the routed experts of the first 57 of 58 MoE layers on the CPU (--n-cpu-moe 57;") !=
+        std::string::npos);
+  CHECK(profiled.output.find("those of layer 60 moved onto the GPU that runs their layer") != std::string::npos);
 }
 
 TEST_CASE("fit: DeepSeek-V3 in Q4_K_M fits a 24 GiB GPU, its projections and experts kept in blocks there") {
@@ -121,4 +133,52 @@ TEST_CASE("fit: DeepSeek-V3 in Q4_K_M fits a 24 GiB GPU, its projections and exp
     REQUIRE(sy::resident_dtype(r.plan, i, stored, sy::Device::cuda(0)) == stored);
   }
   CHECK(experts_on_gpu == r.fit->gpu_layers * 256 * 3);
+}
+
+TEST_CASE("fit: a profile that keeps every routed expert on the CPU gets those of its last layers onto the GPU, as many as fit") {
+  // The shipped DeepSeek-V3 profile runs attention, shared experts and dense layers on cuda:0 and
+  // every routed expert on the CPU; a larger GPU has room for some layers' experts beside them.
+  sy::CheckOptions o = fit_options("deepseek-v3", "q4_k_m", std::uint64_t{80} << 30);
+  o.profile = sy::testing::source_path("optimize_rules/DeepSeek-V3-Chat.yaml");
+  std::ifstream in(o.profile);
+  o.profile_text = std::string(std::istreambuf_iterator<char>(in), {});
+  REQUIRE_FALSE(o.profile_text->empty());
+  const sy::CheckResult r = sy::run_check(o);
+  for (const sy::Diagnostic& d : r.diagnostics.items()) INFO(sy::format_diagnostic(d));
+  REQUIRE_FALSE(r.diagnostics.has_errors());
+  CHECK(sy::testing::with_code(r, "quick-rule-overrides-profile").empty());  // the fit's moves are its purpose
+  REQUIRE(r.fit.has_value());
+  const std::vector<int>& brought = r.fit->brought_to_gpu;
+  const int k = static_cast<int>(brought.size());
+  REQUIRE(k > 0);
+  REQUIRE(k < 58);
+  // The last k MoE layers (60, 59, ...), the first 58 - k staying on the CPU as --n-cpu-moe says.
+  for (int i = 0; i < k; ++i) CHECK(brought[static_cast<std::size_t>(i)] == 61 - k + i);
+  CHECK(r.fit->gpu_layers == k);
+  CHECK(r.fit->cpu_layers == 58 - k);
+  CHECK(r.fit->first_layers);
+  CHECK(sy::testing::placement(r, "model.layers.60.mlp.experts").generate_device == sy::Device::cuda(0));
+  CHECK(sy::testing::placement(r, "model.layers." + std::to_string(60 - k) + ".mlp.experts").generate_device.is_cpu());
+  const auto cuda0 = [](const sy::CheckResult& result) {
+    for (const sy::DeviceMemory& d : result.memory)
+      if (d.device == sy::Device::cuda(0)) return d.total_bytes();
+    FAIL("no cuda:0 in the estimate");
+    return std::uint64_t{0};
+  };
+  CHECK(cuda0(r) + o.fit.margin_bytes <= o.budget.gpu_bytes[0]);
+  // Maximal: one more layer's experts on the GPU would overflow it.
+  sy::CheckOptions more = o;
+  more.fit.enabled = false;
+  for (int layer = 60 - k; layer <= 60; ++layer) more.quick_rules.fit_gpu_layers.emplace_back(layer, sy::Device::cuda(0));
+  CHECK(cuda0(sy::run_check(more)) + o.fit.margin_bytes > o.budget.gpu_bytes[0]);
+  const std::string table = sy::format_check_table(r, o.budget);
+  CHECK(table.find("fit: the routed experts of the first " + std::to_string(58 - k) + " of 58 MoE layers on the CPU") !=
+        std::string::npos);
+  CHECK(table.find("moved onto the GPU that runs their layer") != std::string::npos);
+  // A GPU with no room beyond the profile's own modules: every expert stays where the rules put it.
+  o.budget.gpu_bytes = {cuda0(sy::run_check([&] { auto p = o; p.fit.enabled = false; return p; }())) + o.fit.margin_bytes};
+  const sy::CheckResult full = sy::run_check(o);
+  REQUIRE(full.fit.has_value());
+  CHECK(full.fit->brought_to_gpu.empty());
+  CHECK(full.fit->gpu_layers == 0);
 }
