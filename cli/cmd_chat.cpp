@@ -1,12 +1,14 @@
 // switchyard chat: an interactive chat on a terminal, over a model placed and built as `run` does
-// it. As in llama.cpp's conversation mode, -p TEXT (or -f FILE) is the first user turn, sent as it
-// is (a '/' there is text, not a command) before anything is read; the chat goes on after its
-// answer, and ends there when the input does. Each message typed is a user turn (cli/chat_input.h: line editing and history on a terminal,
-// a trailing '\' or a paste for several lines); the model's answer streams as it is generated,
-// then a stats line. Lines starting with '/' are commands (cli/chat_conversation.h: /help, /set,
-// /show, /save, /load, /clear, /exit). Ctrl-C stops an answer (at the prompt, it leaves). The whole
-// conversation is rendered by the chat template each turn. A message that cannot be a turn (not
-// UTF-8, or one the template or tokenizer refuses) is reported and left out; the chat goes on.
+// it. Each message typed is a user turn (cli/chat_input.h: line editing and history on a
+// terminal, a trailing '\' or a paste for several lines); the model's answer streams as it is
+// generated, then a stats line. Lines starting with '/' are commands (cli/chat_conversation.h:
+// /help, /set, /show, /save, /load, /clear, /exit). Ctrl-C stops an answer (at the prompt, it
+// leaves). The whole conversation is rendered by the chat template each turn. A message that
+// cannot be a turn (not UTF-8, or one the template or tokenizer refuses) is reported and left out;
+// the chat goes on. As in llama.cpp's conversation mode, -p TEXT (or -f FILE) is the first user
+// turn, sent as it is (a leading '/' is text, not a command) before anything is read; the chat
+// goes on after its answer, and ends there when the input does. Its text is checked before the
+// model loads. -sys / --system-prompt are llama.cpp's names of --system.
 #include <signal.h>
 #include <unistd.h>
 

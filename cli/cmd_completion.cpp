@@ -92,12 +92,13 @@ const ValueRule kValueRules[] = {
     {"switchyard completion", "shell", ValueKind::words, [] { return std::vector<std::string>(std::begin(kShells), std::end(kShells)); }},
 };
 
-// `name` with every word separator '_' ("--chat-template" -> "--chat_template").
+// A long name with every word separator '_' ("--chat-template" -> "--chat_template"): the one
+// spelling both of a flag's spellings share.
 std::string one_spelling(std::string_view name) {
   std::string out(name);
-  for (char& c : out)
-    if (c == '-') c = '_';
-  return out.substr(0, 2) == "__" ? "--" + out.substr(2) : out;
+  for (std::size_t i = 2; i < out.size(); ++i)
+    if (out[i] == '-') out[i] = '_';
+  return out;
 }
 
 std::vector<std::string> split(const std::string& text, char separator) {

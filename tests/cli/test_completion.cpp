@@ -1,7 +1,8 @@
 // `switchyard completion bash|zsh` through the binary: the bash script is loaded into a real bash
 // and its completion function (the one `complete -p switchyard` names) called as bash calls it,
 // with COMP_WORDS and COMP_CWORD; what it offers is checked against what `--help` lists and what
-// the commands accept. The zsh script is checked by zsh where zsh is installed.
+// the commands accept. The zsh script is checked by zsh where zsh is installed. Last, each shell
+// runs interactively on a pseudo-terminal and Tab is pressed.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,17 +13,20 @@
 #include <doctest/doctest.h>
 
 #include "tests/core_test_support.h"
+#include "tests/terminal_test_support.h"
 #include "tests/test_support.h"
 
 // Failed checks print the sets they compared.
+namespace doctest {
 template <>
-struct doctest::StringMaker<std::set<std::string>> {
-  static doctest::String convert(const std::set<std::string>& words) {
+struct StringMaker<std::set<std::string>> {
+  static String convert(const std::set<std::string>& words) {
     std::string out = "{";
     for (const std::string& word : words) out += (out.size() > 1 ? " " : "") + word;
     return (out + "}").c_str();
   }
 };
+}  // namespace doctest
 
 namespace {
 
@@ -354,4 +358,44 @@ TEST_CASE("completion zsh: the script is zsh, registers itself, and completes as
   CHECK(offers({"switchyard", "run", "-f", ""}) == std::set<std::string>{"_files "});
   CHECK(offers({"switchyard", "run", "--max_new_tokens", ""}).empty());
   CHECK(offers({"switchyard", "completion", ""}).count("zsh") == 1);
+}
+
+namespace {
+
+// An interactive shell on a pseudo-terminal with the completion script loaded (`setup`), where
+// Tab is pressed after each of `typed` and the line must then hold the matching `completed`.
+void complete_at_terminal(const std::vector<std::string>& shell, const std::string& setup,
+                          const std::vector<std::pair<std::string, std::string>>& typed_and_completed) {
+  switchyard::testing::Terminal t(shell);
+  t.type("PS1='rea''dy> '\r");  // the echo of this line does not read "ready> "
+  std::size_t at = t.read_until("ready> ", 0);
+  t.type(setup + "\r");
+  at = t.read_until("ready> ", at);
+  for (const auto& each : typed_and_completed) {
+    INFO(each.first);
+    t.type(std::string(SWITCHYARD_BINARY) + " " + each.first + "\t");
+    at = t.read_until(each.second, at);
+    t.type("\x15");  // Ctrl-U: the line is cleared, not run
+  }
+  t.type("\rexit\r");
+  CHECK(t.wait_exit() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("completion: Tab in an interactive bash, and zsh where installed, completes from the script") {
+  // (zsh draws the space after a completed word in its own colours, so the space is not looked for.)
+  const std::vector<std::pair<std::string, std::string>> cases = {{"bench d", "bench decode"},
+                                                                  {"check --format=j", "--format=json"},
+                                                                  {"run --kv-cache-dtype b", "--kv-cache-dtype bf16"},
+                                                                  {"run --max-n", "--max-new-tokens"}};
+  const std::string binary = SWITCHYARD_BINARY;
+  complete_at_terminal({"/bin/bash", "--norc", "--noprofile", "-i"}, "source <(" + binary + " completion bash)", cases);
+  if (!has_program("zsh")) {
+    MESSAGE("zsh skipped: zsh is not installed");
+    return;
+  }
+  // -D: compinit keeps no dump file in $HOME; -u: it trusts the test's directories.
+  complete_at_terminal({"/bin/sh", "-c", "exec zsh -f -i"},
+                       "autoload -Uz compinit && compinit -u -D && source <(" + binary + " completion zsh)", cases);
 }
