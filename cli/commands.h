@@ -17,5 +17,8 @@ Runner add_make_model_command(CLI::App& app);
 Runner add_tokenize_command(CLI::App& app);
 Runner add_serve_command(CLI::App& app);
 Runner add_chat_command(CLI::App& app);
+// `switchyard completion bash|zsh`: walks the whole of `app` when it runs, so register it on the
+// top-level app; `app` must outlive the runner.
+Runner add_completion_command(CLI::App& app);
 
 }  // namespace switchyard::cli

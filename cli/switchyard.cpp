@@ -29,10 +29,11 @@ int main(int argc, char** argv) {
   runners["tokenize"] = switchyard::cli::add_tokenize_command(app);
   runners["serve"] = switchyard::cli::add_serve_command(app);
   runners["chat"] = switchyard::cli::add_chat_command(app);
+  runners["completion"] = switchyard::cli::add_completion_command(app);
   try {
     // llama.cpp's -ot, which CLI11 cannot name, and either spelling of a multi-word flag; the
     // arguments are parsed from the back.
-    std::vector<std::string> args = switchyard::cli::rewrite_llama_cpp_flags(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
     switchyard::cli::normalize_flag_spellings(app, args);
     std::reverse(args.begin(), args.end());
     app.parse(args);
