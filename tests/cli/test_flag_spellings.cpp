@@ -9,6 +9,7 @@
 #include "tests/test_support.h"
 
 using switchyard::core_testing::contains;
+using switchyard::testing::run_json;
 using switchyard::testing::run_switchyard;
 using switchyard::testing::run_switchyard_with_env;
 
@@ -58,10 +59,10 @@ TEST_CASE("flag spellings: a llama.cpp short flag where the command takes it, an
   CHECK(plan("-ngl 2") == long_flag);
   CHECK(plan("-ngl=2") == long_flag);
   // After an option that takes a value, "-np" and "-ot" are that value.
-  const auto prompt = run_switchyard("run -n 2 -p -np");
+  const auto prompt = run_switchyard("run -n 2 -p -np --format json");
   CHECK(prompt.exit_code == 0);
-  CHECK(contains(prompt.output, "prompt: -np\n"));
-  const auto ot = run_switchyard("run -n 2 --prompt -ot");
+  CHECK(run_json(prompt.output)["prompt"] == "-np");
+  const auto ot = run_switchyard("run -n 2 --prompt -ot --format json");
   CHECK(ot.exit_code == 0);
-  CHECK(contains(ot.output, "prompt: -ot\n"));
+  CHECK(run_json(ot.output)["prompt"] == "-ot");
 }
