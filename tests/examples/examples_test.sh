@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Switchyard as a library, the way a user gets it: `cmake --install` of the build into a fresh
-# prefix, examples/ configured and built on its own against that prefix (find_package), then the
+# prefix, examples/ configured and built on its own against that prefix (find_package), every
+# installed header compiled by a program that sees only the install (all_headers/), then the
 # examples run:
 #   - check_profile prints exactly the table of `switchyard check` with the same profile and
 #     model, and exits as it does, for a shipped profile and for a broken one;
@@ -40,6 +41,12 @@ grep -qx "Switchyard_DIR:PATH=$prefix/lib/cmake/Switchyard" "$examples/CMakeCach
 if grep -rhoE --include=build.ninja --include=flags.make -e "-(I|isystem) ?$source[^ ]*" "$examples"; then
   fail "the examples were compiled with the source tree's headers"
 fi
+
+step "every installed header, in a program that sees only the install"
+headers=$work/all-headers-build
+"$cmake" -S "$source/tests/examples/all_headers" -B "$headers" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON "$@" \
+  > "$work/headers.log" 2>&1 && "$cmake" --build "$headers" >> "$work/headers.log" 2>&1 ||
+  fail "the installed headers do not compile in a program: $(cat "$work/headers.log")"
 
 model=$work/tiny
 "$switchyard" make-model --preset tiny-deepseek-v3 --out "$model" > /dev/null || fail "make-model failed"
