@@ -13,10 +13,14 @@
 # launcher (a sanitizer build's libraries need its compiler's runtime; ccache keeps reruns cheap).
 set -euo pipefail
 cmake=$1
-build=$2
-source=$3
+build=$(cd "$2" && pwd)
+source=$(cd "$3" && pwd)
 shift 3
-work=$(mktemp -d)
+# A scratch directory at a fixed path, so that a compiler launcher's cache (ccache) recognises
+# the examples' compile commands on the next run; removed when done.
+work=$build/library_examples_test
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "examples_test: $*" >&2; exit 1; }
 step() { echo "== $*"; }
@@ -37,8 +41,8 @@ examples=$work/examples-build
 grep -qx "Switchyard_DIR:PATH=$prefix/lib/cmake/Switchyard" "$examples/CMakeCache.txt" ||
   fail "find_package(Switchyard) did not find the install: $(grep Switchyard_DIR "$examples/CMakeCache.txt")"
 "$cmake" --build "$examples" > "$work/build.log" 2>&1 || fail "building examples/ failed: $(cat "$work/build.log")"
-# Only the install's headers: nothing of the source tree but the examples' own files.
-if grep -rhoE --include=build.ninja --include=flags.make -e "-(I|isystem) ?$source[^ ]*" "$examples"; then
+# Only the install's headers, not the source tree's (the build's include directory is its root).
+if grep -rhoE --include=build.ninja --include=flags.make -e "-(I|isystem) ?$source/?( |$)" "$examples"; then
   fail "the examples were compiled with the source tree's headers"
 fi
 
