@@ -33,13 +33,16 @@ struct TokenizeCommand {
   bool add_special = true;
   bool add_generation_prompt = true;
   std::string format = "table";
+  // Given or not, whatever the value: an empty --prompt is a text to encode (its ids are those of
+  // nothing: [], or the special tokens the post-processor adds).
+  const CLI::Option *prompt_given = nullptr, *messages_given = nullptr, *ids_given = nullptr;
 
   int run() const {
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json");
-    if (prompt.empty() + messages.empty() + ids.empty() != 2)
+    if ((prompt_given->count() > 0) + (messages_given->count() > 0) + (ids_given->count() > 0) != 1)
       throw InputError("give --prompt TEXT, --messages FILE.json or --ids LIST (one of them)");
-    if (!ids.empty()) return decode();
-    if (!messages.empty()) {
+    if (ids_given->count() > 0) return decode();
+    if (messages_given->count() > 0) {
       const text::ModelText model_text = text::ModelText::load(tokenizer);  // a GGUF opened once
       const text::Tokenizer& t = model_text.tokenizer;
       const std::optional<text::ChatFormat>& chat = model_text.chat;
@@ -116,11 +119,11 @@ Runner add_tokenize_command(CLI::App& app) {
   auto command = std::make_shared<TokenizeCommand>();
   CLI::App* sub = app.add_subcommand("tokenize", "text to token ids with a model's tokenizer.json (or ids to text: --ids)");
   sub->add_option("--tokenizer", command->tokenizer, "a tokenizer.json, a directory holding one, or a GGUF")->required();
-  sub->add_option("--prompt", command->prompt, "the text (UTF-8)");
-  sub->add_option("--messages", command->messages,
+  command->prompt_given = sub->add_option("--prompt", command->prompt, "the text (UTF-8; \"\" too)");
+  command->messages_given = sub->add_option("--messages", command->messages,
                   "a JSON file of OpenAI-style messages (or a request body holding them): rendered by the chat template, "
                   "then encoded; prints the text and the ids");
-  sub->add_option("--ids", command->ids,
+  command->ids_given = sub->add_option("--ids", command->ids,
                   "token ids (comma- or space-separated) to decode into text, special tokens included; json adds "
                   "token_ends, the text's length in bytes after each id");
   sub->add_option("--add_generation_prompt", command->add_generation_prompt,

@@ -187,6 +187,19 @@ TEST_CASE("tokenizer: switchyard tokenize prints ids and pieces as tokenizers do
   const auto table = switchyard::testing::run_switchyard("tokenize --tokenizer " + dir + " --prompt 'Hello world'");
   CHECK(table.exit_code == 0);
   CHECK(table.output.find("2 tokens") != std::string::npos);
+  // An empty prompt is a text too: its ids are what the post-processor adds to nothing (none for
+  // either tokenizer.json; DeepSeek-V3's bos comes from tokenizer_config.json, which run reads).
+  for (const char* name : {"qwen3", "deepseek_v3"}) {
+    const std::string path = real_tokenizer(name).string();
+    const auto empty = switchyard::testing::run_switchyard("tokenize --tokenizer " + path + " --format json --prompt ''");
+    INFO(name << ": " << empty.output);
+    REQUIRE(empty.exit_code == 0);
+    const std::vector<std::int32_t> ids = nlohmann::json::parse(empty.output)["ids"];
+    CHECK(ids == tx::Tokenizer::from_file(path).encode("", /*add_special=*/true));
+    CHECK(ids.empty());
+  }
+  CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer " + dir).exit_code == 2);  // nothing to encode
+  CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer " + dir + " --prompt '' --ids 1").exit_code == 2);
   CHECK(switchyard::testing::run_switchyard("tokenize --tokenizer /nonexistent --prompt x").exit_code == 2);
   switchyard::core_testing::TempDir dir_bad;
   std::ofstream(dir_bad / "tokenizer.json") << "{\"model\": 1}";
