@@ -14,6 +14,7 @@
 #include "placement/placement_plan.h"
 #include "placement/rule_candidates.h"
 #include "placement/regex.h"
+#include "placement/rule_yaml.h"
 #include "placement/yaml_scalars.h"
 
 namespace switchyard {
@@ -107,43 +108,70 @@ struct Selection {
   Device device;
 };
 
-void write_rules(const ModuleTree& tree, const Selection& s, std::string& yaml, std::vector<std::string>& origins) {
-  const std::string device = yaml_quote(s.device.str());
-  if (!s.experts.empty()) {
-    const char* op = s.device.is_cpu() ? "\"KExpertsCPU\"" : "\"KExpertsMarlin\"";
-    yaml += "# command line: " + s.origin + "\n- match:\n    name: " + yaml_quote(name_regex(tree, s.experts)) +
-            "\n  replace:\n    class: ktransformers.operators.experts.KTransformersExperts\n    kwargs:\n"
-            "      generate_device: " + device + "\n      generate_op: " + op + "\n      prefill_device: " + device +
-            "\n      prefill_op: " + op + "\n  recursive: False\n\n";
-    origins.push_back(s.origin);
+const SourceLocation kCommandLine{"command line", 0, 0};
+
+// A rule as parse_rules would read it from its YAML (rule_parser.cpp): the name regex compiled,
+// the replacement and its ops found, the kwargs kept as written for reports and for split's
+// profile text (rule_yaml), every location the command line. `op` nullptr: the operator's default.
+Rule quick_rule(const std::string& origin, const std::string& name_pattern, const char* replacement, const Device& device,
+                const char* op, bool recursive) {
+  Rule rule;
+  rule.origin = origin;
+  rule.location = rule.name_location = rule.class_location = rule.replace_location = kCommandLine;
+  rule.name_pattern = name_pattern;
+  Regex::CompileError error;
+  if (!Regex::compile(name_pattern, rule.name_regex, error))
+    throw std::logic_error("quick rules: the pattern " + name_pattern + " does not compile: " + error.message);
+  rule.replace_text = replacement;
+  rule.replacement = find_replacement_class(replacement);
+  if (!rule.replacement) throw std::logic_error(std::string("quick rules: no replacement class ") + replacement);
+  rule.generate_device = rule.prefill_device = device;
+  rule.kwargs["generate_device"] = device.str();
+  if (op) {
+    const OpInfo* found = rule.replacement->op->find_op(op);
+    if (!found) throw std::logic_error(std::string("quick rules: no op ") + op + " of " + replacement);
+    rule.generate_op = rule.prefill_op = found->name;
+    rule.kwargs["generate_op"] = found->name;
   }
-  if (!s.others.empty()) {
-    yaml += "# command line: " + s.origin + "\n- match:\n    name: " + yaml_quote(name_regex(tree, s.others)) +
-            "\n  replace:\n    class: \"default\"\n    kwargs:\n      generate_device: " + device +
-            "\n      prefill_device: " + device + "\n\n";
-    origins.push_back(s.origin);
-  }
+  rule.kwargs["prefill_device"] = device.str();
+  if (op) rule.kwargs["prefill_op"] = rule.prefill_op;
+  for (const auto& entry : rule.kwargs.items()) rule.kwarg_locations[entry.key()] = kCommandLine;
+  rule.recursive = recursive;
+  return rule;
+}
+
+// A selection's rules: its routed experts on the CPU's or the GPU's experts op, in both phases
+// (handing their output to their layer's device), the rest on the default operator.
+void add_rules(const ModuleTree& tree, const Selection& s, std::vector<Rule>& rules) {
+  if (!s.experts.empty())
+    rules.push_back(quick_rule(s.origin, name_regex(tree, s.experts), "ktransformers.operators.experts.KTransformersExperts",
+                               s.device, s.device.is_cpu() ? "KExpertsCPU" : "KExpertsMarlin", /*recursive=*/false));
+  if (!s.others.empty())
+    rules.push_back(quick_rule(s.origin, name_regex(tree, s.others), "default", s.device, nullptr, /*recursive=*/true));
 }
 
 // The decoder stack's rule: the first layer's device, and the transfer_map entries where the
 // layers change device.
-void write_model_rule(const ModuleTree& tree, const std::vector<Device>& layer_devices, const std::string& origin,
-                      std::string& yaml, std::vector<std::string>& origins) {
+void add_model_rule(const ModuleTree& tree, const std::vector<Device>& layer_devices, const std::string& origin,
+                    std::vector<Rule>& rules) {
   int model = -1;
   for (int i = 0; i < static_cast<int>(tree.size()) && model < 0; ++i)
     if (tree.at(i).cls->role == ModuleRole::model) model = i;
   if (model < 0 || layer_devices.empty()) return;
-  const std::string first = yaml_quote(layer_devices.front().str());
-  yaml += "# command line: " + origin + "\n- match:\n    name: " + yaml_quote("^" + regex_escape(std::string(tree.at(model).name)) + "$") +
-          "\n  replace:\n    class: \"Model\"\n    kwargs:\n      generate_device: " + first +
-          "\n      prefill_device: " + first + "\n";
-  std::string map;
+  Rule rule = quick_rule(origin, "^" + regex_escape(std::string(tree.at(model).name)) + "$", "Model", layer_devices.front(),
+                         nullptr, /*recursive=*/true);
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
   for (std::size_t l = 1; l < layer_devices.size(); ++l)
-    if (layer_devices[l] != layer_devices[l - 1])
-      map += "        " + std::to_string(l) + ": " + yaml_quote(layer_devices[l].str()) + "\n";
-  if (!map.empty()) yaml += "      transfer_map:\n" + map;
-  yaml += "\n";
-  origins.push_back(origin);
+    if (layer_devices[l] != layer_devices[l - 1]) {
+      rule.transfer_map.push_back(TransferMapEntry{static_cast<int>(l), layer_devices[l], kCommandLine});
+      map[std::to_string(l)] = layer_devices[l].str();
+    }
+  if (!rule.transfer_map.empty()) {
+    rule.has_transfer_map = true;
+    rule.kwargs["transfer_map"] = map;
+    rule.kwarg_locations["transfer_map"] = kCommandLine;
+  }
+  rules.push_back(std::move(rule));
 }
 
 // The layer flags' selections: per run of layers on one device, its routed experts and every
@@ -261,33 +289,22 @@ QuickRules compile_quick_rules(const QuickRuleFlags& flags, const LayerTarget& t
                       s.experts.end());
     selections.insert(selections.end(), std::make_move_iterator(by_layer.begin()), std::make_move_iterator(by_layer.end()));
   }
-  std::string yaml;
-  std::vector<std::string> origins;
+  std::vector<Rule> rules;
   for (const Selection& s : selections) {
     if (s.experts.empty() && s.others.empty()) {
       diagnostics.warning("quick-rule-matches-nothing",
                           s.flag + " (" + s.origin + ") selects no weight of this model: no GGUF tensor name (blk.N.ffn_up_exps.weight) " +
                               "and no module name matches; it adds no rule",
-                          SourceLocation{"command line", 0, 0});
+                          kCommandLine);
       continue;
     }
-    write_rules(tree, s, yaml, origins);
+    add_rules(tree, s, rules);
   }
-  if (!layer_devices.empty()) write_model_rule(tree, layer_devices, target.origin, yaml, origins);
-  if (yaml.empty()) return {};
-  Diagnostics parse_diagnostics;
-  RuleSet set = parse_rules(yaml, "command line", parse_diagnostics);
-  if (parse_diagnostics.has_errors() || set.rules.size() != origins.size())
-    throw std::logic_error("quick rules: the generated rules do not parse:\n" + yaml);
-  const SourceLocation command_line{"command line", 0, 0};
-  for (std::size_t i = 0; i < set.rules.size(); ++i) {
-    Rule& rule = set.rules[i];
-    rule.origin = origins[i];
-    rule.location = rule.name_location = rule.class_location = rule.replace_location = command_line;
-    for (auto& entry : rule.kwarg_locations) entry.second = command_line;
-    for (TransferMapEntry& entry : rule.transfer_map) entry.location = command_line;
-  }
-  return QuickRules{std::move(set.rules), std::move(yaml)};
+  if (!layer_devices.empty()) add_model_rule(tree, layer_devices, target.origin, rules);
+  for (std::size_t i = 0; i < rules.size(); ++i) rules[i].index = static_cast<int>(i);
+  std::string yaml;
+  for (const Rule& rule : rules) yaml += rule_yaml(rule) + "\n";
+  return QuickRules{std::move(rules), std::move(yaml)};
 }
 
 RuleSet with_quick_rules(std::vector<Rule> quick, RuleSet profile) {

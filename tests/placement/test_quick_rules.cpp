@@ -212,3 +212,68 @@ TEST_CASE("quick rules: the command line takes llama.cpp's spelling, -ot include
   CHECK(none.exit_code == 2);
   CHECK(none.output.find("give a profile (--optimize_config_path FILE) or llama.cpp's placement flags") != std::string::npos);
 }
+
+TEST_CASE("quick rules: built as typed rules, and their profile text (split's) reads back to the same rules") {
+  // Every kind of quick rule at once: -ot pairs to both devices, --n-cpu-moe, a fit's moves both
+  // ways and the layer flags over two GPUs (which add the decoder stack's transfer_map).
+  for (const Family& f : kFamilies) {
+    INFO("arch " << f.arch);
+    const sy::CheckResult base = check_with(f.arch, {});
+    const std::vector<int> layers = moe_layers(*base.tree);
+    REQUIRE(layers.size() >= 2);
+    sy::QuickRuleFlags flags;
+    flags.override_tensor = {"blk\\." + std::to_string(layers[0]) + "\\.ffn_.*_exps=CPU,token_embd=CUDA1"};
+    flags.n_cpu_moe = 1;
+    // A layer is in one of the fit's lists only (the CPU's rule comes first and would win).
+    if (layers.size() > 2) flags.fit_cpu_layers = {layers[1]};
+    flags.fit_gpu_layers = {{layers.back(), sy::Device::cuda(1)}};
+    flags.layers.n_gpu_layers = 99;
+    sy::CheckOptions options;
+    options.model.arch = f.arch;
+    options.quick_rules = flags;
+    options.gpus = 2;
+    const sy::CheckResult r = sy::run_check(options);
+    for (const sy::Diagnostic& d : r.diagnostics.items()) INFO(sy::format_diagnostic(d));
+    REQUIRE_FALSE(r.diagnostics.has_errors());
+    const std::vector<sy::Rule>& typed = r.rules->rules;
+    REQUIRE(typed.size() >= 6);
+    sy::Diagnostics parsed_diagnostics;
+    const sy::RuleSet parsed = sy::parse_rules(r.quick_rules_yaml, "split.yaml", parsed_diagnostics);
+    for (const sy::Diagnostic& d : parsed_diagnostics.items()) INFO(sy::format_diagnostic(d));
+    CHECK_FALSE(parsed_diagnostics.has_errors());
+    REQUIRE(parsed.rules.size() == typed.size());
+    bool transfer_map_seen = false;
+    for (std::size_t i = 0; i < typed.size(); ++i) {
+      const sy::Rule& a = typed[i];
+      const sy::Rule& b = parsed.rules[i];
+      INFO("rule " << i << " (" << a.origin << ")");
+      CHECK_FALSE(a.origin.empty());
+      CHECK(a.index == static_cast<int>(i));
+      CHECK(a.name_pattern == b.name_pattern);
+      CHECK(a.replace_text == b.replace_text);
+      CHECK(a.replacement == b.replacement);
+      CHECK(a.kwargs == b.kwargs);
+      CHECK(a.generate_device == b.generate_device);
+      CHECK(a.prefill_device == b.prefill_device);
+      CHECK(a.generate_op == b.generate_op);
+      CHECK(a.prefill_op == b.prefill_op);
+      CHECK(a.recursive == b.recursive);
+      CHECK(a.has_transfer_map == b.has_transfer_map);
+      REQUIRE(a.transfer_map.size() == b.transfer_map.size());
+      for (std::size_t t = 0; t < a.transfer_map.size(); ++t) {
+        CHECK(a.transfer_map[t].layer == b.transfer_map[t].layer);
+        CHECK(a.transfer_map[t].device == b.transfer_map[t].device);
+      }
+      transfer_map_seen |= a.has_transfer_map;
+    }
+    CHECK(transfer_map_seen);
+    // The fit's rule to cuda:1 took the last MoE layer's experts there.
+    int found = 0;
+    for (const sy::ModulePlacement& p : r.plan.visited)
+      if (r.tree->is_routed_experts(p.module) && r.tree->at(p.module).layer == layers.back()) {
+        ++found;
+        CHECK(p.generate_device == sy::Device::cuda(1));
+      }
+    CHECK(found == 1);
+  }
+}
