@@ -6,8 +6,8 @@
 #                                   (or VAR1,VAR2,...: all of them together) unset and set to 1,
 #                                   alternating inside one process, ROUNDS timings a side (default
 #                                   6; `bench decode --ab_env`): the machines differ more than most
-#                                   changes do (docs/perf-notes.md, session 5), and so do processes
-#                                   on one machine (S9-7)
+#                                   changes do, and so do processes on one machine
+#                                   (docs/performance.md, "Noise")
 #   scripts/gpu-machine.sh ab-cpu VAR1 VAR2 ...   one in-process A/B per variable on the hybrid profile
 #                                   alone (a CPU-side variant: bench decode --ab_env times the whole step)
 #   scripts/gpu-machine.sh ab-experts VAR1 VAR2 ...   tests, then per CPU kernel variant
@@ -22,7 +22,7 @@
 #   scripts/gpu-machine.sh ab-builds NAME=CUDA_FLAGS ...   one build per variant (e.g. old=-DX new=),
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
-#                                   moves by up to ~5 us, docs/perf-notes.md S9-7)
+#                                   moves by up to ~5 us, docs/performance.md)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried), with
 # serve's HTTP library and what its pkg-config file requires:
 #   ../shared/device/fetch-build-deps.sh .device-deps libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 \

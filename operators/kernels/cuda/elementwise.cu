@@ -43,7 +43,7 @@ __global__ void copy_rows_kernel(const float* source, std::int64_t source_stride
 }
 
 // kQuads: four values a step (x 16-byte and out 8-byte aligned), the last count % 4 one by one:
-// 3.8 us against 6.6 for a 512 x 2048 prefill input on an H200 (docs/perf-notes.md, S7-7).
+// 3.8 us against 6.6 one value a step for a 512 x 2048 prefill input on an H200 (docs/performance.md).
 template <bool kQuads>
 __global__ void round_to_bf16_kernel(const float* x, std::int64_t count, __nv_bfloat16* out) {
   begin_after_previous_grid();

@@ -60,9 +60,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, T == 1 ? 4 : 2) gemv_kernel(G
 // One token, bf16 rows of at most kSharedRowBytes: every weight of the block's rows is copied to
 // shared memory before the wait (cp.async), so the whole matrix streams in while the kernel that
 // produces x still runs, where gemv_kernel stages 16 registers a lane. After the wait each lane
-// reads back the pieces it copied itself (no barrier) and sums as gemv_kernel does. On an H200
-// (session 7): q + kv_a 5.17 us against 5.81, shared down 4.33 against 5.38, and the GPU side of
-// a V2-Lite layer ~1.4 us shorter.
+// reads back the pieces it copied itself (no barrier) and sums as gemv_kernel does. On an H200:
+// q + kv_a 5.17 us against 5.81, shared down 4.33 against 5.38, and the GPU side of a V2-Lite
+// layer ~1.4 us shorter (docs/performance.md).
 constexpr std::int64_t kSharedRowBytes = 6 * 1024;  // 8 rows: 48 KiB, the static limit
 
 __global__ void __launch_bounds__(kGemvWarps * 32, 4)

@@ -65,7 +65,7 @@ __device__ inline void load8(const W* row, std::int64_t k, float (&w)[8]) {
 // runs; the rest of the row loads after. `registers` of staged weights in all, for one token
 // (decode); more tokens stage none. The launch bounds keep one token's kernels at 4 (gemv: 16
 // registers) or 3 (SwiGLU: 32) blocks per SM without spilling. Measured with `bench gemv` on an
-// H200 (docs/perf-notes.md): gemv staging 32 registers at 4 blocks an SM ran 2x slower; SwiGLU
+// H200 (docs/performance.md): gemv staging 32 registers at 4 blocks an SM ran 2x slower; SwiGLU
 // staging 32 instead of 16 ran 12% faster.
 template <typename W>
 __host__ __device__ constexpr int staged_chunks(int rows, int tokens, int registers) {

@@ -13,7 +13,7 @@ __device__ inline std::uint32_t load_acquire_system(const std::uint32_t* address
 
 // For one block: thread 0 spins until the host sets *flag to 1 and clears it for the next round;
 // the block then reads what the host wrote before the flag. One poller per wait: many blocks
-// polling host memory over PCIe at once slow the whole GPU (docs/perf-notes.md, session 5).
+// polling host memory over PCIe at once slow the whole GPU (docs/performance.md).
 __device__ inline void take_host_flag(std::uint32_t* flag) {
   if (threadIdx.x == 0) {
     while (load_acquire_system(flag) != 1) __nanosleep(64);

@@ -13,30 +13,9 @@
 #include "operators/kernels/cuda/gemv_rows.cuh"
 #include "operators/kernels/cuda/launch.cuh"
 
-// Measured on an H200 (SM clock 1980 MHz), f32 caches, latent 512 + rope 64, microseconds per call in
-// a CUDA graph of calls over 2-64 layers' caches (most rows then come from HBM), against
-// mla_attention + its combine kernel (attention.h, before programmatic dependent launch); "cp.async"
-// is an earlier version of this kernel with the keys loaded by the threads instead of the copy
-// engine, and 17 splits for 128 heads (two waves):
-//
-//   heads  max_context  P        mla_attention  cp.async  this kernel
-//   16     4096         0        21.5           4.1       4.0
-//   16     4096         500      36.0           11.7      10.2
-//   16     4096         4095     61.2           30.6      24.4
-//   16     32768        32767    278.5          161.1     121.3
-//   128    4096         500      43.2           27.5      20.6
-//   128    4096         4095     262.1          112.8     97.7
-//   128    32768        32767    1963.7         1109.7    715.6
-//
-// Where a block's time goes at P = 500, 16 heads (clock64 marks, cycles): start to keys in shared
-// memory 4250 (7300 with cp.async: one SM's loads move ~10 bytes a cycle, the copy engine ~1.7 times
-// that), scoring and summing the 32-key tile 6500, writing the partial 860, counting in 1800, the last
-// block's combine of 16 partials x 4 heads (128 KiB through one SM's loads) 5100. Tried and dropped:
-// 2 heads a block for 16 heads (the combine halves but the keys are read twice as often: better at
-// P = 500, worse from P ~ 1000 on), 8 heads a block from 16 heads (better only near 32K keys), 64-key
-// minimum splits (worse for 16 heads below P ~ 2000), a launch just over one wave (128 heads with 9
-// splits: 144 blocks, 158 us at P = 4095 against 103 with 17). Next steps, by size: the combine's
-// loads through the copy engine too, and more warps on the 32-key tile (its FMA units are ~10% busy).
+// Why a kernel of its own: one decode token leaves mla_attention's 16-row tiles nearly empty, so
+// this one runs more, smaller blocks and streams the keys through the copy engine: 2-5x less time
+// a call than mla_attention and its combine on an H200 (docs/performance.md).
 
 namespace switchyard::cuda {
 namespace {
@@ -707,8 +686,8 @@ __global__ void __launch_bounds__(kThreads) mla_expand_kernel(const ExpandArgs e
   // Every load of the combine is issued at once, then used: each thread's first kExpandHeld
   // partials (one float4 column chunk of every parts-th split), and warp 0's stats (one float2 a
   // lane per 32 splits). After the position, one round trip to L2 where there were four or more
-  // in turn (three for the stats, then the partials); ~1.6 us a layer (docs/perf-notes.md,
-  // session 6). The sums keep their order, so the output does not depend on which loads were early.
+  // in turn (three for the stats, then the partials): ~1.6 us a layer on an H200 (docs/performance.md).
+  // The sums keep their order, so the output does not depend on which loads were early.
   const auto* acc = reinterpret_cast<const float4*>(e.partial_acc) + static_cast<std::int64_t>(h) * chunks + chunk;
   const std::int64_t split_stride = static_cast<std::int64_t>(e.heads) * chunks;
   float4 held[kExpandHeld];

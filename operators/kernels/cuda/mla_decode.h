@@ -21,7 +21,7 @@
 // (write_mla_caches); the rows before P were written by earlier steps. Row P and the queries are
 // read after the wait, so the loads that do not depend on the previous kernel overlap it.
 //
-// Design (flash-decoding, combine in the same launch; mla_decode.cu has the measurements):
+// Design (flash-decoding, combine in the same launch):
 //   - grid: (head tiles, splits). A block takes a tile of 4 heads (8 from 64 heads on; 2 up to 16
 //     heads with max_context <= 4096; 1 or 2 when there are only that many) and one split of the
 //     keys; blocks of one split run side by side, so each cache row comes from memory once and from
@@ -40,7 +40,7 @@
 //     kernel ends. Decode in a model uses the variant below instead (mla_decode_partials +
 //     mla_expand_partials): the expansion that follows combines the partials in all its blocks at
 //     once, and the decode launch has no serial tail (on an H200, V2-Lite at context ~500: the GPU
-//     side of a layer ~3 us shorter, docs/perf-notes.md S5-6).
+//     side of a layer ~3 us shorter, docs/performance.md).
 //
 // Needs compute capability 9.0 or later (Hopper: bulk copies, mbarriers); launched with programmatic
 // dependent launch like the other kernels (launch.cuh).

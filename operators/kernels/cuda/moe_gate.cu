@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kSide ? kSideThreads : kMaxGateExperts, kSide 
   __shared__ float chosen_weights[kMaxGateExperts];
   // Handing off: all of x goes to the host before the routing, so that its writes cross PCIe while
   // the block routes, and publish's one system fence finds them done (a share per expert block,
-  // each fenced before its count-in, put a second system fence on this path: docs/perf-notes.md S8-4).
+  // each fenced before its count-in, would put a second system fence on this path).
   if (handing_off) copy_to_host(hand_off, 0, hidden);
   route(c, logits, expert_ids, weights, chosen_ids, chosen_weights);
   if (handing_off) publish(hand_off, c.top_k, chosen_ids, chosen_weights);

@@ -5,7 +5,7 @@
 // batched GEMM (f32 in, f32 compute, no TF32, scale as alpha), a kernel turns each row into its
 // causal softmax (masked keys get 0), and a second batched GEMM multiplies by the values. The
 // causal upper triangle of a chunk is computed and discarded: tensor-core-free f32 GEMMs still
-// beat the per-tile kernel of gqa_attention many times at prompt lengths (docs/perf-notes.md).
+// beat the per-tile kernel of gqa_attention many times at prompt lengths (docs/performance.md).
 //
 // Unlike gqa_attention, `position` (P) is a host value: a prefill is never captured in a CUDA
 // graph. Query t (at position P + t) sees cache rows [0, P + t]; rows from P + tokens on are never

@@ -34,9 +34,9 @@ __device__ inline float weight_at(const unsigned short* weight, std::int64_t i) 
 // addend, and the kernel before it (the shared experts' down projection, or the router) writes
 // only its own output, never the residual x: x's last writer is an earlier norm, which completed
 // before the kernel before this one passed its own wait, and so before this launch began (L2
-// loads: no stale L1 line). Timestamps on an H200 (docs/perf-notes.md, session 9) had this norm
-// load x and the weights 4.6 us after its wait, behind the next GEMV's weight stream; loaded
-// before it, the GPU side of a hybrid V2-Lite layer fell from 57.8 to 54.0 us.
+// loads: no stale L1 line). Loaded after the wait, x and the weights queue behind the next GEMV's
+// weight stream (4.6 us on an H200, by timestamps); loaded before it, the GPU side of a hybrid
+// V2-Lite layer takes 54.0 us against 57.8 (docs/performance.md).
 constexpr int kStaged = 8;
 
 __device__ inline void stage_host_row(const float* host, std::int64_t dim, bool quads, float* shared) {

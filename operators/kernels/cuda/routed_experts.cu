@@ -301,7 +301,7 @@ __global__ void gather_rows(const float* x, std::int64_t hidden, int top_k, cons
 
 // out[t, c] = sum over k, in slot order, of weights[t, k] * expert_rows[row_of_slot[t, k], c],
 // skipping slots of invalid ids (row -1). expert_rows: [rows, hidden]; out: [tokens, hidden]. A
-// thread an element (a block a token, threads along its row, measured 40% slower: session 7).
+// thread an element (a block a token, threads along its row, ran 40% slower on an H200).
 __global__ void combine_slots(const float* expert_rows, std::int64_t hidden, std::int64_t tokens, int top_k,
                               const std::int32_t* row_of_slot, const float* weights, float* out) {
   begin_after_previous_grid();
