@@ -11,11 +11,6 @@
 
 namespace switchyard {
 
-std::vector<Device> weight_devices(const ModulePlacement& owner) {
-  if (owner.prefill_device == owner.generate_device) return {owner.generate_device};
-  return {owner.generate_device, owner.prefill_device};
-}
-
 namespace {
 
 // Bytes `module`'s weights take on `device`: each parameter in its resident dtype
@@ -25,8 +20,9 @@ namespace {
 std::uint64_t resident_bytes(const PlacementPlan& plan, int index, Device device, std::uint64_t& dequantized_rows) {
   const Module& module = plan.tree->at(index);
   std::uint64_t bytes = 0;
-  for (const Parameter& p : module.params) {
-    const DType dtype = resident_dtype(plan, index, p.dtype, device);
+  for (std::size_t param = 0; param < module.params.size(); ++param) {
+    const Parameter& p = module.params[param];
+    const DType dtype = plan.resident_dtype(index, static_cast<int>(param), device);
     bytes += storage_bytes(dtype, p.shape.elements());
     if (device.is_cuda() && is_block_quantized(dtype) && p.shape.rank == 2) {
       const auto rows = static_cast<std::int64_t>(p.shape.dims[0]), in = static_cast<std::int64_t>(p.shape.dims[1]);

@@ -14,6 +14,7 @@
 #include "core/diagnostics.h"
 #include "core/kv_cache_layout.h"
 #include "placement/placement_plan.h"
+#include "placement/weight_storage.h"  // weight_devices
 
 namespace switchyard {
 
@@ -57,11 +58,6 @@ struct PhysicalGpuMemory {
 // The KV cache of one attention layer of `config` under `budget`: its max_context and dtype
 // (kv_cache_dtype with the budget's request), as BuildContext::kv_cache gives it to the operators.
 KvCacheLayout kv_cache_layout(const ModelConfig& config, const MemoryBudget& budget);
-
-// The devices that hold the weights of the modules `owner` owns: its decode device, and its
-// prefill device where that differs (the model keeps a copy there: GpuMoeOp uploads every routed
-// expert of a layer whose prefill_device is its GPU).
-std::vector<Device> weight_devices(const ModulePlacement& owner);
 
 // Devices in order: cuda:0.., then cpu. Every GPU below options.gpus is listed, used or not. With a
 // device_map that is not the identity, the GPU budgets are the physical GPUs' (fold_memory), and

@@ -2,9 +2,11 @@
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include "core/text.h"
 #include "placement/rule_candidates.h"
+#include "placement/weight_storage.h"
 
 namespace switchyard {
 namespace {
@@ -153,7 +155,17 @@ Device PlacementPlan::layer_device(int layer) const {
 
 PlacementPlan plan_placement(const ModuleTree& tree, const RuleSet& rules, const PlacementOptions& options,
                              Diagnostics& diagnostics) {
-  return Walker(tree, rules, options, diagnostics).run();
+  PlacementPlan plan = Walker(tree, rules, options, diagnostics).run();
+  resolve_resident_weights(plan);
+  return plan;
+}
+
+DType PlacementPlan::resident_dtype(int module, int param, Device device) const {
+  if (module >= 0 && static_cast<std::size_t>(module) < resident.size())
+    for (const ResidentWeight& r : resident[static_cast<std::size_t>(module)])
+      if (r.param == param && r.device == device) return r.dtype;
+  throw std::logic_error("the plan keeps no parameter " + std::to_string(param) + " of module " + std::to_string(module) +
+                         " on " + device.str());
 }
 
 }  // namespace switchyard

@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/diagnostics.h"
+#include "core/dtype.h"
 #include "core/module_tree.h"
 #include "placement/module_name_index.h"
 #include "placement/rule_set.h"
@@ -32,6 +33,14 @@ struct PlacementOptions {
   int gpus = 1;  // cuda:0 .. cuda:(gpus-1) exist
 };
 
+// What a device keeps of one parameter (placement/weight_storage.h): its dtype there, resolved by
+// the walk for every parameter of every module on each device that holds the module's weights.
+struct ResidentWeight {
+  Device device;
+  int param = 0;  // index into the module's params
+  DType dtype = DType::f32;
+};
+
 struct PlacementPlan {
   const ModuleTree* tree = nullptr;
   const RuleSet* rules = nullptr;
@@ -43,6 +52,7 @@ struct PlacementPlan {
   int model_rule = -1;                   // rule that placed the decoder stack ("model"), if any
   std::vector<bool> runaway_rules;       // per rule: its regex hit the backtracking limit; ignored since
   std::shared_ptr<const ModuleNameIndex> name_index;  // built by the walk for large profiles, else null
+  std::vector<std::vector<ResidentWeight>> resident;  // module index -> its parameters on each device holding them
 
   const ModulePlacement* placement_of(int module) const {
     const int v = visit_of[static_cast<std::size_t>(module)];
@@ -51,6 +61,9 @@ struct PlacementPlan {
   const ModulePlacement& owner_of(int module) const {
     return visited[static_cast<std::size_t>(weight_owner[static_cast<std::size_t>(module)])];
   }
+  // The dtype `device` keeps parameter `param` of `module` in; std::logic_error where the plan
+  // does not put that module's weights on `device`.
+  DType resident_dtype(int module, int param, Device device) const;
   // The transfer_map of the rule that placed the decoder stack; empty when there is none.
   const std::vector<TransferMapEntry>& transfer_map() const;
   // Where the hidden state lives while layer `layer` runs.

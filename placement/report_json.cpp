@@ -39,6 +39,18 @@ ordered_json module_json(const CheckResult& result, const ModulePlacement& p) {
   m["line"] = rule ? ordered_json(rule->location.line) : ordered_json(nullptr);
   m["recursive"] = p.recursive;
   m["weight_bytes"] = p.recursive ? module.own_bytes() : result.tree->subtree_bytes(p.module);
+  // Each of its own parameters as stored and as each device that holds it keeps it (the plan's
+  // resolved storage; a routed-experts container's experts are modules of their own, not listed).
+  ordered_json weights = ordered_json::array();
+  for (std::size_t i = 0; i < module.params.size(); ++i) {
+    ordered_json kept = ordered_json::object();
+    for (const ResidentWeight& r : result.plan.resident[static_cast<std::size_t>(p.module)])
+      if (r.param == static_cast<int>(i)) kept[r.device.str()] = dtype_name(r.dtype);
+    weights.push_back(ordered_json{{"name", module.params[i].name},
+                                   {"stored", dtype_name(module.params[i].dtype)},
+                                   {"resident", std::move(kept)}});
+  }
+  m["weights"] = std::move(weights);
   return m;
 }
 

@@ -65,4 +65,24 @@ DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device
   return keeps ? stored : DType::bf16;
 }
 
+std::vector<Device> weight_devices(const ModulePlacement& owner) {
+  if (owner.prefill_device == owner.generate_device) return {owner.generate_device};
+  return {owner.generate_device, owner.prefill_device};
+}
+
+void resolve_resident_weights(PlacementPlan& plan) {
+  const ModuleTree& tree = *plan.tree;
+  plan.resident.assign(tree.size(), {});
+  if (plan.visited.empty() || plan.weight_owner.size() != tree.size()) return;  // nothing placed
+  for (int i = 0; i < static_cast<int>(tree.size()); ++i) {
+    const Module& module = tree.at(i);
+    if (module.params.empty() || plan.weight_owner[static_cast<std::size_t>(i)] < 0) continue;
+    std::vector<ResidentWeight>& entries = plan.resident[static_cast<std::size_t>(i)];
+    for (const Device& device : weight_devices(plan.owner_of(i)))
+      for (std::size_t param = 0; param < module.params.size(); ++param)
+        entries.push_back(ResidentWeight{device, static_cast<int>(param),
+                                         resident_dtype(plan, i, module.params[param].dtype, device)});
+  }
+}
+
 }  // namespace switchyard

@@ -17,6 +17,8 @@
 //        experts run). Every other GPU weight in blocks becomes bf16 at load (KLinearTorch,
 //        KExpertsTorch, norms).
 //   Plain dtypes (f32, bf16, f16) are counted as stored.
+#include <vector>
+
 #include "core/device.h"
 #include "core/dtype.h"
 #include "placement/placement_plan.h"
@@ -25,5 +27,15 @@ namespace switchyard {
 
 // The dtype of `module`'s weight stored as `stored` when `device` holds it under `plan`.
 DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device device);
+
+// The devices that hold the weights of the modules `owner` owns: its decode device, and its
+// prefill device where that differs (the model keeps a copy there: GpuMoeOp uploads every routed
+// expert of a layer whose prefill_device is its GPU).
+std::vector<Device> weight_devices(const ModulePlacement& owner);
+
+// Fills plan.resident: every parameter of every module, in its resident dtype on each device of
+// weight_devices(its owner), from the dtype the tree says it is stored as. The walk calls it, so
+// the memory estimate, `check`'s report and the model's builders all read the one answer.
+void resolve_resident_weights(PlacementPlan& plan);
 
 }  // namespace switchyard

@@ -8,7 +8,6 @@
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/runtime/gpu_runtime.h"
 #endif
-#include "placement/weight_storage.h"
 
 namespace switchyard {
 
@@ -55,9 +54,18 @@ Tensor BuildContext::param(const Module& module, std::string_view name, std::spa
 }
 
 DType BuildContext::resident_dtype(const Module& module, std::string_view name, Device device) const {
-  for (const Parameter& p : module.params)
-    if (p.name == name)
-      return switchyard::resident_dtype(plan, index_of(module), weights.stored_dtype(std::string(module.name) + "." + std::string(name)), device);
+  for (std::size_t i = 0; i < module.params.size(); ++i) {
+    const Parameter& p = module.params[i];
+    if (p.name != name) continue;
+    // The plan resolved it from the dtype the check read for the tensor; the file must still say so.
+    const std::string full_name = std::string(module.name) + "." + std::string(name);
+    const DType stored = weights.stored_dtype(full_name);
+    if (stored != p.dtype)
+      throw InputError("tensor '" + full_name + "' is stored as " + dtype_name(stored) + ", but the plan was made for " +
+                           dtype_name(p.dtype) + " (was the file rewritten since it was checked?)",
+                       kExitBadContent);
+    return plan.resident_dtype(index_of(module), static_cast<int>(i), device);
+  }
   throw std::logic_error(std::string(module.name) + " has no parameter " + std::string(name));
 }
 

@@ -3,9 +3,12 @@
 // blocks) with everything on cuda:0 and, through --cpu-moe, the routed experts on the CPU.
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "placement/check.h"
+#include "placement/report.h"
 #include "placement/weight_storage.h"
 
 namespace sy = switchyard;
@@ -120,4 +123,61 @@ TEST_CASE("weight storage: GPU routed experts keep blocks under KExpertsMarlin a
   };
   CHECK(gpu_bytes(marlin) < gpu_bytes(torch));
   CHECK(gpu_bytes(ot) == gpu_bytes(marlin));
+}
+
+TEST_CASE("weight storage: the plan carries every parameter's resident dtype on each device that holds it, and check reports it") {
+  // A ktransformers-style profile whose routed experts decode on the CPU and prefill on the GPU
+  // (two devices hold them), on a model stored in Q4_K_M (floats and blocks mixed).
+  sy::CheckOptions o;
+  o.model.arch = "tiny-deepseek-v3";
+  o.model.weight_dtype = "q4_k_m";
+  o.gpus = 1;
+  o.profile = "split-experts.yaml";
+  o.profile_text = R"(- match:
+    name: "^model\\.layers\\.\\d+\\.mlp\\.experts$"
+  replace:
+    class: ktransformers.operators.experts.KTransformersExperts
+    kwargs:
+      generate_device: "cpu"
+      generate_op: "KExpertsCPU"
+      prefill_device: "cuda:0"
+      prefill_op: "KExpertsTorch"
+  recursive: False
+)";
+  const sy::CheckResult r = sy::run_check(o);
+  for (const sy::Diagnostic& d : r.diagnostics.items()) INFO(sy::format_diagnostic(d));
+  REQUIRE_FALSE(r.diagnostics.has_errors());
+  const sy::ModuleTree& tree = *r.tree;
+  REQUIRE(r.plan.resident.size() == tree.size());
+  int two_devices = 0, converted = 0;
+  for (int i = 0; i < static_cast<int>(tree.size()); ++i) {
+    const sy::Module& m = tree.at(i);
+    const std::vector<sy::Device> held_by = sy::weight_devices(r.plan.owner_of(i));
+    // One entry per parameter and holding device, each the weight-storage rule's answer.
+    CHECK(r.plan.resident[static_cast<std::size_t>(i)].size() == m.params.size() * held_by.size());
+    for (std::size_t p = 0; p < m.params.size(); ++p)
+      for (const sy::Device& d : held_by) {
+        const sy::DType kept = r.plan.resident_dtype(i, static_cast<int>(p), d);
+        CHECK(kept == sy::resident_dtype(r.plan, i, m.params[p].dtype, d));
+        converted += kept != m.params[p].dtype;
+      }
+    two_devices += !m.params.empty() && held_by.size() == 2;
+    // A device that does not hold the module's weights has no answer.
+    if (!m.params.empty() && held_by.size() == 1)
+      CHECK_THROWS_AS(r.plan.resident_dtype(i, 0, held_by.front().is_cpu() ? sy::Device::cuda(0) : sy::Device::cpu()),
+                      std::logic_error);
+  }
+  CHECK(two_devices > 0);  // the experts' projections, on the CPU and the GPU
+  CHECK(converted > 0);    // KExpertsTorch's bf16 copies on the GPU
+  // check --format json names them: an expert projection's blocks on the CPU, bf16 on the GPU.
+  const nlohmann::ordered_json doc = sy::check_to_json(r, o.budget);
+  bool found = false;
+  for (const auto& module : doc["modules"]) {
+    if (module["name"] != "model.layers.1.self_attn.kv_b_proj") continue;
+    found = true;
+    REQUIRE(module["weights"].size() == 1);
+    CHECK(module["weights"][0]["stored"] != "bf16");
+    CHECK(module["weights"][0]["resident"]["cuda:0"] == "bf16");  // MLA's kv_b_proj is always floats on a GPU
+  }
+  CHECK(found);
 }
