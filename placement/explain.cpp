@@ -17,7 +17,7 @@ std::string describe_rule(const Rule& rule) {
 
 // "implementation: experts.cpu in decode, experts.gpu in prefill"
 std::string implementation_line(const PlacementPlan& plan, int module) {
-  const PhaseImplementations runs = implementation_of(plan, module);
+  const PhaseImplementations runs = plan.implementation(module);
   return std::string("implementation: ") + implementation_name(runs.generate) + " in decode, " +
          implementation_name(runs.prefill) + " in prefill\n";
 }

@@ -3,8 +3,8 @@
 // its replacement class, its op (generate_op / prefill_op) and its device; the registry
 // (placement/operator_registry.cpp) states for every class and op which implementation that is, so
 // names that share one (KLinearMarlin and VLinearMarlin) say so there, in one place.
-// operators/ holds one builder per implementation and builds the model by asking for each placed
-// module's implementation; nothing else decides.
+// The walk resolves every module's implementations once (PlacementPlan::implementation); operators/
+// holds one builder per implementation and builds each placed module by the plan's answer.
 #include <span>
 #include <string_view>
 

@@ -156,7 +156,10 @@ Device PlacementPlan::layer_device(int layer) const {
 PlacementPlan plan_placement(const ModuleTree& tree, const RuleSet& rules, const PlacementOptions& options,
                              Diagnostics& diagnostics) {
   PlacementPlan plan = Walker(tree, rules, options, diagnostics).run();
-  resolve_resident_weights(plan);
+  plan.implementations.assign(tree.size(), PhaseImplementations{});
+  if (plan.visited.size() > 0 && plan.weight_owner.size() == tree.size())
+    for (int i = 0; i < static_cast<int>(tree.size()); ++i) plan.implementations[static_cast<std::size_t>(i)] = implementation_of(plan, i);
+  resolve_resident_weights(plan);  // reads the implementations
   return plan;
 }
 

@@ -12,6 +12,7 @@
 #include "core/diagnostics.h"
 #include "core/dtype.h"
 #include "core/module_tree.h"
+#include "placement/implementation.h"
 #include "placement/module_name_index.h"
 #include "placement/rule_set.h"
 
@@ -52,6 +53,8 @@ struct PlacementPlan {
   int model_rule = -1;                   // rule that placed the decoder stack ("model"), if any
   std::vector<bool> runaway_rules;       // per rule: its regex hit the backtracking limit; ignored since
   std::shared_ptr<const ModuleNameIndex> name_index;  // built by the walk for large profiles, else null
+  // Resolved after the walk (plan_placement), so that nothing later asks placement again:
+  std::vector<PhaseImplementations> implementations;  // module index -> what runs it in each phase
   std::vector<std::vector<ResidentWeight>> resident;  // module index -> its parameters on each device holding them
 
   const ModulePlacement* placement_of(int module) const {
@@ -60,6 +63,10 @@ struct PlacementPlan {
   }
   const ModulePlacement& owner_of(int module) const {
     return visited[static_cast<std::size_t>(weight_owner[static_cast<std::size_t>(module)])];
+  }
+  // What runs `module` in decode and in prefill (implementation_of, resolved by the walk).
+  const PhaseImplementations& implementation(int module) const {
+    return implementations[static_cast<std::size_t>(module)];
   }
   // The dtype `device` keeps parameter `param` of `module` in; std::logic_error where the plan
   // does not put that module's weights on `device`.

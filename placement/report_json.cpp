@@ -32,7 +32,7 @@ ordered_json module_json(const CheckResult& result, const ModulePlacement& p) {
   m["generate_op"] = p.generate_op.empty() ? ordered_json(nullptr) : ordered_json(p.generate_op);
   m["prefill_op"] = p.prefill_op.empty() ? ordered_json(nullptr) : ordered_json(p.prefill_op);
   if (p.out_device) m["out_device"] = p.out_device->str();
-  const PhaseImplementations runs = implementation_of(result.plan, p.module);
+  const PhaseImplementations runs = result.plan.implementation(p.module);
   m["implementation"] = ordered_json{{"generate", implementation_name(runs.generate)},
                                      {"prefill", implementation_name(runs.prefill)}};
   m["rule_number"] = rule ? ordered_json(rule->number()) : ordered_json(nullptr);

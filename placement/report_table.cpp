@@ -68,7 +68,7 @@ std::vector<Row> group_rows(const CheckResult& result) {
     const Rule* rule = p.rule >= 0 ? &result.rules->rules[static_cast<std::size_t>(p.rule)] : nullptr;
     Row row;
     row.op = op_text(p, rule);
-    row.runs = runs_text(implementation_of(plan, p.module));
+    row.runs = runs_text(plan.implementation(p.module));
     row.decode = p.generate_device.str();
     if (p.out_device && *p.out_device != p.generate_device) row.decode += " -> " + p.out_device->str();
     row.prefill = p.prefill_device.str();

@@ -58,7 +58,7 @@ DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device
   const int op_module = expert && m.parent >= 0 && plan.tree->at(m.parent).parent >= 0 ? plan.tree->at(m.parent).parent
                                                                                        : module;
   const Implementation quant = expert ? Implementation::experts_gpu_quant : Implementation::linear_gpu_quant;
-  const PhaseImplementations runs = implementation_of(plan, op_module);
+  const PhaseImplementations runs = plan.implementation(op_module);
   const ModulePlacement& owner = plan.owner_of(op_module);
   const bool keeps = (runs.generate == quant && owner.generate_device == device) ||
                      (runs.prefill == quant && owner.prefill_device == device);

@@ -81,7 +81,7 @@ Device BuildContext::generate_device(const Module& module) const { return plan.o
 Device BuildContext::prefill_device(const Module& module) const { return plan.owner_of(index_of(module)).prefill_device; }
 
 PhaseImplementations BuildContext::implementation(const Module& module) const {
-  return implementation_of(plan, index_of(module));
+  return plan.implementation(index_of(module));
 }
 
 void BuildContext::record(const Module& module, PhaseImplementations implementation) const {
