@@ -108,6 +108,8 @@ struct RunCommand {
       throw InputError("--chat-template: run continues the prompt as plain text, without a chat template; `chat` and "
                        "`serve` render chats");
     if (quiet && verbose) throw InputError("give --quiet or --verbose, not both");
+    if (dry_run && format == "json")
+      throw InputError("--dry_run prints check's table; for the plan as JSON run `switchyard check --format json`");
     if (!prompt_file.empty()) prompt = read_prompt_file(prompt_file);
     if (!prompt.empty() && prompt_ids_given && prompt_ids_given->count() > 0)
       throw InputError("give --prompt TEXT or --prompt_ids 1,2,3, not both");
@@ -206,7 +208,7 @@ struct RunCommand {
                               static_cast<double>(now->file_bytes) / (1 << 20), static_cast<double>(now->anon_bytes) / (1 << 20),
                               static_cast<double>(now->shmem_bytes) / (1 << 20));
     note(Level::normal, memory);
-    if (profile && level != Level::quiet) std::fprintf(stderr, "\n%s", tracer.profile_table().c_str());
+    if (profile) std::fprintf(stderr, "\n%s", tracer.profile_table().c_str());  // asked for, so even under --quiet
     if (trace_file) {
       tracer.write_chrome_trace(*trace_file);
       trace_file->commit();

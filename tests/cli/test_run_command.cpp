@@ -79,6 +79,12 @@ TEST_CASE("run command: stdout holds the answer alone; --quiet and --verbose set
   CHECK(verbose.output.find("prompt ids: " + prompt_ids + "\n") != std::string::npos);
   CHECK(run_switchyard("run --max_new_tokens 6 --quiet --verbose").exit_code == 2);
   CHECK(run_switchyard("run --max_new_tokens 6 --format yaml").exit_code == 2);
+  CHECK(run_switchyard("run --dry_run --format json").exit_code == 2);  // check --format json is the plan's JSON
+  // --profile's table is asked for by name: it comes even under --quiet.
+  const auto profiled = run_switchyard_with_env("", "run --max_new_tokens 3 -q --profile", true);
+  CHECK(profiled.exit_code == 0);
+  CHECK(profiled.output.find("load duration") == std::string::npos);
+  CHECK(profiled.output.find("per decode step, milliseconds") != std::string::npos);
   // A prompt of ids without a tokenizer: the answer's ids are the output.
   const auto ids_json = run_switchyard("run --prompt_ids 5,6,7 -n 4 --format json");
   const auto ids_text = run_switchyard("run --prompt_ids 5,6,7 -n 4");
