@@ -25,7 +25,7 @@ KernelVariants read_variants() {
   if (const char* s = std::getenv("SWITCHYARD_CPU_AMX_SCALAR_STORE")) v.amx_scalar_store = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_BF16_FULL_TILES")) v.bf16_full_tiles = std::string(s) == "1";
   if (const char* s = std::getenv("SWITCHYARD_CPU_TILES_ROW_MAJOR")) v.tiles_row_major = std::string(s) == "1";
-  // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/perf-notes.md),
+  // A row at a time where AMX is: the Xeon's whole prefill ran 4-9% faster so (docs/performance.md),
   // where the VM's Zen 4 wrote its panels twice as fast 8 chunks at a time.
   v.panels_by_row = isa_supported(Isa::amx);
   if (const char* s = std::getenv("SWITCHYARD_CPU_PANELS_BY_ROW")) v.panels_by_row = std::string(s) == "1";

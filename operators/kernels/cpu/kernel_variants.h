@@ -6,7 +6,7 @@
 // never its results: tests hold each variant's outputs equal to the default's, bit for bit.
 //   SWITCHYARD_CPU_QUANT_PREFETCH=BYTES  how far ahead the quantised decode rows prefetch their
 //                                  weights (0: no prefetch; unset or 1: 2048, the default, measured
-//                                  best of 512-4096 on the Xeon, docs/perf-notes.md; at least 64)
+//                                  best of 512-4096 on the Xeon, docs/performance.md; at least 64)
 //   SWITCHYARD_CPU_QK_SIMD_SCALES=1  Q4_K's and Q5_K's packed 6-bit scales unpacked by byte
 //                                  shuffles instead of 32-bit word arithmetic
 //   SWITCHYARD_CPU_TILES_F32_PANEL=1  AMX's prefill on block types dequantises each panel to f32

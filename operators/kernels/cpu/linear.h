@@ -18,7 +18,7 @@
 // are (8 significant bits: relative error 2^-9 an element), and tile instructions multiply it by
 // the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
 // bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
-// FMAs on the Xeon that the benchmarks run on (docs/perf-notes.md keeps the measurement), which
+// FMAs on the Xeon that the benchmarks run on (docs/performance.md keeps the measurement), which
 // has AMX anyway; on a CPU without AMX (Isa::avx512bf16: Zen 4, Cooper Lake) it multiplies the
 // same x tiles by the weights' rows from kAmxTokens tokens, 2.4-3x the f32 FMAs on Zen 4.
 // Block-type weights take the same tiles from kQuantPrefillTokens tokens on: their rows are

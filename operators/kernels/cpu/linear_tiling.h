@@ -15,7 +15,7 @@
 // varies +-30% run to run); 4 tokens ~105 GB/s; prefill ~620 GFLOP/s at 64-256 tokens. Variants
 // tried and dropped: no f32 panels (prefill 9% slower there, equal on Zen 4); software prefetch of
 // the weight rows (no gain beyond the noise); token blocks of 8-32 and input blocks of 256 (within
-// the noise; docs/perf-notes.md). Where the CPU has AMX, bf16 prefill runs on its tiles
+// the noise; docs/performance.md). Where the CPU has AMX, bf16 prefill runs on its tiles
 // instead (linear_amx.cpp).
 //
 // Everything here is in an unnamed namespace on purpose: each instruction set's translation unit
