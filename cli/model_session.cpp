@@ -23,13 +23,6 @@ namespace {
 
 constexpr const char* kEmbeddedPreset = "tiny-deepseek-v3";
 constexpr std::uint64_t kEmbeddedSeed = 20261129;
-// The profile used when given none: every module on the CPU with its own implementation.
-constexpr const char* kCpuProfile = R"(- match:
-    name: ""
-  replace:
-    class: default
-    kwargs: {generate_device: "cpu", prefill_device: "cpu"}
-)";
 
 }  // namespace
 
@@ -128,7 +121,7 @@ ModelSession::ModelSession(const ModelOptions& model, int prefill_chunk, bool qu
   options_.budget.prefill_chunk = prefill_chunk;
   if (chosen_.profile.empty() && options_.quick_rules.empty() && !options_.fit.enabled) {
     options_.profile = "<built-in CPU profile>";
-    options_.profile_text = kCpuProfile;
+    options_.profile_text = kCpuOnlyProfile;
   }
 }
 

@@ -39,17 +39,6 @@ namespace {
 
 using namespace switchyard;
 
-// Every module on the CPU, each with its own implementation: the profile `switchyard run` uses
-// when given none, so this runs on any machine. To place modules on GPUs, set CheckOptions::profile
-// to a profile file instead (optimize_rules/ has some); the engine then needs the CUDA backend
-// (Switchyard_HAVE_CUDA in CMake).
-constexpr const char* kCpuProfile = R"(- match:
-    name: ""
-  replace:
-    class: default
-    kwargs: {generate_device: "cpu", prefill_device: "cpu"}
-)";
-
 // "1,2,3" as ids; nullopt for anything else (text to encode). Range is checked by generate().
 std::optional<std::vector<std::int32_t>> parse_ids(const std::string& prompt) {
   std::vector<std::int32_t> ids;
@@ -108,7 +97,10 @@ int stream(int argc, char** argv) {
   CheckOptions options;
   options.model.model_path = model_dir;
   options.profile = "<stream_tokens' CPU profile>";  // names the text below in messages
-  options.profile_text = kCpuProfile;
+  // Every module on the CPU (the profile `switchyard run` uses when given none), so this runs on
+  // any machine. To place modules on GPUs, set options.profile to a profile file instead
+  // (optimize_rules/ has some); the engine then needs the CUDA backend (Switchyard_HAVE_CUDA).
+  options.profile_text = kCpuOnlyProfile;
   const CheckResult check = run_check(options);
   for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
   if (check.diagnostics.has_errors()) return kExitBadContent;

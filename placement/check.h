@@ -22,6 +22,15 @@ namespace switchyard {
 // first ("q5_0 x36, f32 x31, q8_0 x3").
 std::string weight_types_summary(const ModelSpec& model, const ModuleTree& tree);
 
+// A profile of one rule that places every module on the CPU, each with its own implementation:
+// what `run`, `chat` and `serve` use when given no profile and no placement flag.
+inline constexpr const char* kCpuOnlyProfile = R"(- match:
+    name: ""
+  replace:
+    class: default
+    kwargs: {generate_device: "cpu", prefill_device: "cpu"}
+)";
+
 struct CheckOptions {
   ModelSpec model;
   std::filesystem::path profile;             // empty: no profile file (the quick rules alone)

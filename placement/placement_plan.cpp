@@ -157,8 +157,9 @@ PlacementPlan plan_placement(const ModuleTree& tree, const RuleSet& rules, const
                              Diagnostics& diagnostics) {
   PlacementPlan plan = Walker(tree, rules, options, diagnostics).run();
   plan.implementations.assign(tree.size(), PhaseImplementations{});
-  if (plan.visited.size() > 0 && plan.weight_owner.size() == tree.size())
-    for (int i = 0; i < static_cast<int>(tree.size()); ++i) plan.implementations[static_cast<std::size_t>(i)] = implementation_of(plan, i);
+  plan.resident.assign(tree.size(), {});
+  if (plan.visited.empty() || plan.weight_owner.size() != tree.size()) return plan;  // nothing placed
+  for (int i = 0; i < static_cast<int>(tree.size()); ++i) plan.implementations[static_cast<std::size_t>(i)] = implementation_of(plan, i);
   resolve_resident_weights(plan);  // reads the implementations
   return plan;
 }

@@ -73,7 +73,6 @@ std::vector<Device> weight_devices(const ModulePlacement& owner) {
 void resolve_resident_weights(PlacementPlan& plan) {
   const ModuleTree& tree = *plan.tree;
   plan.resident.assign(tree.size(), {});
-  if (plan.visited.empty() || plan.weight_owner.size() != tree.size()) return;  // nothing placed
   for (int i = 0; i < static_cast<int>(tree.size()); ++i) {
     const Module& module = tree.at(i);
     if (module.params.empty() || plan.weight_owner[static_cast<std::size_t>(i)] < 0) continue;

@@ -34,7 +34,8 @@ DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device
 std::vector<Device> weight_devices(const ModulePlacement& owner);
 
 // Fills plan.resident: every parameter of every module, in its resident dtype on each device of
-// weight_devices(its owner), from the dtype the tree says it is stored as. The walk calls it, so
+// weight_devices(its owner), from the dtype the tree says it is stored as; the plan must have placed
+// every module and resolved its implementations (plan_placement does both, then calls this), so
 // the memory estimate, `check`'s report and the model's builders all read the one answer.
 void resolve_resident_weights(PlacementPlan& plan);
 

@@ -97,12 +97,9 @@ struct CommandResult {
   std::string output;  // stdout only (and stderr, when asked for)
 };
 
-// Runs the built switchyard binary with `arguments` (a shell-quoted string) and environment
-// assignments `env` ("A=1 B=2"), stderr discarded or, with with_stderr, in the output.
-inline CommandResult run_switchyard_with_env(const std::string& env, const std::string& arguments,
-                                             bool with_stderr = false) {
-  const std::string command =
-      env + " " + std::string(SWITCHYARD_BINARY) + " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs `command` (a shell command line, its own redirections included) and reads what it writes
+// to stdout until it exits.
+inline CommandResult run_command(const std::string& command) {
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -112,6 +109,13 @@ inline CommandResult run_switchyard_with_env(const std::string& env, const std::
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// Runs the built switchyard binary with `arguments` (a shell-quoted string) and environment
+// assignments `env` ("A=1 B=2"), stderr discarded or, with with_stderr, in the output.
+inline CommandResult run_switchyard_with_env(const std::string& env, const std::string& arguments,
+                                             bool with_stderr = false) {
+  return run_command(env + " " + std::string(SWITCHYARD_BINARY) + " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 inline CommandResult run_switchyard(const std::string& arguments) { return run_switchyard_with_env("", arguments); }

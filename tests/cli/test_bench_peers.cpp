@@ -1,6 +1,5 @@
 // scripts/bench-peers.sh, the benchmark beside llama.cpp and ik_llama.cpp that anyone can run: on
 // this machine, our side on the CPU on a make-model GGUF (no peer given: their columns say "-").
-#include <cstdio>
 #include <regex>
 #include <string>
 
@@ -12,17 +11,8 @@
 namespace {
 
 switchyard::testing::CommandResult run_script(const std::string& arguments) {
-  const std::string command = "bash " + switchyard::testing::source_path("scripts/bench-peers.sh") + " --switchyard " +
-                              std::string(SWITCHYARD_BINARY) + " " + arguments + " 2>&1";
-  switchyard::testing::CommandResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return switchyard::testing::run_command("bash " + switchyard::testing::source_path("scripts/bench-peers.sh") +
+                                          " --switchyard " + std::string(SWITCHYARD_BINARY) + " " + arguments + " 2>&1");
 }
 
 }  // namespace

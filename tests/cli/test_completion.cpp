@@ -41,22 +41,10 @@ std::string sh_quoted(const std::string& text) {
   return out + "'";
 }
 
-struct ShellResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using ShellResult = switchyard::testing::CommandResult;
 
-ShellResult run_shell(const std::string& command) {
-  ShellResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+// `command` under the shell, stdout and stderr together.
+ShellResult run_shell(const std::string& command) { return switchyard::testing::run_command(command + " 2>&1"); }
 
 std::set<std::string> lines_of(const std::string& text) {
   std::set<std::string> lines;
