@@ -26,7 +26,7 @@
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/linear_kernels.h"
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
 #include "tests/test_seed.h"
 
 using switchyard::testing::test_seed;
