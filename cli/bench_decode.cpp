@@ -10,7 +10,6 @@
 #include <optional>
 #include <random>
 
-#include "cli/bench_experts.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/model_description.h"
@@ -18,10 +17,8 @@
 #include "core/stream_triad.h"
 #include "core/trace.h"
 #include "core/units.h"
-#include "operators/blocks/routed_experts.h"
 #include "operators/model/causal_lm.h"
 #include "operators/kernels/cpu/isa.h"
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/measure/kernel_timeline.h"
 #include "operators/kernels/cpu/sampling.h"
 #include "placement/memory_estimate.h"
@@ -156,57 +153,6 @@ void print_leave_out(BenchSteps& steps, const std::vector<std::string>& groups) 
   steps.one_at_a_time = false;
 }
 
-// --ab_env: both variants in this process, A B B A ..., each timed with its own graphs; the
-// prompt's prefill (`prefill_seconds`, the same prompt at position 0 each time) too.
-void print_ab(BenchSteps& steps, const std::string& ab_env, int rounds, const std::function<double()>& prefill_seconds) {
-  const std::vector<std::string> variables = comma_separated(ab_env);
-  // Between steps: no other thread reads the environment then (setenv is not safe beside getenv).
-  auto switch_to = [&](bool variant) {
-    for (const std::string& v : variables) {
-      const std::size_t equals = v.find('=');  // VAR or VAR=VALUE; VAR alone is set to 1
-      const std::string name = v.substr(0, equals), value = equals == std::string::npos ? "1" : v.substr(equals + 1);
-      variant ? setenv(name.c_str(), value.c_str(), 1) : unsetenv(name.c_str());
-    }
-    cpu::refresh_kernel_variants();
-    steps.lm.discard_decode_graph();
-  };
-  // Per side: the GPU side (us per layer) and, in a hybrid placement, the whole step with the CPU
-  // experts' work (ms per token): a variant of the CPU side shows only there.
-  std::vector<double> unset, set, clocks, unset_whole, set_whole, unset_prefill, set_prefill;
-  for (int i = 0; i < 2 * rounds; ++i) {
-    const bool variant = (i % 4 == 1) || (i % 4 == 2);
-    switch_to(variant);
-    (variant ? set : unset).push_back(steps.per_layer_us(steps.time_gpu_side()));
-    clocks.push_back(sm_clock(steps));
-    if (steps.hybrid) (variant ? set_whole : unset_whole).push_back(steps.time_steps() * 1e3);
-    (variant ? set_prefill : unset_prefill).push_back(prefill_seconds() * 1e3);
-  }
-  switch_to(false);
-  auto list = [](const std::vector<double>& values) {
-    std::string text;
-    for (const double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
-    return std::make_pair(median(values), text);
-  };
-  const auto [a, a_runs] = list(unset);
-  const auto [b, b_runs] = list(set);
-  std::printf("A/B %s, GPU side us per layer: unset median %.1f (%s); set median %.1f (%s); set - unset %+.1f\n",
-              ab_env.c_str(), a, a_runs.c_str(), b, b_runs.c_str(), b - a);
-  if (steps.hybrid) {
-    const auto [wa, wa_runs] = list(unset_whole);
-    const auto [wb, wb_runs] = list(set_whole);
-    std::printf("A/B %s, hybrid decode ms/token: unset median %.2f (%s); set median %.2f (%s); set - unset %+.2f\n",
-                ab_env.c_str(), wa, wa_runs.c_str(), wb, wb_runs.c_str(), wb - wa);
-  }
-  {
-    const auto [pa, pa_runs] = list(unset_prefill);
-    const auto [pb, pb_runs] = list(set_prefill);
-    std::printf("A/B %s, prefill ms: unset median %.1f (%s); set median %.1f (%s); set / unset %.3f\n", ab_env.c_str(), pa,
-                pa_runs.c_str(), pb, pb_runs.c_str(), pb / pa);
-  }
-  std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
-              *std::max_element(clocks.begin(), clocks.end()));
-}
-
 // How far (a share) the timeline's step may be from the host's timing of it before the timeline is
 // said to be off: the host's mean includes the steps' launches, within ~1%.
 constexpr double kClockDisagreement = 0.05;
@@ -239,11 +185,11 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
   try {
     const KernelTimeline timeline = analyse_kernel_timeline(launches, stamps, layers);
     // The stamps' clock against the host's, over the same steps: some machines' GPU timers run
-    // apart from it (one H200 read 1256 us a step where the host timed 1384).
+    // apart from it.
     const double host_step_us = with_stamps * 1e6;
     if (std::abs(timeline.step_us / host_step_us - 1) > kClockDisagreement)
       std::printf("the GPU's timer disagrees with the host's clock here (a step %.1f us against %.1f): the timeline "
-                  "below says little (time changes with --ab_env)\n",
+                  "below says little\n",
                   timeline.step_us, host_step_us);
     std::printf("%s", format_kernel_timeline(timeline).c_str());
     if (layers)
@@ -255,6 +201,66 @@ void print_timeline(BenchSteps& steps, double gpu_side) {
   }
 }
 #endif
+
+// A line of --ab_option's A/B: each side's median and its timings in order; B - A, or B / A.
+void print_ab_line(const std::string& assignments, const char* what, const std::vector<double> (&sides)[2],
+                   int decimals, bool ratio) {
+  auto runs = [](const std::vector<double>& values) {
+    std::string text;
+    for (const double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
+    return text;
+  };
+  const double a = median(sides[0]), b = median(sides[1]);
+  std::printf("A/B %s, %s: A median %.*f (%s); B median %.*f (%s); ", assignments.c_str(), what, decimals, a,
+              runs(sides[0]).c_str(), decimals, b, runs(sides[1]).c_str());
+  if (ratio) std::printf("B / A %.3f\n", b / a);
+  else std::printf("B - A %+.*f\n", decimals, b - a);
+}
+
+// --ab_option: the CPU kernel options the flags give (A) and those with the assignments (B), both
+// in this process, A B B A ...: per side the GPU side where a GPU takes part, the whole step where
+// the CPU takes part in decode (CPU experts, or all on the CPU), and the prompt's prefill
+// (`prefill_seconds`, the same prompt at position 0 each time).
+void print_ab(BenchSteps& steps, bool on_gpu, const std::string& assignments, const cpu::KernelOptions& a,
+              const cpu::KernelOptions& b, int rounds, const std::function<double()>& prefill_seconds) {
+  std::vector<double> gpu_side[2], whole[2], prefill[2], clocks;
+  const bool time_whole = !on_gpu || steps.hybrid;
+  for (int i = 0; i < 2 * rounds; ++i) {
+    const int side = i % 4 == 1 || i % 4 == 2 ? 1 : 0;
+    cpu::set_kernel_options(side == 1 ? b : a);  // between steps: no kernel runs
+    if (on_gpu) {
+      gpu_side[side].push_back(steps.per_layer_us(steps.time_gpu_side()));
+#if SWITCHYARD_HAVE_CUDA
+      clocks.push_back(sm_clock(steps));
+#endif
+    }
+    if (time_whole) whole[side].push_back(steps.time_steps() * 1e3);
+    prefill[side].push_back(prefill_seconds() * 1e3);
+  }
+  cpu::set_kernel_options(a);
+  std::printf("\n");
+  if (on_gpu) print_ab_line(assignments, "GPU side us per layer", gpu_side, 1, false);
+  if (time_whole) print_ab_line(assignments, "decode ms/token (the whole step)", whole, 2, false);
+  print_ab_line(assignments, "prefill ms", prefill, 1, true);
+  if (!clocks.empty())
+    std::printf("  SM clock after each timing: %.0f - %.0f MHz\n", *std::min_element(clocks.begin(), clocks.end()),
+                *std::max_element(clocks.begin(), clocks.end()));
+}
+
+// The CPU experts' calls in the prefill's profile events (step 0, the host's lane) and their time.
+struct CpuExpertsTime {
+  std::int64_t calls = 0;
+  double seconds = 0;
+};
+CpuExpertsTime cpu_experts_in_prefill(const Tracer& tracer) {
+  CpuExpertsTime time;
+  for (const Tracer::Event& e : tracer.events())
+    if (e.step == 0 && e.lane == 0 && e.region == Region::routed_experts) {
+      ++time.calls;
+      time.seconds += static_cast<double>(e.end_ns - e.start_ns) / 1e9;
+    }
+  return time;
+}
 
 }  // namespace
 
@@ -278,12 +284,10 @@ void DecodeBenchOptions::add_to(CLI::App& command) {
                      "one group per use of the option): their cost in the chain, against all kernels, steps one at a "
                      "time; the results are wrong. Leaving out the kernel that hands tokens to the CPU experts ends "
                      "the run with an error");
-  command.add_option("--ab_env", ab_env,
-                     "an A/B inside this process, for a variant that host code reads from this environment "
-                     "variable (VAR or VAR=VALUE, or several, comma-separated) when it queues work: the GPU side (and, "
-                     "with CPU experts, the whole step) timed with it unset and set (to 1 where no value is given), "
-                     "alternating, graphs captured again at every switch (no spread between processes)");
-  command.add_option("--ab_rounds", ab_rounds, "timings of each side of --ab_env")
+  cpu_kernel_flags.add_to(command);
+  add_ab_option(command, ab_option,
+                "the GPU side (where a GPU takes part), the whole decode step (where the CPU does) and the prefill");
+  command.add_option("--ab_rounds", ab_rounds, "timings of each side of --ab_option")
       ->capture_default_str()
       ->transform(integer_range(1, 64));
   command.add_flag("--timeline", timeline,
@@ -301,7 +305,7 @@ int DecodeBenchOptions::run() const {
   const std::int64_t needed_context =
       prompt_tokens +
       static_cast<std::int64_t>(3 + (leave_out.empty() ? 0 : leave_out.size() + 1) + (timeline ? 1 : 0) +
-                                (ab_env.empty() ? 0 : 4 * ab_rounds)) *
+                                (ab_option.empty() ? 0 : 4 * ab_rounds)) *
           (decode_tokens + 3) +
       profile_tokens + 4;
   if (options.budget.max_context < needed_context) options.budget.max_context = needed_context;
@@ -311,10 +315,13 @@ int DecodeBenchOptions::run() const {
   if (check.diagnostics.has_errors()) return 1;
   const bool on_gpu = std::any_of(check.memory.begin(), check.memory.end(),
                                   [](const DeviceMemory& d) { return d.device.is_cuda() && d.weight_bytes > 0; });
-  if ((!leave_out.empty() || timeline || !ab_env.empty()) && (!on_gpu || !kWithCuda))
-    throw InputError(std::string(timeline ? "--timeline" : !ab_env.empty() ? "--ab_env" : "--leave_out") +
+  if ((!leave_out.empty() || timeline) && (!on_gpu || !kWithCuda))
+    throw InputError(std::string(timeline ? "--timeline" : "--leave_out") +
                      " times GPU kernels: this placement (or this build) runs nothing on a GPU");
   apply_cpu_kernels(cpu_kernels);
+  const cpu::KernelOptions kernel_options = cpu_kernel_flags.options();
+  const cpu::KernelOptions ab_kernel_options = with_assignments(kernel_options, ab_option);
+  cpu::set_kernel_options(kernel_options);
 
   const StreamResult stream = stream_triad();
   std::printf("bench decode: %s with %s\n", (model.gguf_path.empty() ? model.model_path : model.gguf_path).c_str(),
@@ -356,13 +363,14 @@ int DecodeBenchOptions::run() const {
   const double prefill_seconds = seconds_since(start);
   // Again over the same positions: the first prefill at this length also pays one-time costs (memory
   // for its buffers, GPU kernels loaded at their first use); the second is what later prompts see.
-  const RoutedExperts::GroupedTotals experts_before = RoutedExperts::grouped_totals();
+  // Its profile events give the CPU experts' share of it.
+  tracer.set_profiling(true);
+  tracer.begin_step(0);
   start = Clock::now();
   logits = lm.forward(prompt, 0);
   const double prefill_again_seconds = seconds_since(start);
-  RoutedExperts::GroupedTotals experts_in_prefill = RoutedExperts::grouped_totals();  // less the earlier calls:
-  experts_in_prefill.calls -= experts_before.calls;
-  experts_in_prefill.seconds -= experts_before.seconds;
+  tracer.set_profiling(false);
+  const CpuExpertsTime experts_in_prefill = cpu_experts_in_prefill(tracer);
 
   const auto layers = static_cast<double>(check.tree->num_layers());
   const ExpertTraffic traffic = expert_traffic(check);
@@ -382,12 +390,11 @@ int DecodeBenchOptions::run() const {
               prompt_tokens, prefill_seconds, prompt_tokens / prefill_seconds, prefill_again_seconds,
               prompt_tokens / prefill_again_seconds);
   if (experts_in_prefill.calls > 0) {
-    // The CPU experts' grouped calls inside the second prefill. The rest of its time is spent while
-    // no CPU expert runs: attention and the hand-offs (a GPU's shared experts overlap the routed).
-    const double experts = experts_in_prefill.seconds.total();
-    std::printf("  of it, the CPU experts: %lld layers' grouped calls, %.1f ms (%.0f%%); ms: %s\n",
-                static_cast<long long>(experts_in_prefill.calls), experts * 1e3, 100 * experts / prefill_again_seconds,
-                phases_ms(experts_in_prefill.seconds).c_str());
+    // The CPU experts' calls inside the second prefill. The rest of its time is spent while no CPU
+    // expert runs: attention and the hand-offs (a GPU's shared experts overlap the routed).
+    const double experts = experts_in_prefill.seconds;
+    std::printf("  of it, the CPU experts: %lld layers' calls, %.1f ms (%.0f%%)\n",
+                static_cast<long long>(experts_in_prefill.calls), experts * 1e3, 100 * experts / prefill_again_seconds);
   }
   std::printf("decode:  %.3f ms/token, %.2f tokens/s (%d steps%s)\n", decode_seconds * 1e3, 1.0 / decode_seconds,
               decode_tokens, lm.graph_device() ? ", one CUDA graph each" : "");
@@ -431,12 +438,14 @@ int DecodeBenchOptions::run() const {
   // All-GPU: timed again here, at context lengths near those of the timeline.
   if (!steps.hybrid && timeline) gpu_side = steps.time_gpu_side();
   print_leave_out(steps, leave_out);
-  if (!ab_env.empty())
-    print_ab(steps, ab_env, ab_rounds, [&] {
+#endif
+  if (!ab_option.empty())
+    print_ab(steps, hbm > 0, ab_option, kernel_options, ab_kernel_options, ab_rounds, [&] {
       const auto begin = Clock::now();
       lm.forward(prompt, 0);
       return seconds_since(begin);
     });
+#if SWITCHYARD_HAVE_CUDA
   if (timeline) print_timeline(steps, gpu_side);
 #endif
 

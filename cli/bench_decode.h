@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cpu_kernel_flags.h"
 #include "cli/model_options.h"
 
 namespace switchyard::cli {
@@ -25,9 +26,11 @@ struct DecodeBenchOptions {
   std::vector<std::string> leave_out;
   // The GPU side timed again with every kernel's wait end stamped (measure/cuda/timeline.h).
   bool timeline = false;
-  // An A/B inside the process: the GPU side timed with this environment variable unset and set to
-  // 1, alternating (A B B A ...), ab_rounds times each, graphs captured again at every switch.
-  std::string ab_env;
+  CpuKernelFlags cpu_kernel_flags;
+  // An A/B inside the process (cli/cpu_kernel_flags.h): decode and prefill timed with the CPU
+  // kernel options the flags give (A) and with these assignments (B), alternating (A B B A ...),
+  // ab_rounds times each.
+  std::string ab_option;
   int ab_rounds = 4;
 
   void add_to(CLI::App& command);

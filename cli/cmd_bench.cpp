@@ -145,19 +145,18 @@ Runner add_bench_command(CLI::App& app) {
   experts_sub->add_option("--repeat", experts->repeat, "decode steps timed")
       ->capture_default_str()
       ->transform(integer_range(1, 10000));
-  // A prefill's activations and outputs: 2 x tokens x hidden f32, 0.9 GiB at 16384 tokens of DeepSeek-V3.
-  experts_sub->add_option("--ab_env", experts->ab_env,
-                          "a CPU kernel variant's variable (VAR or VAR=VALUE): decode and prefill timed unset and set, alternating, "
-                          "in this process");
+  experts->cpu_kernel_flags.add_to(*experts_sub);
+  add_ab_option(*experts_sub, experts->ab_option, "decode and prefill (and --stages)");
   experts_sub->add_flag("--stages", experts->stages,
                         "block types: time the tiles prefill's stages apart too (bf16 panels from the blocks, the "
-                        "tiles' products on a cached panel, both), over every expert's rows once; and print the "
-                        "prefill's phases (gather, gate/up, SiLU, down, weighted sum)");
+                        "tiles' products on a cached panel, both), over every expert's rows once (CPUs with AMX or "
+                        "AVX512-BF16)");
   experts_sub->add_option("--experts", experts->min_experts,
                           "experts allocated at least (the shape's own count at most); a pool larger than the L3 keeps "
                           "decode reading from DRAM, the shape's own count gives prefill its real tokens per expert")
       ->capture_default_str()
       ->transform(integer_range(1, 1024));
+  // A prefill's activations and outputs: 2 x tokens x hidden f32, 0.9 GiB at 16384 tokens of DeepSeek-V3.
   experts_sub->add_option("--prefill_tokens", experts->prefill_tokens, "tokens in the prefill run")
       ->capture_default_str()
       ->transform(integer_range<std::int64_t>(1, 16384));

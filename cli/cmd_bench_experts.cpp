@@ -16,7 +16,6 @@
 #include "core/error.h"
 #include "core/stream_triad.h"
 #include "cli/bench_experts.h"
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "cli/model_options.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/linear.h"
@@ -76,15 +75,6 @@ DType weight_dtype_named(const std::string& name) {
 
 }  // namespace
 
-std::string phases_ms(const RoutedExperts::GroupedSeconds& p) {
-  char text[256];
-  std::snprintf(text, sizeof text,
-                "gather %.2f, gate/up %.2f (x written %.2f), silu %.2f, down %.2f (x written %.2f), weighted sum %.2f",
-                p.gather * 1e3, p.gate_up * 1e3, p.gate_up_prep * 1e3, p.silu * 1e3, p.down * 1e3, p.down_prep * 1e3,
-                p.scatter * 1e3);
-  return text;
-}
-
 ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenchOptions& options) {
   const DType dtype = weight_dtype_named(options.weight_dtype);
   const std::int64_t hidden = config.hidden_size, inter = config.moe_intermediate_size;
@@ -121,16 +111,12 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
   ExpertsBenchRow row;
   row.config = config;
   row.pool = pool;
-  // With ab_env, the variable unset (A) and set (B) in turns A B B A, each side its own median.
-  const std::size_t equals = options.ab_env.find('=');
-  const std::string variable = options.ab_env.substr(0, equals);
-  const std::string value = equals == std::string::npos ? "1" : options.ab_env.substr(equals + 1);
-  auto use_variant = [&](bool set) {
-    if (variable.empty()) return;
-    set ? setenv(variable.c_str(), value.c_str(), 1) : unsetenv(variable.c_str());
-    cpu::refresh_kernel_variants();  // no kernel runs between the steps
-  };
-  const int sides = variable.empty() ? 1 : 2;
+  // With ab_option, the flags' options (A) and those with its assignments (B) in turns A B B A, each
+  // side its own median.
+  const cpu::KernelOptions a = options.cpu_kernel_flags.options();
+  const cpu::KernelOptions b = with_assignments(a, options.ab_option);
+  auto use_side = [&](int side) { cpu::set_kernel_options(side == 1 ? b : a); };  // no kernel runs between steps
+  const int sides = options.ab_option.empty() ? 1 : 2;
   // The side of round `round` when the first `warmup` rounds are not timed: the warm-up alternates
   // A B A ..., the timed rounds go A B B A A B B A ..., so neither side always runs first.
   auto side_of = [&](int round, int warmup) {
@@ -145,7 +131,7 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
     constexpr int kWarmup = 3;
     for (int r = 0; r < sides * options.repeat + kWarmup; ++r) {
       const int side = side_of(r, kWarmup);
-      use_variant(side == 1);
+      use_side(side);
       route(tokens, ids, weights);
       const auto start = Clock::now();
       op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
@@ -153,9 +139,9 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
       seconds[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
       touched[side] += static_cast<double>(std::set<std::int32_t>(ids.begin(), ids.end()).size());
     }
-    use_variant(false);
+    use_side(0);
     for (int side = 0; side < sides; ++side)
-      row.decode.push_back({tokens, sides == 1 ? "" : side == 0 ? "unset" : "set", median(seconds[side]),
+      row.decode.push_back({tokens, sides == 1 ? "" : side == 0 ? "A" : "B", median(seconds[side]),
                             touched[side] / static_cast<double>(seconds[side].size()) * expert_bytes});
   }
   std::vector<double> prefill[2];
@@ -163,21 +149,18 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
     constexpr int kWarmup = 1;
     for (int r = 0; r < sides * std::max(2, options.repeat / 4) + kWarmup; ++r) {
       const int side = side_of(r, kWarmup);
-      use_variant(side == 1);
+      use_side(side);
       route(options.prefill_tokens, ids, weights);
       const auto start = Clock::now();
       op.forward(x.data(), options.prefill_tokens, ids.data(), weights.data(), top_k, out.data());
       if (r < kWarmup) continue;
       prefill[side].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-      row.phases[side] += RoutedExperts::last_grouped_seconds();
     }
-    use_variant(false);
-    for (int side = 0; side < 2; ++side)  // the sums to means over the side's timed calls
-      row.phases[side] /= std::max<double>(1, static_cast<double>(prefill[side].size()));
+    use_side(0);
   }
   row.prefill_seconds = median(prefill[0]);
-  if (!prefill[1].empty()) row.prefill_seconds_set = median(prefill[1]);
-  if (options.stages && is_block_quantized(dtype)) {
+  if (!prefill[1].empty()) row.prefill_seconds_b = median(prefill[1]);
+  if (options.stages && is_block_quantized(dtype) && cpu::prefill_stages_supported()) {
     // Every expert's three matrices, at the prefill's mean tokens an expert.
     std::vector<cpu::PanelSource> matrices;
     for (const RoutedExperts::Expert& e : op.experts())
@@ -186,9 +169,9 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
     row.stage_tokens = std::max<std::int64_t>(1, options.prefill_tokens * top_k / pool);
     row.stages = cpu::time_prefill_stages(matrices, row.stage_tokens);
     if (sides == 2) {
-      use_variant(true);
-      row.stages_set = cpu::time_prefill_stages(matrices, row.stage_tokens);
-      use_variant(false);
+      use_side(1);
+      row.stages_b = cpu::time_prefill_stages(matrices, row.stage_tokens);
+      use_side(0);
     }
   }
   row.prefill_flops = static_cast<double>(options.prefill_tokens) * top_k * 3.0 * 2.0 * static_cast<double>(hidden * inter);
@@ -198,6 +181,7 @@ ExpertsBenchRow bench_experts_shape(const ModelConfig& config, const ExpertsBenc
 int run_bench_experts(const ExpertsBenchOptions& options) {
   apply_cpu_threads(options.threads);
   apply_cpu_kernels(options.cpu_kernels);
+  with_assignments(options.cpu_kernel_flags.options(), options.ab_option);  // a bad --ab_option before the STREAM run
   const DType dtype = weight_dtype_named(options.weight_dtype);  // before the STREAM run: a typo costs no minute
   std::vector<std::string> shapes = options.shapes;
   if (shapes.empty()) shapes = {"deepseek-v2-lite", "deepseek-v3"};
@@ -211,6 +195,9 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
   const cpu::Isa isa = cpu::chosen_isa();
   if (options.stages && !is_block_quantized(dtype))
     std::printf("(--stages times the block types' tiles prefill; %s weights have no such stages)\n", dtype_name(dtype));
+  else if (options.stages && !cpu::prefill_stages_supported())
+    std::printf("(--stages times the block types' tiles prefill, which this CPU does not run: it needs AMX or "
+                "AVX512-BF16)\n");
   std::printf("bench experts: %d threads, %s weights, CPU kernels %s; ", stream.threads, dtype_name(dtype), cpu::isa_name(isa));
   const bool rounds = cpu::linear_rounds_x(isa, dtype, options.prefill_tokens);
   if (is_block_quantized(dtype)) {
@@ -251,38 +238,30 @@ int run_bench_experts(const ExpertsBenchOptions& options) {
                   row.config.num_experts_per_tok, static_cast<long long>(row.config.hidden_size),
                   static_cast<long long>(row.config.moe_intermediate_size), static_cast<long long>(d.tokens), d.seconds * 1e3,
                   gbps, 100.0 * gbps * 1e9 / stream.bytes_per_second);
-      if (!d.variant.empty()) std::printf(" %s %s |", options.ab_env.c_str(), d.variant.c_str());
+      if (!d.side.empty()) std::printf(" %s |", d.side == "A" ? "A" : ("B: " + options.ab_option).c_str());
       if (i == 0)
         std::printf(" %12.2f %9.3f %10.1f\n", row.prefill_seconds * 1e3, row.prefill_flops / row.prefill_seconds / 1e12,
                     static_cast<double>(options.prefill_tokens) / row.prefill_seconds);
       else
         std::printf("\n");
     }
-    for (const cpu::PrefillStageTimes* stages : {&row.stages, &row.stages_set}) {
+    for (const cpu::PrefillStageTimes* stages : {&row.stages, &row.stages_b}) {
       const cpu::PrefillStageTimes& s = *stages;
       if (s.panels == 0) continue;
-      const std::string variant = stages == &row.stages_set ? " with " + options.ab_env + " set" : "";
+      const std::string side = stages == &row.stages_b ? " with " + options.ab_option : "";
       const double flops = 2.0 * static_cast<double>(s.weights) * static_cast<double>(row.stage_tokens);
       std::printf("%-18s prefill stages%s, %lld panels of 32 rows (every expert once, %lld tokens a call): panels "
-                  "alone %.2f ms (%.1f G weights/s%s), tiles alone %.2f ms (%.3f TFLOP/s, %s), both %.2f ms\n",
-                  "", variant.c_str(), static_cast<long long>(s.panels), static_cast<long long>(row.stage_tokens),
+                  "alone %.2f ms (%.1f G weights/s), tiles alone %.2f ms (%.3f TFLOP/s, %s), both %.2f ms\n",
+                  "", side.c_str(), static_cast<long long>(s.panels), static_cast<long long>(row.stage_tokens),
                   s.panels_seconds * 1e3, static_cast<double>(s.weights) / s.panels_seconds / 1e9,
-                  s.panels_emulated ? ", emulated: no AVX512-BF16 here" : "", s.tiles_seconds * 1e3,
-                  flops / s.tiles_seconds / 1e12,
-                  std::string(s.tiles_kernel) == "emulated" ? "emulated: no AMX or AVX512-BF16 here" : s.tiles_kernel,
-                  s.both_seconds * 1e3);
+                  s.tiles_seconds * 1e3, flops / s.tiles_seconds / 1e12, s.tiles_kernel, s.both_seconds * 1e3);
     }
-    for (int side = 0; side < 2 && options.stages; ++side) {
-      const RoutedExperts::GroupedSeconds& p = row.phases[side];
-      if (side == 1 && row.prefill_seconds_set <= 0) continue;
-      std::printf("%-18s prefill phases%s (ms, the timed calls' mean): %s\n", "",
-                  side == 1 ? (" with " + options.ab_env + " set").c_str() : "", phases_ms(p).c_str());
-    }
-    if (row.prefill_seconds_set > 0)
-      std::printf("%-18s prefill with %s set: %.2f ms, %.3f TFLOP/s, %.1f tokens/s (unset: %.2f ms; set / unset %.3f)\n", "",
-                  options.ab_env.c_str(), row.prefill_seconds_set * 1e3, row.prefill_flops / row.prefill_seconds_set / 1e12,
-                  static_cast<double>(options.prefill_tokens) / row.prefill_seconds_set, row.prefill_seconds * 1e3,
-                  row.prefill_seconds_set / row.prefill_seconds);
+    if (row.prefill_seconds_b > 0)
+      std::printf("%-18s prefill with %s: %.2f ms, %.3f TFLOP/s, %.1f tokens/s (A: %.2f ms; B / A %.3f)\n", "",
+                  options.ab_option.c_str(), row.prefill_seconds_b * 1e3,
+                  row.prefill_flops / row.prefill_seconds_b / 1e12,
+                  static_cast<double>(options.prefill_tokens) / row.prefill_seconds_b, row.prefill_seconds * 1e3,
+                  row.prefill_seconds_b / row.prefill_seconds);
   }
   std::printf("\ndecode: steps of `tokens` tokens through top-k experts each (GB/s of the distinct experts' weight bytes "
               "a step touches, each read once)\n"

@@ -85,6 +85,7 @@ void EngineFlags::add_to(CLI::App& sub) {
   sub.add_flag("--no_prefetch", no_prefetch, "leave the mapped weights to be read as they are first used")->excludes(on);
   set_group(sub, {"--cpu_infer", "--cpu_kernels", "--use_cuda_graph", "--prefill_chunk", "--prefetch", "--no_prefetch"},
             kPerformanceGroup);
+  cpu_kernel_flags.add_to(sub);
 }
 
 SessionSettings EngineFlags::settings() const {
@@ -92,6 +93,7 @@ SessionSettings EngineFlags::settings() const {
   s.prefill_chunk = prefill_chunk;
   s.use_cuda_graph = use_cuda_graph;
   s.cpu_kernels = cpu_kernels;
+  s.cpu_kernel_options = cpu_kernel_flags.options();
   s.prefetch = prefetch || (!no_prefetch && isatty(STDERR_FILENO) == 1);
   return s;
 }
@@ -249,6 +251,7 @@ CausalLM& ModelSession::build(const SessionSettings& settings) {
   const CheckResult& check = *check_;
   for (const Diagnostic& d : check.diagnostics.sorted()) std::cerr << format_diagnostic(d) << "\n";
   apply_cpu_kernels(settings.cpu_kernels);
+  cpu::set_kernel_options(settings.cpu_kernel_options);
   const auto load_start = std::chrono::steady_clock::now();
   weights_.emplace(open_model_weights(options_.model, check.tree->config()));
   if (settings.prefetch) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cpu_kernel_flags.h"
 #include "cli/model_options.h"
 #include "core/model_description.h"
 #include "core/trace.h"
@@ -31,6 +32,7 @@ struct SessionSettings {
   int prefill_chunk = 512;
   bool use_cuda_graph = true;
   std::string cpu_kernels = "auto";
+  cpu::KernelOptions cpu_kernel_options;
   std::string nvtx_layers = "none";
   bool tracing = false;  // profile steps and events (--profile, --trace_out)
   bool show_progress = true;  // progress lines on stderr (off under --quiet)
@@ -71,10 +73,12 @@ struct SamplingFlags {
 
 // The engine flags of run, chat and serve: --cpu_infer (llama.cpp's -t/--threads) --cpu_kernels
 // --use_cuda_graph --prefill_chunk (ktransformers' --chunk_size) --prefetch/--no_prefetch (default:
-// on where stderr is a terminal, where a person waits for the first answer).
+// on where stderr is a terminal, where a person waits for the first answer), and the CPU kernels'
+// settings (cli/cpu_kernel_flags.h).
 struct EngineFlags {
   int cpu_infer = 0;
   std::string cpu_kernels = "auto";
+  CpuKernelFlags cpu_kernel_flags;
   bool use_cuda_graph = true;
   int prefill_chunk = 512;
   bool prefetch = false, no_prefetch = false;

@@ -27,15 +27,14 @@
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
 #            the same on models made with --head_tokens (well separated choices). GREEDY_VARIANTS,
 #            GREEDY_HEAD_TOKENS (16) and GREEDY_SHORT (how many of the 8 short prompts) narrow it.
-#   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's variant
-#            (default SWITCHYARD_CPU_AMX_SCALAR_STORE=1: AMX's C tiles stored by scalar moves)
-#            against the default, A/B in one process: `bench experts` per block type (64 experts,
+#   prefill: the quantised kernels' tests and the GPU embedding's, then PREFILL_AB's CPU kernel
+#            options (NAME=VALUE[,...]; default cpu_tile_block_rows=256: the tiles prefill's blocks
+#            of 256 rows) against the defaults, A/B in one process: `bench experts` per block type (64 experts,
 #            with the tiles prefill's stages timed apart) and `bench decode` of the 14-layer Q4_K_M
 #            and Q8_0 shapes (prefill 512 with the experts on the CPU, and decode with its profile
-#            table), then DECODE_AB's variables (default: the experts' gate and up as calls of
-#            their own, their rows gathered apart, their SiLU apart, 256-row tile blocks, panels 8
-#            chunks at a time with the next prefetched; comma-separated sets, space-separated runs;
-#            "" for none) the same way; `run` for load time and RSS (its resident split), and
+#            table), then DECODE_AB's options (default: the quantised decode without prefetch,
+#            panels 8 chunks at a time; comma-separated sets, space-separated runs; "" for none)
+#            the same way; `run` for load time and RSS (its resident split), and
 #            llama-bench on each file (PEER=0: without llama.cpp).
 #            EXPERTS_SPECS="q8_0 deepseek-v2-lite;..." picks the bench experts runs ("" for none);
 #            PREFILL_TESTS=0 leaves the tests out (after `tests` on the same machine).
@@ -127,7 +126,7 @@ if want prefill; then
     timeout 200 ./build-dev/tests/switchyard_tests -tc='quant*,linear*,cpu kernels*,cuda kernels: embedding*' > "$out/prefill-tests.log" 2>&1
     echo "kernel tests exit $?: $(grep -E 'test cases' "$out/prefill-tests.log")"; grep -E 'ERROR|FATAL|skipped' -A4 "$out/prefill-tests.log" | head -20
   fi
-  ab=${PREFILL_AB:-SWITCHYARD_CPU_AMX_SCALAR_STORE=1}
+  ab=${PREFILL_AB:-cpu_tile_block_rows=256}
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do model 14 $dtype > /dev/null; done
   [[ ${PEER:-1} == 1 ]] && peer_ready  # no build beside the timings
   specs=("q4_k deepseek-v2-lite" "q8_0 deepseek-v2-lite" "q6_k deepseek-v3")
@@ -135,20 +134,19 @@ if want prefill; then
   for spec in "${specs[@]}"; do
     read -r dtype shape <<< "$spec"
     timeout 120 $bin bench experts --weight_dtype $dtype --shape $shape --experts 64 --threads 16 --decode_tokens 1 \
-      --prefill_tokens 512 --repeat 8 --ab_env $ab --stages > "$out/prefill-experts-$dtype.log" 2>&1
+      --prefill_tokens 512 --repeat 8 --ab_option $ab --stages > "$out/prefill-experts-$dtype.log" 2>&1
     echo "experts $dtype $shape exit $?: $(grep -E 'STREAM triad' "$out/prefill-experts-$dtype.log" | grep -oE '[0-9.]+ GB/s')"
     grep -E "^$shape|prefill with|prefill stages" "$out/prefill-experts-$dtype.log" | tr -s ' ' | cut -c1-260
   done
   sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
     optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
-  # Then the CPU experts' decode variants (all set: the barrier between phases and x compared).
+  # Then DECODE_AB's options, one A/B each.
   for dtype in ${BENCH_DTYPES:-q4_k_m q8_0}; do
     f=$(model 14 $dtype)
-    for variables in $ab ${DECODE_AB-SWITCHYARD_CPU_EXPERTS_GATE_UP_APART SWITCHYARD_CPU_EXPERTS_GATHER_ROWS SWITCHYARD_CPU_EXPERTS_SILU_APART SWITCHYARD_CPU_TILES_BLOCK_ROWS=256 SWITCHYARD_CPU_PANELS_BY_ROW=0}; do
-      tag=${variables//SWITCHYARD_CPU_/}
-      log="$out/prefill-decode-$dtype-${tag//[^A-Za-z0-9]/_}.log"
+    for variables in $ab ${DECODE_AB-cpu_prefetch_bytes=0 cpu_panels_by_row=false}; do
+      log="$out/prefill-decode-$dtype-${variables//[^A-Za-z0-9]/_}.log"
       timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
-        --prompt_tokens 512 --ab_env $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
+        --prompt_tokens 512 --ab_option $variables --ab_rounds 4 --profile_tokens 4 > "$log" 2>&1
       echo "bench decode $dtype A/B $variables exit $?"
       grep -E 'STREAM|^decode|^prefill|GPU side|CPU experts|A/B' "$log" | cut -c1-260 | head -14
       grep -E '^layer|^(1|7|13) +[0-9]|^decode step|^CPU experts [0-9.]+ ms' "$log" | cut -c1-260

@@ -2,18 +2,18 @@
 # One call on the GPU machine (the `device` tool, ../shared/device/README.md): build for Hopper,
 # run every test (the GPU ones included), then the issue #4 benchmarks. Logs go to $OUT.
 #   scripts/gpu-machine.sh [tests|bench|all|ncu|ncu-step|ncu-prefill|ncu-detail|build]   (default all)
-#   scripts/gpu-machine.sh ab VAR   tests, then both decode benches with the environment variable VAR
-#                                   (or VAR1,VAR2,...: all of them together) unset and set to 1,
+#   scripts/gpu-machine.sh ab NAME=VALUE[,...]   tests, then both decode benches with the CPU kernel
+#                                   options as given and with these changed (cli/cpu_kernel_flags.h),
 #                                   alternating inside one process, ROUNDS timings a side (default
-#                                   6; `bench decode --ab_env`): the machines differ more than most
+#                                   6; `bench decode --ab_option`): the machines differ more than most
 #                                   changes do, and so do processes on one machine
 #                                   (docs/performance.md, "Noise")
-#   scripts/gpu-machine.sh ab-cpu VAR1 VAR2 ...   one in-process A/B per variable on the hybrid profile
-#                                   alone (a CPU-side variant: bench decode --ab_env times the whole step)
-#   scripts/gpu-machine.sh ab-experts VAR1 VAR2 ...   tests, then per CPU kernel variant
-#                                   (operators/kernels/cpu/kernel_variants.h) `bench experts --ab_env`
-#                                   on Q4_K and Q6_K (DeepSeek-V3 shape, 16 threads) and the hybrid
-#                                   decode of a 14-layer V2-Lite-shaped Q4_K_M GGUF, both A/B in one process
+#   scripts/gpu-machine.sh ab-cpu NAME=VALUE ...   one in-process A/B per assignment on the hybrid
+#                                   profile alone (bench decode --ab_option times the whole step too)
+#   scripts/gpu-machine.sh ab-experts NAME=VALUE ...   tests, then per CPU kernel option assignment
+#                                   `bench experts --ab_option` on Q4_K and Q6_K (DeepSeek-V3 shape,
+#                                   16 threads) and the hybrid decode of a 14-layer V2-Lite-shaped
+#                                   Q4_K_M GGUF, both A/B in one process
 #   scripts/gpu-machine.sh folded   the multi-GPU tests (folded onto one GPU), then the decode bench of
 #                                   a 14-layer V2-Lite-shaped model, 1-GPU profiles against `split
 #                                   --gpus 2` of them folded onto GPU 0 (--device_map all=0), hybrid
@@ -139,24 +139,24 @@ if [[ $what == folded ]]; then
   done
 fi
 if [[ $what == ab ]]; then
-  variable=${2:?"ab needs the name of the environment variable that switches the variant"}
+  variable=${2:?"ab needs CPU kernel options to change, NAME=VALUE (e.g. cpu_prefetch_bytes=0)"}
   if [[ -z ${SKIP_TESTS:-} ]]; then  # SKIP_TESTS=1: a second ab in a call that ran them already
     timeout 400 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
     echo "tests exit $?"; grep -E "test cases|ERROR" "$out/tests.log" | head -20
   fi
   v2_lite $bin
-  for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do  # both sides in one process (bench decode --ab_env)
+  for profile in DeepSeek-V2-Lite-Chat DeepSeek-V2-Lite-Chat-gpu; do  # both sides in one process (bench decode --ab_option)
     timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/$profile.yaml \
-      --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-$profile.log" 2>&1
+      --cpu_infer 16 --profile_tokens 0 --ab_option "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-$profile.log" 2>&1
     echo "$profile exit $?: $(grep -E '^A/B ' "$out/ab-$profile.log")"
   done
 fi
-if [[ $what == ab-cpu ]]; then  # ab-cpu VAR1 VAR2 ...: a CPU-side A/B per variable, the hybrid profile only
+if [[ $what == ab-cpu ]]; then  # ab-cpu NAME=VALUE ...: a CPU-side A/B per assignment, the hybrid profile only
   shift
   v2_lite $bin
   for variable in "$@"; do
     timeout 300 $bin bench decode --model_path $models/v2-lite --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
-      --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-cpu-$variable.log" 2>&1
+      --cpu_infer 16 --profile_tokens 0 --ab_option "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-cpu-$variable.log" 2>&1
     echo "$variable exit $?: $(grep -E '^A/B |STREAM' "$out/ab-cpu-$variable.log" | tr '\n' ' ')"
   done
 fi
@@ -169,15 +169,14 @@ if [[ $what == ab-experts ]]; then
   gguf=$models/v2lite-14-q4_k_m
   [[ -f $gguf/model.gguf ]] || $bin make-model --preset deepseek-v2-lite --layers 14 --format gguf --dtype q4_k_m --seed 7 \
     --out $gguf > "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
-  for variable in "$@"; do  # VAR or VAR=VALUE
+  for variable in "$@"; do  # NAME=VALUE[,NAME=VALUE...]
     for dtype in ${AB_DTYPES:-q4_k q6_k}; do
       timeout 200 $bin bench experts --weight_dtype $dtype --shape deepseek-v3 --decode_tokens 1 --threads 16 --repeat 40 \
-        --prefill_tokens 16 --ab_env "$variable" > "$out/ab-experts-$dtype-$variable.log" 2>&1
-      echo "bench experts $dtype $variable exit $?"; grep -E 'STREAM|set \|' "$out/ab-experts-$dtype-$variable.log" | tr -s ' '
+        --prefill_tokens 16 --ab_option "$variable" > "$out/ab-experts-$dtype-$variable.log" 2>&1
+      echo "bench experts $dtype $variable exit $?"; grep -E 'STREAM| [AB]:? ' "$out/ab-experts-$dtype-$variable.log" | tr -s ' '
     done
-    [[ $variable == *=* && $variable != *=1 ]] && continue  # bench decode sets a variable to 1
     timeout 300 $bin bench decode --gguf_path $gguf/model.gguf --optimize_config_path optimize_rules/DeepSeek-V2-Lite-Chat.yaml \
-      --cpu_infer 16 --profile_tokens 0 --ab_env "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-decode-$variable.log" 2>&1
+      --cpu_infer 16 --profile_tokens 0 --ab_option "$variable" --ab_rounds "${ROUNDS:-6}" > "$out/ab-decode-$variable.log" 2>&1
     echo "bench decode q4_k_m $variable exit $?: $(grep -E '^A/B |STREAM|^decode' "$out/ab-decode-$variable.log" | tr '\n' ' ')"
   done
 fi

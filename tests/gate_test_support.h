@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "operators/kernels/cpu/moe_gate.h"
-#include "operators/kernels/cpu/reference.h"
+#include "tests/gate_presets.h"
+#include "tests/operators/kernels/cpu/reference.h"
 
 namespace switchyard::gate_testing {
 
@@ -61,22 +62,22 @@ inline std::vector<GateCase> gate_cases(std::mt19937& random) {
   auto add = [&](const char* name, cpu::MoeGateConfig config, std::vector<float> bias = {}) {
     cases.push_back({name, config, std::move(bias)});
   };
-  add("DeepSeek-V3 noaux_tc 256/8 groups/4 kept/top-8", cpu::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f),
+  add("DeepSeek-V3 noaux_tc 256/8 groups/4 kept/top-8", gate_presets::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f),
       biases(256, 0.1f, random));
-  add("DeepSeek-V3 noaux_tc unnormalised 64/4/2/top-6", cpu::deepseek_v3_gate(64, 6, 4, 2, nullptr, false, 1.5f),
+  add("DeepSeek-V3 noaux_tc unnormalised 64/4/2/top-6", gate_presets::deepseek_v3_gate(64, 6, 4, 2, nullptr, false, 1.5f),
       biases(64, 0.3f, random));
-  cpu::MoeGateConfig v3_inf = cpu::deepseek_v3_gate(512, 8, 16, 4, nullptr, true, 2.5f);
+  cpu::MoeGateConfig v3_inf = gate_presets::deepseek_v3_gate(512, 8, 16, 4, nullptr, true, 2.5f);
   v3_inf.masked_choice = -INFINITY;
   add("DeepSeek-V3 512 experts, -inf mask", v3_inf, biases(512, 0.1f, random));
-  add("DeepSeek-V2 greedy 64/top-6", cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f));
-  add("DeepSeek-V2 group_limited_greedy 160/8/3/top-6", cpu::deepseek_v2_gate(160, 6, 8, 3, 16.0f));
-  cpu::MoeGateConfig v2_remote = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  add("DeepSeek-V2 greedy 64/top-6", gate_presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f));
+  add("DeepSeek-V2 group_limited_greedy 160/8/3/top-6", gate_presets::deepseek_v2_gate(160, 6, 8, 3, 16.0f));
+  cpu::MoeGateConfig v2_remote = gate_presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
   v2_remote.normalize = true, v2_remote.normalize_epsilon = 1e-20f, v2_remote.scale_when_normalized = false;
   add("DeepSeek-V2 remote code, normalised", v2_remote);
-  add("Qwen3-MoE 128/top-8 normalised", cpu::qwen3_moe_gate(128, 8, true));
-  add("Qwen3-MoE 128/top-8 raw", cpu::qwen3_moe_gate(128, 8, false));
-  add("Mixtral 8/top-2", cpu::mixtral_gate(8, 2));
-  add("Mixtral-like 33/top-33", cpu::mixtral_gate(33, 33));
+  add("Qwen3-MoE 128/top-8 normalised", gate_presets::qwen3_moe_gate(128, 8, true));
+  add("Qwen3-MoE 128/top-8 raw", gate_presets::qwen3_moe_gate(128, 8, false));
+  add("Mixtral 8/top-2", gate_presets::mixtral_gate(8, 2));
+  add("Mixtral-like 33/top-33", gate_presets::mixtral_gate(33, 33));
   for (GateCase& c : cases)
     if (!c.bias.empty()) c.config.score_correction_bias = c.bias.data();
   return cases;

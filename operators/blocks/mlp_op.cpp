@@ -6,7 +6,6 @@
 
 #include "operators/blocks/activations.h"
 #include "operators/kernels/cpu/kept_buffer.h"
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
 #if SWITCHYARD_HAVE_CUDA
@@ -63,11 +62,9 @@ void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
 // rounds h, with the instruction set linear_batch and gated_batch pick (chosen_isa): the gated
 // call's h tiles are the words that gate and up apart, silu_and_mul and down's own rounding of h
 // give, so y is the same bits either way. gated_batch adds no bias, so gate and up have none; down's
-// is added after its call, as forward adds it. The variant experts_gate_up_apart keeps gate and up
-// apart here too.
+// is added after its call, as forward adds it.
 bool MlpOp::gated_on_cpu(std::int64_t tokens) const {
-  if (gate_.gpu() != nullptr || gate_.has_bias() || up_.has_bias() || cpu::kernel_variants().experts_gate_up_apart)
-    return false;
+  if (gate_.gpu() != nullptr || gate_.has_bias() || up_.has_bias()) return false;
   const cpu::Isa isa = cpu::chosen_isa();
   return cpu::gated_takes(isa, gate_.weight().dtype(), up_.weight().dtype(), tokens) &&
          cpu::linear_rounds_x(isa, down_.weight().dtype(), tokens);

@@ -26,45 +26,16 @@ class RoutedExperts final : public ExpertsWork {
   void forward(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
                float* out) const override;
   const std::vector<Expert>& experts() const { return experts_; }
-  // Where the calling thread's last grouped call (more than kFusedSlots slots: a prefill) spent its
-  // time, in seconds: rows gathered by expert, the gate and up batch (x's tiles or quantised x
-  // written, then the blocks), SiLU, the down batch (the same two), the weighted sum per token.
-  struct GroupedSeconds {
-    double gather = 0, gate_up_prep = 0, gate_up = 0, silu = 0, down_prep = 0, down = 0, scatter = 0;
-    // Phase by phase (sums over calls, their differences, their means).
-    GroupedSeconds& operator+=(const GroupedSeconds& other) { return each(other, [](double& a, double b) { a += b; }); }
-    GroupedSeconds& operator-=(const GroupedSeconds& other) { return each(other, [](double& a, double b) { a -= b; }); }
-    GroupedSeconds& operator/=(double n) { return each(*this, [n](double& a, double) { a /= n; }); }
-    double total() const { return gather + gate_up + silu + down + scatter; }  // the preps are within their batches
-
-   private:
-    template <class F>
-    GroupedSeconds& each(const GroupedSeconds& o, F f) {
-      const GroupedSeconds b = o;  // o may be *this
-      f(gather, b.gather);
-      f(gate_up_prep, b.gate_up_prep);
-      f(gate_up, b.gate_up);
-      f(silu, b.silu);
-      f(down_prep, b.down_prep);
-      f(down, b.down);
-      f(scatter, b.scatter);
-      return *this;
-    }
-  };
-  static GroupedSeconds last_grouped_seconds();
-  // Every grouped call of the process added up, from every thread, with their count: the share
-  // of a whole prefill that the CPU experts took (bench decode reads it before and after).
-  struct GroupedTotals {
-    std::int64_t calls = 0;
-    GroupedSeconds seconds;
-  };
-  static GroupedTotals grouped_totals();
 
  private:
   // Decode: at most this many (token, slot) pairs go through one fused parallel region.
   static constexpr std::int64_t kFusedSlots = 16;
+  // Up to kFusedSlots slots: every selected expert's rows shared out in one parallel region.
   void forward_fused(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
                      float* out) const;
+  // More: the slots grouped by expert, each expert's projections run once over its group.
+  void forward_grouped(const float* x, std::int64_t tokens, const std::int32_t* ids, const float* weights, int top_k,
+                       float* out) const;
 
   std::vector<Expert> experts_;
   std::int64_t hidden_ = 0;

@@ -160,7 +160,7 @@ std::string format_kernel_timeline(const KernelTimeline& timeline) {
   if (timeline.equal_share > kCoarseShare) {
     std::snprintf(line, sizeof line,
                   "%.0f%% of the stamps equal the one before: the GPU's timer advances in steps as long as the "
-                  "kernels here, and the medians below say little (time changes with bench decode --ab_env)\n",
+                  "kernels here, and the medians below say little (time changes by the host's step timings instead)\n",
                   100 * timeline.equal_share);
     out += line;
   }

@@ -329,6 +329,14 @@ TEST_CASE("command line: the benches' and make-model's numeric flags have ranges
       {make + " --layers 0x10", "--layers"},
       {"run --seed -1", "--seed"},
       {"run --prefill_chunk 0", "--prefill_chunk"},
+      {"run --cpu_prefetch_bytes 63", "--cpu_prefetch_bytes"},
+      {"run --cpu_prefetch_bytes 65537", "--cpu_prefetch_bytes"},
+      {"serve --cpu_tile_block_rows -1", "--cpu_tile_block_rows"},
+      {"chat --cpu_panels_by_row yes", "--cpu_panels_by_row"},
+      {experts + " --cpu_tile_block_rows 1048577", "--cpu_tile_block_rows"},
+      {experts + " --ab_option cpu_prefetch_bytes=1", "--ab_option"},
+      {experts + " --ab_option cpu_tile_block_rows", "--ab_option"},
+      {decode + " --ab_option prefetch=0", "--ab_option"},
       {"run --gpus -1", "--gpus"}};
   for (const auto& command_flag : refused) {
     const std::string& command = command_flag.first;
@@ -342,11 +350,18 @@ TEST_CASE("command line: the benches' and make-model's numeric flags have ranges
     CHECK_FALSE(contains(result.output, "model: built-in"));
   }
   CHECK_FALSE(fs::exists(dir / "m"));
-  // In range, a small bench experts runs.
+  // In range, a small bench experts runs; with an A/B, each decode row once a side.
   const CommandResult ran = run_both(experts + " --repeat 1 --prefill_tokens 1 --threads 1");
   INFO(ran.output);
   CHECK(ran.exit_code == 0);
   CHECK(contains(ran.output, "bench experts: 1 threads"));
+  const CommandResult ab = run_both(experts + " --repeat 1 --prefill_tokens 1 --threads 1 --cpu_panels_by_row false "
+                                              "--ab_option cpu_prefetch_bytes=0,cpu_panels_by_row=true");
+  INFO(ab.output);
+  CHECK(ab.exit_code == 0);
+  CHECK(contains(ab.output, " A |"));
+  CHECK(contains(ab.output, " B: cpu_prefetch_bytes=0,cpu_panels_by_row=true |"));
+  CHECK(contains(ab.output, "prefill with cpu_prefetch_bytes=0,cpu_panels_by_row=true: "));
 }
 
 TEST_CASE("check and run: one --max_context rule, 1 to 2^32 tokens") {

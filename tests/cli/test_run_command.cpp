@@ -231,12 +231,41 @@ TEST_CASE("bench commands: options out of range are refused before any work (exi
       /*with_stderr=*/true);
   CHECK(no_timeline.exit_code == 2);
   CHECK(no_timeline.output.find("--timeline times GPU kernels") != std::string::npos);
-  const auto no_ab = run_switchyard_with_env(
+  // An A/B of a setting that is not a CPU kernel option, or of a value out of its range.
+  for (const char* ab : {"no_such_option=1", "cpu_prefetch_bytes=8", "cpu_panels_by_row"}) {
+    const auto refused = run_switchyard_with_env(
+        "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
+                source_path("optimize_rules/Mixtral-cpu.yaml") + " --prompt_tokens 8 --ab_option " + ab,
+        /*with_stderr=*/true);
+    INFO(ab << ": " << refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.output.find("--ab_option") != std::string::npos);
+  }
+}
+
+TEST_CASE("bench decode --ab_option: both sides of a CPU kernel option timed in one process, alternating (all on the CPU)") {
+  const TempModel model("tiny-mixtral", 5);
+  const auto bench = run_switchyard_with_env(
       "", "bench decode --model_path " + model.dir.string() + " --optimize_config_path " +
-              source_path("optimize_rules/Mixtral-cpu.yaml") + " --ab_env SOME_VARIANT --prompt_tokens 8",
+              source_path("optimize_rules/Mixtral-cpu.yaml") +
+              " --prompt_tokens 8 --decode_tokens 2 --profile_tokens 0 --cpu_prefetch_bytes 1024 "
+              "--ab_option cpu_prefetch_bytes=0,cpu_tile_block_rows=0 --ab_rounds 3",
       /*with_stderr=*/true);
-  CHECK(no_ab.exit_code == 2);
-  CHECK(no_ab.output.find("--ab_env times GPU kernels") != std::string::npos);
+  INFO(bench.output);
+  CHECK(bench.exit_code == 0);
+  // The whole step and the prefill, three timings a side (two spaces inside each parenthesis); no
+  // GPU side.
+  for (const char* what : {"decode ms/token (the whole step): A median", "prefill ms: A median"}) {
+    const std::size_t line = bench.output.find(std::string("A/B cpu_prefetch_bytes=0,cpu_tile_block_rows=0, ") + what);
+    REQUIRE(line != std::string::npos);
+    const std::size_t sides = bench.output.find("A median", line);
+    const std::string text = bench.output.substr(sides, bench.output.find('\n', sides) - sides);
+    CHECK(std::count(text.begin(), text.end(), '(') == 2);  // a side's timings each
+    const std::size_t close = text.rfind(')'), open = text.rfind('(');
+    CHECK(std::count(text.begin() + static_cast<std::ptrdiff_t>(open), text.begin() + static_cast<std::ptrdiff_t>(close),
+                     ' ') == 2);
+  }
+  CHECK(bench.output.find("GPU side us per layer") == std::string::npos);
 }
 
 namespace {
@@ -287,25 +316,25 @@ TEST_CASE("bench decode --timeline: every kernel of the step stamped, by kernel 
   CHECK(bench.output.find("the launches' repeating pattern (a layer)") != std::string::npos);
 }
 
-TEST_CASE("bench decode --ab_env: both sides of a switch timed in one process, alternating (hybrid DeepSeek)") {
+TEST_CASE("bench decode --ab_option: both sides timed in one process, alternating (hybrid DeepSeek)") {
   if (gpu_count() == 0) {
     MESSAGE("skipped: no CUDA device");
     return;
   }
-  // A variable nothing reads: both sides run the same work; the line reports three timings each.
-  const auto bench = hybrid_deepseek_bench(4, "--decode_tokens 4 --ab_env SWITCHYARD_TEST_NOTHING_READS_THIS "
-                                              "--ab_rounds 3");
+  // An option whose two sides give the same results: the GPU side's line reports three timings each.
+  const auto bench = hybrid_deepseek_bench(4, "--decode_tokens 4 --ab_option cpu_prefetch_bytes=0 --ab_rounds 3");
   INFO(bench.output);
   CHECK(bench.exit_code == 0);
-  const std::size_t line = bench.output.find("A/B SWITCHYARD_TEST_NOTHING_READS_THIS, GPU side us per layer: unset");
+  const std::size_t line = bench.output.find("A/B cpu_prefetch_bytes=0, GPU side us per layer: A median");
   REQUIRE(line != std::string::npos);
   const std::string text = bench.output.substr(line, bench.output.find('\n', line) - line);
   CHECK(std::count(text.begin(), text.end(), '(') == 2);
-  CHECK(text.find("set - unset") != std::string::npos);
+  CHECK(text.find("B - A") != std::string::npos);
   // Three timings a side: two spaces inside each parenthesis.
   const std::size_t open = text.find('('), close = text.find(')');
   CHECK(std::count(text.begin() + static_cast<std::ptrdiff_t>(open), text.begin() + static_cast<std::ptrdiff_t>(close),
                    ' ') == 2);
+  CHECK(bench.output.find("A/B cpu_prefetch_bytes=0, decode ms/token (the whole step): A median") != std::string::npos);
 }
 
 TEST_CASE("run command: the KV cache is the checkpoint's dtype unless --kv_cache_dtype says otherwise") {

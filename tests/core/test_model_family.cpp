@@ -14,10 +14,12 @@
 #include "core/model_family.h"
 #include "core/module_tree.h"
 #include "tests/core_test_support.h"
+#include "tests/gate_presets.h"
 #include "operators/kernels/cpu/moe_gate.h"
 #include "operators/blocks/feed_forward_op.h"
 
 namespace sy = switchyard;
+namespace presets = switchyard::gate_presets;
 
 namespace {
 
@@ -159,29 +161,29 @@ TEST_CASE("core: each family's gate scheme is the MoE gate's preset for its mode
   const std::vector<Case> cases = {
       {"tiny-deepseek-v3", [](sy::ModelConfig&) {},
        [&](const sy::ModelConfig& c) {
-         return sy::cpu::deepseek_v3_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group,
+         return presets::deepseek_v3_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group,
                                           bias.data(), c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor));
        }},
       {"deepseek-v3", [](sy::ModelConfig& c) { c.norm_topk_prob = false; },
        [&](const sy::ModelConfig& c) {
-         return sy::cpu::deepseek_v3_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group,
+         return presets::deepseek_v3_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group,
                                           bias.data(), false, static_cast<float>(c.routed_scaling_factor));
        }},
       {"deepseek-v2", [](sy::ModelConfig&) {},  // group_limited_greedy
        [](const sy::ModelConfig& c) {
-         return sy::cpu::deepseek_v2_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group,
+         return presets::deepseek_v2_gate(c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group,
                                           static_cast<float>(c.routed_scaling_factor));
        }},
       {"deepseek-v2-lite", [](sy::ModelConfig& c) { c.routed_scaling_factor = 3.0; },  // greedy
        [](const sy::ModelConfig& c) {
-         return sy::cpu::deepseek_v2_gate(c.n_routed_experts, c.num_experts_per_tok, 0, c.topk_group, 3.0f);
+         return presets::deepseek_v2_gate(c.n_routed_experts, c.num_experts_per_tok, 0, c.topk_group, 3.0f);
        }},
       {"qwen3-30b-a3b", [](sy::ModelConfig&) {},
-       [](const sy::ModelConfig& c) { return sy::cpu::qwen3_moe_gate(c.n_routed_experts, c.num_experts_per_tok, true); }},
+       [](const sy::ModelConfig& c) { return presets::qwen3_moe_gate(c.n_routed_experts, c.num_experts_per_tok, true); }},
       {"tiny-qwen3-moe", [](sy::ModelConfig& c) { c.norm_topk_prob = false; },
-       [](const sy::ModelConfig& c) { return sy::cpu::qwen3_moe_gate(c.n_routed_experts, c.num_experts_per_tok, false); }},
+       [](const sy::ModelConfig& c) { return presets::qwen3_moe_gate(c.n_routed_experts, c.num_experts_per_tok, false); }},
       {"mixtral-8x7b", [](sy::ModelConfig&) {},
-       [](const sy::ModelConfig& c) { return sy::cpu::mixtral_gate(c.n_routed_experts, c.num_experts_per_tok); }},
+       [](const sy::ModelConfig& c) { return presets::mixtral_gate(c.n_routed_experts, c.num_experts_per_tok); }},
   };
   for (const Case& test : cases) {
     INFO("preset " << test.preset);

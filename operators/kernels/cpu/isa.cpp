@@ -111,7 +111,8 @@ bool isa_supported(Isa isa) {
       return isa_supported(Isa::avx512) && detail::has_avx512_bf16() && detail::has_avx512_vnni();
     case Isa::amx:
 #if defined(__x86_64__)
-      return isa_supported(Isa::avx512) && amx_enabled();
+      // The tiles path writes its panels with AVX512-BF16 and decodes with VNNI: every AMX CPU has both.
+      return isa_supported(Isa::avx512bf16) && amx_enabled();
 #else
       return false;
 #endif

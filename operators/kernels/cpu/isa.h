@@ -12,7 +12,7 @@ enum class Isa {
   avx2,    // AVX2 + FMA + F16C (Haswell and later, Zen)
   avx512,  // AVX-512 F/BW/VL (Skylake-SP and later, Zen 4)
   avx512bf16,  // and AVX512-BF16 and VNNI (Cooper Lake, Zen 4): block types' prefill on bf16 dot products
-  amx,     // and AMX tiles with bf16 products (Sapphire Rapids and later), enabled by the OS
+  amx,     // avx512bf16 and AMX tiles with bf16 products (Sapphire Rapids and later), enabled by the OS
 };
 // Every variant, narrowest first.
 inline constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512bf16, Isa::amx};

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +14,7 @@
 #include <vector>
 
 #include "operators/kernels/cpu/kept_buffer.h"
-#include "operators/kernels/cpu/kernel_variants.h"
+#include "operators/kernels/cpu/kernel_options.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
@@ -35,17 +34,13 @@ constexpr std::int64_t kMinParallelWork = 1 << 16;
 // A thread's share of tokens when tokens are split too (few rows, many tokens).
 constexpr std::int64_t kMinTokensPerThread = 16;
 
-using BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
+using detail::BlockFunctions;
 
-// The block functions of one ISA: for plain weights and for block-quantised ones (quant_dot.h).
-struct BlockFns {
-  BlockFn plain, quantized;
-  void operator()(const LinearProblem& p, const LinearBlock& block) const {
-    (p.weight_type == LinearWeight::quantized ? quantized : plain)(p, block);
-  }
-};
+void run_block(const BlockFunctions& blocks, const LinearProblem& p, const LinearBlock& block) {
+  (p.weight_type == LinearWeight::quantized ? blocks.quantized : blocks.plain)(p, block);
+}
 
-BlockFns block_functions(Isa isa) {
+BlockFunctions block_functions(Isa isa) {
   if (!isa_supported(isa))
     throw std::invalid_argument(std::string("linear: this CPU cannot run the ") + isa_name(isa) + " variant");
   switch (isa) {
@@ -55,7 +50,7 @@ BlockFns block_functions(Isa isa) {
     case Isa::avx512: {
       // Quantised weights take AVX512-VNNI's byte products; an AVX-512 CPU without it (Skylake-SP)
       // runs them with AVX2's.
-      const BlockFn quantized = detail::has_avx512_vnni() ? detail::quant_linear_block_avx512 : detail::quant_linear_block_avx2;
+      const detail::BlockFn quantized = detail::has_avx512_vnni() ? detail::quant_linear_block_avx512 : detail::quant_linear_block_avx2;
       return {detail::linear_block_avx512, quantized};
     }
     case Isa::avx2: return {detail::linear_block_avx2, detail::quant_linear_block_avx2};
@@ -134,7 +129,7 @@ struct LinearSplit {
 };
 
 // `least_rows` (0: none): blocks of at least that many rows (as whole groups), fewer blocks where
-// needed (kernel_variants' tiles_block_rows).
+// needed (KernelOptions::tile_block_rows).
 LinearSplit split_for(const LinearProblem& p, std::int64_t threads, std::int64_t blocks_per_thread,
                       std::int64_t least_rows = 0) {
   const std::int64_t group_rows = p.x_tiles != nullptr ? kTilesRowGroup : kRowGroup;
@@ -211,14 +206,14 @@ namespace {
 
 // One problem without x tiles: its row blocks, as threads ask (no bookkeeping: decode's hundreds of
 // one-row-block items a layer come this way).
-void run_one(const BlockFns& run_block, const LinearProblem& problem) {
+void run_one(const BlockFunctions& blocks, const LinearProblem& problem) {
   if (omp_in_parallel() || omp_get_max_threads() == 1) {
     // Called from inside a parallel region (the CPU experts' items), or with one thread: a region
     // would get one thread anyway, and opening it costs a few tenths of a microsecond a call.
     const LinearSplit split = split_for(problem, 1, 1);
     for (std::int64_t id = 0; id < split.blocks(); ++id) {
       const LinearBlock block = block_of(problem, split, id);
-      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(blocks, problem, block);
     }
     return;
   }
@@ -229,7 +224,7 @@ void run_one(const BlockFns& run_block, const LinearProblem& problem) {
     for (std::int64_t id = next.fetch_add(1, std::memory_order_relaxed); id < split.blocks();
          id = next.fetch_add(1, std::memory_order_relaxed)) {
       const LinearBlock block = block_of(problem, split, id);
-      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problem, block);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(blocks, problem, block);
     }
   }
 }
@@ -250,14 +245,9 @@ std::uint8_t* batch_scratch(std::size_t bytes) {
   return kept.get();
 }
 
-thread_local BatchSeconds last_batch;  // the calling thread's last run_batch
-
-using Clock = std::chrono::steady_clock;
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// The batch with `run_block`; x's AMX tiles for the calls where rounds_x(call) says so.
-template <class RoundsX>
-void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const LinearCall> calls) {
+// The batch with `blocks`; x's tiles for the calls that round x where `rounds_like` would.
+void run_batch(Isa rounds_like, const BlockFunctions& blocks, std::span<const LinearCall> calls) {
+  auto rounds_x = [rounds_like](const LinearCall& c) { return linear_rounds_x(rounds_like, c.weight_dtype, c.tokens); };
   std::vector<LinearProblem> problems;
   problems.reserve(calls.size());
   // Where each problem's tiles and quantised x lie in the batch's scratch (byte offsets; kNone:
@@ -265,11 +255,9 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
   constexpr std::size_t kNone = SIZE_MAX;
   std::vector<std::size_t> tiles_at, activations_at;
   std::size_t scratch_bytes = 0;
-  std::vector<std::size_t> part_bytes;  // each part's size, in the order reserved
   auto reserve = [&](std::size_t bytes) {
     const std::size_t at = scratch_bytes;
     scratch_bytes += (bytes + 63) / 64 * 64;  // each part 64-byte aligned (tile loads, AVX-512 stores)
-    part_bytes.push_back(bytes);
     return at;
   };
   struct TileWork {
@@ -324,30 +312,12 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     activations_at.push_back(activations);
   }
   if (problems.empty()) return;
-  // The variant fresh_scratch: each part allocated apart and freed at the batch's end.
-  std::vector<detail::AlignedBytes> fresh;
-  std::vector<std::size_t> fresh_at;  // each fresh part's offset in the kept scratch's layout
-  if (kernel_variants().fresh_scratch)
-    for (std::size_t i = 0, at = 0; i < part_bytes.size(); at += (part_bytes[i] + 63) / 64 * 64, ++i) {
-      fresh.push_back(detail::aligned_bytes(part_bytes[i]));
-      fresh_at.push_back(at);
-    }
-  std::uint8_t* const scratch = scratch_bytes > 0 && fresh.empty() ? batch_scratch(scratch_bytes) : nullptr;
-  auto address = [&](std::size_t at) {
-    if (fresh.empty()) return scratch + at;
-    return fresh[static_cast<std::size_t>(std::lower_bound(fresh_at.begin(), fresh_at.end(), at) - fresh_at.begin())].get();
-  };
+  std::uint8_t* const scratch = scratch_bytes > 0 ? batch_scratch(scratch_bytes) : nullptr;
   for (std::size_t i = 0; i < problems.size(); ++i) {
-    if (tiles_at[i] != kNone) problems[i].x_tiles = reinterpret_cast<const std::uint32_t*>(address(tiles_at[i]));
-    if (activations_at[i] != kNone) problems[i].x_quantized = address(activations_at[i]);
+    if (tiles_at[i] != kNone) problems[i].x_tiles = reinterpret_cast<const std::uint32_t*>(scratch + tiles_at[i]);
+    if (activations_at[i] != kNone) problems[i].x_quantized = scratch + activations_at[i];
   }
-  const Clock::time_point start = Clock::now();
-  Clock::time_point prepared = start;  // set once the tiles and activations are written
-  if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) {
-    run_one(run_block, problems.front());
-    last_batch = BatchSeconds{0, seconds_between(start, Clock::now())};
-    return;
-  }
+  if (problems.size() == 1 && tile_work.empty() && quantize_work.empty()) return run_one(blocks, problems.front());
   std::vector<LinearSplit> splits(problems.size());
   std::vector<std::int64_t> first_block(problems.size() + 1, 0);  // the batch's block ids, call by call
   std::atomic<std::int64_t> next{0};  // the next block to take
@@ -368,10 +338,9 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
     }
 #pragma omp single
     {
-      prepared = Clock::now();
       const std::int64_t threads = omp_get_num_threads();
-      // kernel_variants' tiles_block_rows, where the batch still has kBlocksPerThread blocks a thread.
-      std::int64_t least_rows = kernel_variants().tiles_block_rows;
+      // KernelOptions::tile_block_rows, where the batch still has kBlocksPerThread blocks a thread.
+      std::int64_t least_rows = kernel_options().tile_block_rows;
       if (least_rows > 0) {
         std::int64_t coarse = 0;
         for (const LinearProblem& p : problems)
@@ -389,10 +358,9 @@ void run_batch(const BlockFns& run_block, RoundsX rounds_x, std::span<const Line
       const auto i = static_cast<std::size_t>(std::upper_bound(first_block.begin(), first_block.end(), id) -
                                               first_block.begin() - 1);
       const LinearBlock block = block_of(problems[i], splits[i], id - first_block[i]);
-      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(problems[i], block);
+      if (block.row_begin < block.row_end && block.token_begin < block.token_end) run_block(blocks, problems[i], block);
     }
   }
-  last_batch = BatchSeconds{seconds_between(start, prepared), seconds_between(prepared, Clock::now())};
 }
 
 // The x-tile chunk writer this CPU runs fastest (as tile_writer).
@@ -405,12 +373,12 @@ ChunkWriter chunk_writer() {
   return detail::write_x_tile_chunks_scalar;
 }
 
-// gated_batch with `run_block` (the tiles path's block functions of one ISA). Items are a call's
-// rows [row_begin, row_end): whole 32-row chunks of h, as many rows as kernel_variants'
-// tiles_block_rows while the batch keeps kBlocksPerThread items a thread (a thread reads the
-// call's x tiles once per item, twice: gate and up), fewer down to one chunk where it would not.
-// `isa`: the variant whose tiles path run_block is (or emulates), which every call must take.
-void run_gated(Isa isa, const BlockFns& run_block, std::span<const GatedCall> calls) {
+// gated_batch with `blocks` (the tiles path's block functions of one ISA). Items are a call's
+// rows [row_begin, row_end): whole 32-row chunks of h, as many rows as
+// KernelOptions::tile_block_rows while the batch keeps kBlocksPerThread items a thread (a thread
+// reads the call's x tiles once per item, twice: gate and up), fewer down to one chunk where it
+// would not. `isa`: the variant whose tiles path `blocks` run, which every call must take.
+void run_gated(Isa isa, const BlockFunctions& blocks, std::span<const GatedCall> calls) {
   for (const GatedCall& c : calls)
     if (c.tokens > 0 && c.out > 0 && !gated_takes(isa, c.gate_dtype, c.up_dtype, c.tokens))
       throw std::invalid_argument(std::string("gated_batch: the ") + isa_name(isa) + " variant does not round x for " +
@@ -433,7 +401,7 @@ void run_gated(Isa isa, const BlockFns& run_block, std::span<const GatedCall> ca
     work += 2 * std::max<std::int64_t>(c.tokens, 0) * std::max<std::int64_t>(c.in, 0) * std::max<std::int64_t>(c.out, 0);
   }
   const std::int64_t threads = omp_get_max_threads();
-  const std::int64_t least = kernel_variants().tiles_block_rows;
+  const std::int64_t least = kernel_options().tile_block_rows;
   std::int64_t item_rows = std::max(kChunk, ceil_div(least, kChunk) * kChunk);
   auto items_of = [&](std::int64_t rows) {
     std::int64_t count = 0;
@@ -454,7 +422,6 @@ void run_gated(Isa isa, const BlockFns& run_block, std::span<const GatedCall> ca
   }
   const ChunkWriter write_chunks = chunk_writer();
   std::atomic<std::size_t> next{0};
-  const Clock::time_point start = Clock::now();
 #pragma omp parallel if (work >= kMinParallelWork)
   {
     // Per thread: gate's then h's rows [tokens, item rows], and up's.
@@ -472,7 +439,7 @@ void run_gated(Isa isa, const BlockFns& run_block, std::span<const GatedCall> ca
                    item.row_begin * static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(c.in)));
         p.out = rows;
         p.y = y;
-        run_block(p, LinearBlock{0, rows, 0, c.tokens});
+        run_block(blocks, p, LinearBlock{0, rows, 0, c.tokens});
       };
       slice(gates[item.call], c.gate_dtype, g);
       slice(ups[item.call], c.up_dtype, u);
@@ -481,22 +448,17 @@ void run_gated(Isa isa, const BlockFns& run_block, std::span<const GatedCall> ca
         write_chunks(g, rows, c.tokens, c.out, tile, item.row_begin / kChunk, ceil_div(item.row_end, kChunk), c.h_tiles);
     }
   }
-  last_batch = BatchSeconds{0, seconds_between(start, Clock::now())};
 }
 
 }  // namespace
 
-void linear_batch(Isa isa, std::span<const LinearCall> calls) {
-  run_batch(block_functions(isa), [isa](const LinearCall& c) { return linear_rounds_x(isa, c.weight_dtype, c.tokens); },
-            calls);
-}
-
-void detail::linear_batch_emulating_amx(std::span<const LinearCall> calls) {
-  run_batch(BlockFns{linear_block_tiles_scalar, quant_linear_block_tiles_scalar},
-            [](const LinearCall& c) { return linear_rounds_x(Isa::amx, c.weight_dtype, c.tokens); }, calls);
-}
+void linear_batch(Isa isa, std::span<const LinearCall> calls) { run_batch(isa, block_functions(isa), calls); }
 
 void linear_batch(std::span<const LinearCall> calls) { linear_batch(chosen_isa(), calls); }
+
+void detail::linear_batch_with(Isa rounds_like, BlockFunctions blocks, std::span<const LinearCall> calls) {
+  run_batch(rounds_like, blocks, calls);
+}
 
 bool gated_takes(Isa isa, DType gate_dtype, DType up_dtype, std::int64_t tokens) {
   return linear_rounds_x(isa, gate_dtype, tokens) && linear_rounds_x(isa, up_dtype, tokens);
@@ -506,8 +468,8 @@ void gated_batch(Isa isa, std::span<const GatedCall> calls) { run_gated(isa, blo
 
 void gated_batch(std::span<const GatedCall> calls) { gated_batch(chosen_isa(), calls); }
 
-void detail::gated_batch_emulating_amx(std::span<const GatedCall> calls) {
-  run_gated(Isa::amx, BlockFns{linear_block_tiles_scalar, quant_linear_block_tiles_scalar}, calls);
+void detail::gated_batch_with(Isa rounds_like, BlockFunctions blocks, std::span<const GatedCall> calls) {
+  run_gated(rounds_like, blocks, calls);
 }
 
 std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) { return detail::x_tiles_bytes(tokens, in); }
@@ -515,8 +477,6 @@ std::size_t x_tiles_bytes(std::int64_t tokens, std::int64_t in) { return detail:
 void write_x_tiles(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile, std::uint32_t* tiles) {
   tile_writer()(x, tokens, in, tile, tiles);
 }
-
-BatchSeconds last_batch_seconds() { return last_batch; }
 
 void linear(Isa isa, const float* x, std::int64_t tokens, std::int64_t in, const void* weight, DType weight_dtype,
             std::int64_t out, float* y) {

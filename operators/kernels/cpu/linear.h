@@ -17,17 +17,15 @@
 // groups), x is rounded to bf16, as transformers' bf16 activations and the GPU's cuBLAS prefill
 // are (8 significant bits: relative error 2^-9 an element), and tile instructions multiply it by
 // the weights' own bits: products exact, sums in f32. Decode's few tokens keep f32 x: they are
-// bound by memory. AVX512-BF16's vdpbf16ps, the same rounding without tiles, was slower than f32
-// FMAs on the Xeon that the benchmarks run on (docs/performance.md keeps the measurement), which
-// has AMX anyway; on a CPU without AMX (Isa::avx512bf16: Zen 4, Cooper Lake) it multiplies the
-// same x tiles by the weights' rows from kAmxTokens tokens, 2.4-3x the f32 FMAs on Zen 4.
+// bound by memory. On a CPU with AVX512-BF16 but no AMX (Isa::avx512bf16: Zen 4, Cooper Lake)
+// vdpbf16ps multiplies the same x tiles by the weights' rows from kAmxTokens tokens; where AMX is,
+// the tiles are faster and vdpbf16ps is not used for bf16 weights (docs/performance.md).
 // Block-type weights take the same tiles from kQuantPrefillTokens tokens on: their rows are
 // dequantised 32 at a time into a bf16 panel (one more rounding of each weight, relative 2^-9),
 // which costs about as much as the integer products of a handful of tokens and is then shared by
-// every token of the call. Without AMX but with AVX512-BF16 (Isa::avx512bf16: Zen 4, Cooper Lake)
-// block types do the same, vdpbf16ps multiplying x's tiles by the panel: on the dev VM's Zen 4
-// 1.4-2.2x the f32 panels' and the integer products' speed at 48-128 tokens, and more exact than
-// the K types' 8-bit x.
+// every token of the call; with AVX512-BF16 and no AMX, vdpbf16ps multiplies x's tiles by the
+// panel, faster than the f32 panels and the integer products and more exact than the K types'
+// 8-bit x.
 #include <cstdint>
 #include <span>
 
@@ -109,14 +107,6 @@ bool gated_takes(Isa isa, DType gate_dtype, DType up_dtype, std::int64_t tokens)
 void gated_batch(std::span<const GatedCall> calls);
 void gated_batch(Isa isa, std::span<const GatedCall> calls);
 
-// Where the calling thread's last linear_batch spent its time, in seconds: writing x's tiles and
-// quantising x (`prep`), then the calls' row blocks (`blocks`); gated_batch's all in `blocks`. For
-// benchmarks' breakdowns.
-struct BatchSeconds {
-  double prep = 0, blocks = 0;
-};
-BatchSeconds last_batch_seconds();
-
 // Tokens from which the AMX variant rounds x to bf16 and multiplies tiles (bf16 weights): below,
 // a call streams its weights (decode), and the f32 path costs no more.
 constexpr std::int64_t kAmxTokens = 8;
@@ -127,9 +117,9 @@ bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 
 // Tokens from which the 32-weight block types (q4_0 ... q8_0) are dequantised to f32 panels and
 // reused across tokens (prefill); below, x is quantised and each weight row streamed once for all
-// tokens (decode). The K types' integer products stay faster than f32 panels at every token count
-// (2-core VM, AVX-512 VNNI: 1.5-2x at 16-512 tokens), so they never switch; the 32-weight types'
-// panels are as fast as their integer products from about 8 tokens and faster from 16.
+// tokens (decode). The K types' integer products stay faster than f32 panels at every token count,
+// so they never switch; the 32-weight types' panels are faster than their integer products from
+// about 16 tokens.
 constexpr std::int64_t kQuantPrefillTokens = 16;
 
 // Whether linear() quantises x (to 8-bit blocks: relative error up to 1/254 of a block's largest

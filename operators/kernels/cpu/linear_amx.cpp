@@ -16,7 +16,6 @@
 
 #include <cstring>
 
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
@@ -46,24 +45,13 @@ void configure_tiles() {
 }
 
 // Each call loads the tiles' configuration and releases the tiles at its end, so that no thread
-// leaves AMX state in use behind it. The variant amx_keep_tiles keeps the configuration loaded on
-// a thread between calls instead (a prefill makes thousands of panel-sized calls a layer; every
-// call here uses the one shape, and nothing else on these threads touches tiles).
+// leaves AMX state in use behind it.
 class TileSession {
  public:
-  TileSession() : release_(!kernel_variants().amx_keep_tiles) {
-    thread_local bool configured = false;
-    if (release_ || !configured) configure_tiles();
-    configured = !release_;
-  }
-  ~TileSession() {
-    if (release_) _tile_release();
-  }
+  TileSession() { configure_tiles(); }
+  ~TileSession() { _tile_release(); }
   TileSession(const TileSession&) = delete;
   TileSession& operator=(const TileSession&) = delete;
-
- private:
-  bool release_;
 };
 
 // Tile A for weight rows [row, row + 16) and inputs [k, k + 32): in place when whole, else a
@@ -87,8 +75,7 @@ TileSource weight_tile(const LinearProblem& p, std::int64_t row, std::int64_t k,
 }
 
 // C tile (16 weight rows x 16 tokens, f32) into y[token][row], the rows and tokens that exist.
-// `scalar`: kernel_variants' amx_scalar_store, read once a block.
-void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t token, float* scratch, bool scalar) {
+void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t token, float* scratch) {
   switch (tile) {
     case 0: _tile_stored(0, scratch, 64); break;
     case 1: _tile_stored(1, scratch, 64); break;
@@ -97,16 +84,13 @@ void store_tile(const LinearProblem& p, int tile, std::int64_t row, std::int64_t
   }
   const std::int64_t rows = p.out - row < kTileRows ? p.out - row : kTileRows;
   const std::int64_t tokens = p.tokens - token < kTileRows ? p.tokens - token : kTileRows;
-  float* const y = p.y + token * p.out + row;
-  if (scalar) return store_c_tile_scalar(scratch, rows, tokens, y, p.out);
-  store_c_tile_avx512(scratch, rows, tokens, y, p.out);
+  store_c_tile_avx512(scratch, rows, tokens, p.y + token * p.out + row, p.out);
 }
 
 // Rows [block.row_begin, block.row_end) (multiples of 16 apart from the matrix's end) for every
 // token of the call, 32 rows x 32 tokens at a time, over the whole input dimension.
 void amx_block(const LinearProblem& p, const LinearBlock& block) {
   const TileSession tiles;
-  const bool scalar_store = kernel_variants().amx_scalar_store;
   const std::int64_t chunks = (p.in + kTilePairs - 1) / kTilePairs;
   const std::int64_t token_tiles = (p.tokens + kTileRows - 1) / kTileRows;
   alignas(64) std::uint16_t pad[2][kTileRows * kTilePairs];
@@ -138,10 +122,10 @@ void amx_block(const LinearProblem& p, const LinearBlock& block) {
           if (two_tokens) _tile_dpbf16ps(3, 5, 7);
         }
       }
-      store_tile(p, 0, row, tt * kTileRows, scratch, scalar_store);
-      if (two_tokens) store_tile(p, 1, row, (tt + 1) * kTileRows, scratch, scalar_store);
-      if (two_rows) store_tile(p, 2, row + kTileRows, tt * kTileRows, scratch, scalar_store);
-      if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch, scalar_store);
+      store_tile(p, 0, row, tt * kTileRows, scratch);
+      if (two_tokens) store_tile(p, 1, row, (tt + 1) * kTileRows, scratch);
+      if (two_rows) store_tile(p, 2, row + kTileRows, tt * kTileRows, scratch);
+      if (two_rows && two_tokens) store_tile(p, 3, row + kTileRows, (tt + 1) * kTileRows, scratch);
     }
   }
 }
@@ -153,15 +137,11 @@ void linear_block_amx(const LinearProblem& problem, const LinearBlock& block) {
   linear_block_avx512(problem, block);
 }
 
-// Block-type weights: x's tiles against bf16 panels of the dequantised rows, or (no tiles: decode)
-// the AVX-512 VNNI integer products (every AMX CPU has VNNI). The panels are written in one pass
-// by AVX512-BF16 (every AMX CPU so far has it), or through an f32 panel (the variant
-// tiles_f32_panel, the same bytes).
+// Block-type weights: x's tiles against bf16 panels of the dequantised rows, written in one pass
+// by AVX512-BF16 (Isa::amx requires it), or (no tiles: decode) the AVX-512 VNNI integer products.
 void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block) {
   if (problem.x_tiles == nullptr) return quant_linear_block_avx512(problem, block);
-  if (has_avx512_bf16() && !kernel_variants().tiles_f32_panel)
-    return quant_tiles_block_bf16(problem, block, dequantize_rows_bf16_avx512, linear_block_amx);
-  quant_tiles_block(problem, block, dequantize_rows_avx2, round_to_bf16_avx512, linear_block_amx);
+  quant_tiles_block_bf16(problem, block, dequantize_rows_bf16_avx512, linear_block_amx);
 }
 
 }  // namespace switchyard::cpu::detail

@@ -128,16 +128,6 @@ void linear_block_avx512(const LinearProblem& problem, const LinearBlock& block)
   linear_block_any<Avx512Kernel>(problem, block);
 }
 
-void round_to_bf16_avx512(const float* in, std::int64_t count, std::uint16_t* out) {
-  std::int64_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(round_to_bf16(_mm512_loadu_ps(in + i))));
-  if (i < count) {
-    const auto left = static_cast<__mmask16>((1u << (count - i)) - 1u);
-    _mm256_mask_storeu_epi16(out + i, left, _mm512_cvtepi32_epi16(round_to_bf16(_mm512_maskz_loadu_ps(left, in + i))));
-  }
-}
-
 void write_x_tile_chunks_avx512(const float* x, std::int64_t x_stride, std::int64_t tokens, std::int64_t in,
                                 std::int64_t tile, std::int64_t chunk_begin, std::int64_t chunk_end,
                                 std::uint32_t* tiles) {

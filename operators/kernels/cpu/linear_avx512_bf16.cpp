@@ -6,9 +6,9 @@
 //
 // Register blocking: kRows weight rows x 16 tokens (one x tile row of 16 tokens' pairs in a
 // register, each weight pair broadcast from the panel), two token tiles a pass when the call has
-// them, so that each broadcast serves two products: 2 x kRows accumulators + 2 x values. Zen 4's
-// vdpbf16ps runs at its peak here (0.36 of ~0.45 TFLOP/s on 2 cores), so the padded lanes of a
-// call's last token tile cost as much as real tokens: one of at most 8 tokens runs in 8 lanes.
+// them, so that each broadcast serves two products: 2 x kRows accumulators + 2 x values. vdpbf16ps
+// is the bottleneck here, so the padded lanes of a call's last token tile cost as much as real
+// tokens: one of at most 8 tokens runs in 8 lanes.
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -19,7 +19,6 @@
 #include <cstring>
 #include <vector>
 
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
@@ -143,9 +142,8 @@ void rows_dispatch(int count, const LinearProblem& p, const PanelWords& w, std::
 void linear_block_tiles_avx512_bf16(const LinearProblem& p, const LinearBlock& block) {
   if (p.x_tiles == nullptr) return linear_block_avx512(p, block);  // no tiles: the f32 path
   const std::int64_t chunks = (p.in + 31) / 32, token_tiles = (p.tokens + 15) / 16;
-  // The last token tile in 8 lanes when it has at most 8 tokens (kernel_variants' bf16_full_tiles:
-  // in 16 always).
-  const bool half_last = p.tokens - 16 * (token_tiles - 1) <= 8 && !kernel_variants().bf16_full_tiles;
+  // The last token tile in 8 lanes when it has at most 8 tokens.
+  const bool half_last = p.tokens - 16 * (token_tiles - 1) <= 8;
   const auto* bits = static_cast<const std::uint16_t*>(p.weight);
   // A row-major matrix whose rows are not whole chunks (bf16 weights of an odd width: tests and
   // toy shapes) is read from zero-padded copies of kRows rows at a time: x's tiles are zero past

@@ -78,16 +78,10 @@ void write_x_tile_chunks_avx512(const float* x, std::int64_t x_stride, std::int6
                                 std::uint32_t* tiles);
 
 // A C tile c [16 rows][16 tokens] f32 (64-byte aligned) into y [token][row]: y[t * y_stride + r] =
-// c[16 r + t] for r < rows, t < tokens (each at most 16); nothing else of y is written. The AVX-512
-// one (x86, called only after isa_supported(Isa::avx512)) transposes in registers and stores a
-// token's rows at once, where the scalar one takes 256 loads and stores.
-void store_c_tile_scalar(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride);
+// c[16 r + t] for r < rows, t < tokens (each at most 16); nothing else of y is written. AVX-512 (x86,
+// called only after isa_supported(Isa::avx512)): a transpose in registers, a token's rows stored at
+// once.
 void store_c_tile_avx512(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride);
-
-// `count` f32 values rounded to bf16 bits (cpu::f32_to_bf16: to nearest even, NaN kept quiet). The
-// AVX-512 one (x86, called only after isa_supported(Isa::avx512)) writes the same bits.
-void round_to_bf16_scalar(const float* in, std::int64_t count, std::uint16_t* out);
-void round_to_bf16_avx512(const float* in, std::int64_t count, std::uint16_t* out);
 
 // One thread's rectangle of y: rows [row_begin, row_end) of tokens [token_begin, token_end).
 struct LinearBlock {
@@ -103,12 +97,15 @@ void linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
 // else linear_block_avx512.
 void linear_block_tiles_avx512_bf16(const LinearProblem& problem, const LinearBlock& block);
 
-// For tests on any CPU: the AMX block's arithmetic in plain C++, reading x from x_tiles (bf16 weights),
-// and a batch that builds x's tiles as the AMX variant does and runs it. What the AMX variant adds
-// on top is the tile instructions, which only an AMX machine can test.
-void linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
-// (Block-type weights: quant_dot.h's tiles path, with the same emulation.)
-void linear_batch_emulating_amx(std::span<const LinearCall> calls);
-void gated_batch_emulating_amx(std::span<const GatedCall> calls);
+// One ISA's block functions: for plain weights and for block-quantised ones (quant_dot.h).
+using BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
+struct BlockFunctions {
+  BlockFn plain, quantized;
+};
+// linear_batch and gated_batch with `blocks` in place of an ISA's own, each call rounding x where
+// `rounds_like` would (cpu::linear_rounds_x): tests run a plain C++ emulation of a variant this CPU
+// lacks through the batches' own bookkeeping.
+void linear_batch_with(Isa rounds_like, BlockFunctions blocks, std::span<const LinearCall> calls);
+void gated_batch_with(Isa rounds_like, BlockFunctions blocks, std::span<const GatedCall> calls);
 
 }  // namespace switchyard::cpu::detail

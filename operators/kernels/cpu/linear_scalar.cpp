@@ -1,4 +1,5 @@
-// linear(): the portable variant, for CPUs without AVX2 and as the baseline the tests compare.
+// linear(): the portable variant, for CPUs without AVX2 and as the baseline the tests compare; and
+// the portable writer of x's bf16 tiles.
 #include <algorithm>
 
 #include "operators/kernels/cpu/half.h"
@@ -78,32 +79,6 @@ void write_x_tile_chunks_scalar(const float* x, std::int64_t x_stride, std::int6
 void write_x_tile_scalar(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t tile,
                          std::uint32_t* tiles) {
   write_x_tile_chunks_scalar(x, in, tokens, in, tile, 0, (in + 31) / 32, tiles);
-}
-
-void store_c_tile_scalar(const float* c, std::int64_t rows, std::int64_t tokens, float* y, std::int64_t y_stride) {
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t r = 0; r < rows; ++r) y[t * y_stride + r] = c[16 * r + t];
-}
-
-void round_to_bf16_scalar(const float* in, std::int64_t count, std::uint16_t* out) {
-  for (std::int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16(in[i]);
-}
-
-void linear_block_tiles_scalar(const LinearProblem& p, const LinearBlock& block) {
-  if (p.x_tiles == nullptr) return linear_block_scalar(p, block);  // as the AMX variant falls back
-  const auto* weight = static_cast<const std::uint16_t*>(p.weight);
-  const std::int64_t chunks = (p.in + 31) / 32;
-  for (std::int64_t r = block.row_begin; r < block.row_end; ++r)
-    for (std::int64_t t = 0; t < p.tokens; ++t) {
-      float sum = 0.0f;
-      for (std::int64_t k = 0; k < p.in; ++k) {
-        const std::uint32_t pair = p.x_tiles[x_tile_word(t, k, chunks)];
-        const auto x = static_cast<std::uint16_t>(k % 2 == 0 ? pair & 0xffffu : pair >> 16);
-        const std::int64_t at = p.weight_chunk_rows == 0 ? r * p.in + k : ((k / 32) * p.weight_chunk_rows + r) * 32 + k % 32;
-        sum += bf16_to_f32(weight[at]) * bf16_to_f32(x);
-      }
-      p.y[t * p.out + r] = sum;
-    }
 }
 
 }  // namespace switchyard::cpu::detail

@@ -10,13 +10,9 @@
 // to kSmallBatch) the input dimension is not split and nothing is packed: each weight row is
 // streamed once, start to end, widened in registers, while x (at most kSmallBatch rows) sits in L2.
 //
-// Measured on the H200 host's Xeon (16 cores, AVX-512, bf16 weights [32768, 7168], 470 MB): decode
-// streams 100-170 GB/s, at or above a plain AVX2 read of the same bytes in the same run (the host
-// varies +-30% run to run); 4 tokens ~105 GB/s; prefill ~620 GFLOP/s at 64-256 tokens. Variants
-// tried and dropped: no f32 panels (prefill 9% slower there, equal on Zen 4); software prefetch of
-// the weight rows (no gain beyond the noise); token blocks of 8-32 and input blocks of 256 (within
-// the noise; docs/performance.md). Where the CPU has AMX, bf16 prefill runs on its tiles
-// instead (linear_amx.cpp).
+// Decode is bound by memory bandwidth: the weights are read once, as fast as a plain read of the
+// same bytes (docs/performance.md has the numbers). Where the CPU has AMX, bf16 prefill runs on its
+// tiles instead (linear_amx.cpp).
 //
 // Everything here is in an unnamed namespace on purpose: each instruction set's translation unit
 // gets its own copy, compiled with its own flags, so the linker can never hand an AVX-512 copy to a

@@ -55,47 +55,6 @@ void mask_groups(const MoeGateConfig& c, float* choice, std::vector<float>& grou
 
 }  // namespace
 
-MoeGateConfig deepseek_v3_gate(int n_experts, int top_k, int n_group, int topk_group, const float* correction_bias,
-                               bool norm_topk_prob, float routed_scaling_factor) {
-  MoeGateConfig c;
-  c.n_experts = n_experts;
-  c.top_k = top_k;
-  c.scoring = GateScoring::sigmoid;
-  c.score_correction_bias = correction_bias;
-  c.group_score = GroupScore::sum_of_top2;
-  c.n_group = n_group;
-  c.topk_group = topk_group;
-  c.weights_from_scores = true;
-  c.normalize = norm_topk_prob;
-  c.normalize_epsilon = 1e-20f;
-  c.routed_scaling_factor = routed_scaling_factor;
-  return c;
-}
-
-MoeGateConfig deepseek_v2_gate(int n_experts, int top_k, int n_group, int topk_group, float routed_scaling_factor) {
-  MoeGateConfig c;
-  c.n_experts = n_experts;
-  c.top_k = top_k;
-  c.scoring = GateScoring::softmax;
-  if (n_group > 0) {
-    c.group_score = GroupScore::max;
-    c.n_group = n_group;
-    c.topk_group = topk_group;
-  }
-  c.routed_scaling_factor = routed_scaling_factor;
-  return c;
-}
-
-MoeGateConfig qwen3_moe_gate(int n_experts, int top_k, bool norm_topk_prob) {
-  MoeGateConfig c;
-  c.n_experts = n_experts;
-  c.top_k = top_k;
-  c.normalize = norm_topk_prob;
-  return c;
-}
-
-MoeGateConfig mixtral_gate(int n_experts, int top_k) { return qwen3_moe_gate(n_experts, top_k, true); }
-
 void moe_gate(const MoeGateConfig& c, const float* logits, std::int64_t tokens, std::int32_t* expert_ids,
               float* weights) {
   check_config(c);

@@ -1,13 +1,9 @@
 #pragma once
 // MoE routing: from router logits to each token's top-k experts and their weights, for every
-// routing scheme of the models we run. One configurable algorithm; the presets below fill it in
-// the way transformers does for each model. Sources (transformers main, early 2026):
-//   DeepSeek-V3  modeling_deepseek_v3.py DeepseekV3TopkRouter.get_topk_indices / forward
-//                (v5: DeepseekV3MoE.route_tokens_to_experts), topk_method "noaux_tc".
-//   DeepSeek-V2  modular_deepseek_v2.py DeepseekV2Moe.route_tokens_to_experts, "greedy" and
-//                "group_limited_greedy".
-//   Qwen3-MoE    Qwen3MoeSparseMoeBlock / Qwen3MoeTopKRouter.
-//   Mixtral      MixtralSparseMoeBlock / MixtralTopKRouter.
+// routing scheme of the models we run: one configurable algorithm, which each family's gate scheme
+// fills in (core/models/, operators/blocks/feed_forward_op.h's gate_config) the way transformers
+// routes that family (DeepSeek-V3's "noaux_tc", DeepSeek-V2's "greedy" and "group_limited_greedy",
+// Qwen3-MoE's and Mixtral's softmax top-k; tests/gate_presets.h cites the sources).
 //
 // The algorithm, per token:
 //   1. scores = softmax(logits) or sigmoid(logits), f32.
@@ -47,24 +43,6 @@ struct MoeGateConfig {
   float routed_scaling_factor = 1.0f;
   bool scale_when_normalized = true;
 };
-
-// DeepSeek-V3 "noaux_tc": sigmoid, bias, groups by sum of top-2, weights without bias,
-// normalised (+1e-20) when norm_topk_prob, then scaled.
-MoeGateConfig deepseek_v3_gate(int n_experts, int top_k, int n_group, int topk_group, const float* correction_bias,
-                               bool norm_topk_prob, float routed_scaling_factor);
-
-// DeepSeek-V2 "greedy" (n_group = 0) or "group_limited_greedy": softmax, groups by max, scaled.
-// transformers' native DeepseekV2Moe ignores norm_topk_prob, and so does this preset. DeepSeek's
-// remote code (modeling_deepseek.py) normalises instead of scaling when top_k > 1 and
-// norm_topk_prob: set normalize = true, normalize_epsilon = 1e-20, scale_when_normalized = false.
-// Every released V2 checkpoint has norm_topk_prob false, where all of these agree.
-MoeGateConfig deepseek_v2_gate(int n_experts, int top_k, int n_group, int topk_group, float routed_scaling_factor);
-
-// Qwen3-MoE: softmax, top-k, weights divided by their sum (no epsilon) when norm_topk_prob.
-MoeGateConfig qwen3_moe_gate(int n_experts, int top_k, bool norm_topk_prob);
-
-// Mixtral: softmax, top-k, weights always divided by their sum.
-MoeGateConfig mixtral_gate(int n_experts, int top_k);
 
 // logits: [tokens, n_experts] f32; expert_ids: [tokens, top_k]; weights: [tokens, top_k] f32.
 // Throws std::invalid_argument for an inconsistent config (top_k > n_experts, groups that do not

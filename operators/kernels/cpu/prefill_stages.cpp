@@ -34,36 +34,25 @@ struct Panel {
 };
 
 struct Stages {
-  DequantizeBf16Fn dequantize = detail::dequantize_rows_bf16_scalar;
-  void (*tiles)(const LinearProblem&, const LinearBlock&) = detail::linear_block_tiles_scalar;
-  void (*write_x_tile)(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*) = detail::write_x_tile_scalar;
-  bool panels_emulated = true;
-  const char* tiles_kernel = "emulated";
+  DequantizeBf16Fn dequantize;
+  void (*tiles)(const LinearProblem&, const LinearBlock&);
+  const char* tiles_kernel;
 };
 
 // Each stage as this CPU's tiles path runs it: the panels by AVX512-BF16, the products by AMX, or
-// by AVX512-BF16's dot products without AMX; the plain C++ emulation where neither is.
+// by AVX512-BF16's dot products without AMX.
 Stages stages_here() {
-  Stages s;
 #if defined(SWITCHYARD_CPU_X86)
-  if (isa_supported(Isa::avx512) && detail::has_avx512_bf16()) {
-    s.dequantize = detail::dequantize_rows_bf16_avx512;
-    s.panels_emulated = false;
-  }
-  if (isa_supported(Isa::amx) && detail::has_avx512_bf16()) {
-    s.tiles = detail::linear_block_amx;
-    s.write_x_tile = detail::write_x_tile_avx512;
-    s.tiles_kernel = "amx";
-  } else if (isa_supported(Isa::avx512bf16)) {
-    s.tiles = detail::linear_block_tiles_avx512_bf16;
-    s.write_x_tile = detail::write_x_tile_avx512;
-    s.tiles_kernel = "avx512bf16";
-  }
+  if (isa_supported(Isa::amx)) return {detail::dequantize_rows_bf16_avx512, detail::linear_block_amx, "amx"};
+  if (isa_supported(Isa::avx512bf16))
+    return {detail::dequantize_rows_bf16_avx512, detail::linear_block_tiles_avx512_bf16, "avx512bf16"};
 #endif
-  return s;
+  throw std::invalid_argument("time_prefill_stages: this CPU has no tiles prefill (it needs AMX or AVX512-BF16)");
 }
 
 }  // namespace
+
+bool prefill_stages_supported() { return isa_supported(Isa::amx) || isa_supported(Isa::avx512bf16); }
 
 PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std::int64_t tokens) {
   if (tokens < 1) throw std::invalid_argument("time_prefill_stages: tokens must be at least 1");
@@ -80,7 +69,6 @@ PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std
   }
   times.panels = static_cast<std::int64_t>(panels.size());
   const Stages stages = stages_here();
-  times.panels_emulated = stages.panels_emulated;
   times.tiles_kernel = stages.tiles_kernel;
   // x's tiles for each width, from random values: [token tiles][chunks][16 pairs][16 tokens].
   std::mt19937 random(7);
@@ -93,7 +81,7 @@ PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std
     if (x_tiles.count(m.in)) continue;
     std::uint32_t* words = x_tiles.emplace(m.in, detail::aligned_words(detail::x_tiles_bytes(tokens, m.in))).first->second.get();
     // x [tokens, widest] read as [tokens, m.in]: the first tokens * m.in values.
-    for (std::int64_t t = 0; t < token_tiles; ++t) stages.write_x_tile(x.data(), tokens, m.in, t, words);
+    for (std::int64_t t = 0; t < token_tiles; ++t) write_x_tiles(x.data(), tokens, m.in, t, words);
   }
   // One timed pass over every panel; `write` and `multiply` say which stages run.
   auto pass = [&](bool write, bool multiply) {

@@ -3,9 +3,7 @@
 // (`bench experts --stages`): the bf16 panels written from the blocks alone, the tiles' products
 // alone on a panel that stays in cache, and both in turn as the path runs them, each over the same
 // 32-row panels of the given matrices, on every thread, as this CPU's tiles path runs them: the
-// panels by AVX512-BF16, the products by AMX or (without AMX) AVX512-BF16's dot products. Where
-// the CPU has neither, the plain C++ emulation runs instead (correct, not fast), and the fields
-// say so.
+// panels by AVX512-BF16, the products by AMX or (without AMX) AVX512-BF16's dot products.
 #include <cstdint>
 #include <span>
 
@@ -26,12 +24,14 @@ struct PrefillStageTimes {
   double panels_seconds = 0;  // bf16 panels from the blocks, nothing multiplied
   double tiles_seconds = 0;   // the products of `tokens` tokens with one cached panel per thread
   double both_seconds = 0;    // each panel written, then multiplied, as the tiles path does
-  bool panels_emulated = false;
-  const char* tiles_kernel = "";  // "amx", "avx512bf16" or "emulated"
+  const char* tiles_kernel = "";  // "amx" or "avx512bf16"
 };
 
+// Whether this CPU runs the tiles prefill (AMX or AVX512-BF16), which time_prefill_stages times.
+bool prefill_stages_supported();
 // `tokens`: tokens a call multiplies (a prefill's tokens an expert), from 1. Every matrix's `in`
-// a multiple of its block. Throws std::invalid_argument for a dtype that is not a block type.
+// a multiple of its block. Throws std::invalid_argument for a dtype that is not a block type, or
+// where prefill_stages_supported() is false.
 PrefillStageTimes time_prefill_stages(std::span<const PanelSource> matrices, std::int64_t tokens);
 
 }  // namespace switchyard::cpu

@@ -1,19 +1,19 @@
-// Block-type weights straight to bf16 panels for AMX's tiles (compiled with AVX512-BF16 besides the
+// Block-type weights straight to bf16 panels for the tiles (compiled with AVX512-BF16 besides the
 // AVX-512 flags; called only after has_avx512_bf16()). The values are dequantize_rows_avx2's f32
 // values, computed by the same IEEE operations lane for lane (fmsub(a * scale, u, b * min) for the
 // K types, fmadd(d, u - offset, m) for the 32-weight ones), then rounded to nearest-even by
-// vcvtne2ps2bf16: so the panel equals round_to_bf16_avx512(dequantize_rows_avx2(...)) bit for bit.
-// (vcvtne2ps2bf16 reads a denormal input as zero where the integer rounding would keep its top
-// bits, but no dequantised weight is an f32 denormal: every term is a half-float times integers, so
-// every weight is 0, at least 2^-24 in size (the smallest half-float step), infinite or NaN.) One
-// pass writes 2 bytes a weight where the f32 panel path wrote 4, read them back and wrote 2 more.
+// vcvtne2ps2bf16: so the panel holds cpu::f32_to_bf16(dequantize_rows_avx2(...)) bit for bit, in
+// one pass of 2 bytes a weight. (vcvtne2ps2bf16 reads a denormal input as zero where the integer
+// rounding would keep its top bits, but no dequantised weight is an f32 denormal: every term is a
+// half-float times integers, so every weight is 0, at least 2^-24 in size (the smallest half-float
+// step), infinite or NaN.)
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <algorithm>
 #include <bit>
 
-#include "operators/kernels/cpu/kernel_variants.h"
+#include "operators/kernels/cpu/kernel_options.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/quant_unpack_avx2.h"
 
@@ -28,15 +28,14 @@ inline void store_bf16(std::uint16_t* out, __m512 lo, __m512 hi) {
 // 16 bytes of u as 16 f32 values.
 inline __m512 bytes_to_floats(__m128i bytes) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); }
 
-// Where each 32 weights of a row go: row-major (chunk_rows 0) or chunk-major
-// (LinearProblem::weight_chunk_rows).
+// Where each 32 weights of a row go in a chunk-major panel (LinearProblem::weight_chunk_rows).
 struct PanelRow {
   std::uint16_t* first;  // weights 0-31 of the row
   std::int64_t chunk_step;  // elements from one 32-weight chunk to the next
   std::uint16_t* chunk(std::int64_t c) const { return first + c * chunk_step; }
 };
-inline PanelRow panel_row(std::uint16_t* out, std::int64_t row, std::int64_t in, std::int64_t chunk_rows) {
-  return chunk_rows == 0 ? PanelRow{out + row * in, 32} : PanelRow{out + row * 32, chunk_rows * 32};
+inline PanelRow panel_row(std::uint16_t* out, std::int64_t row, std::int64_t chunk_rows) {
+  return PanelRow{out + row * 32, chunk_rows * 32};
 }
 
 // One super-block's 256 weights into chunks 8c0 .. 8c0 + 7 of `row`.
@@ -89,29 +88,25 @@ void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in,
       else
         dequantize_32(blocks[r * per_row + b], row, b);
     };
-    if (chunk_rows == 0 || kernel_variants().panels_by_row) {
+    if (*kernel_options().panels_by_row) {
       for (std::int64_t r = 0; r < count; ++r)
-        for (std::int64_t b = 0; b < per_row; ++b) block_to(r, b, panel_row(out, r, in, chunk_rows));
+        for (std::int64_t b = 0; b < per_row; ++b) block_to(r, b, panel_row(out, r, chunk_rows));
       return;
     }
-    // Chunk-major: a strip of 8 chunks (one super-block, or 8 32-weight blocks) of every row before
-    // the next strip, so that the stores run as 8 sequential streams (a chunk's rows one after
-    // another) instead of one row's 64-byte pieces 2 KiB apart, which map to two L1 sets and left
-    // the panel writes 4-5x slower (Zen 4, one thread). The reads then hop from row to row, 136-272
-    // bytes at a time, which the hardware prefetchers do not follow: each row's next strip is
-    // prefetched while this one is converted (Zen 4, weights streamed from DRAM: the panels 2.2x
-    // faster for Q8_0, 1.2x for Q4_K; one strip ahead beat two and four).
+    // A strip of 8 chunks (one super-block, or 8 32-weight blocks) of every row before the next
+    // strip, so that the stores run as 8 sequential streams (a chunk's rows one after another)
+    // instead of one row's 64-byte pieces 2 KiB apart, which map to two L1 sets. The reads then hop
+    // from row to row, 136-272 bytes at a time, which the hardware prefetchers do not follow: each
+    // row's next strip is prefetched while this one is converted.
     const std::int64_t strip = kIsK<Block> ? 1 : 8;
-    const bool prefetch = kernel_variants().panels_prefetch;
     for (std::int64_t b0 = 0; b0 < per_row; b0 += strip) {
       const std::int64_t b1 = std::min(per_row, b0 + strip), b2 = std::min(per_row, b1 + strip);
       for (std::int64_t r = 0; r < count; ++r) {
-        const PanelRow row = panel_row(out, r, in, chunk_rows);
-        if (prefetch)
-          for (const auto* p = reinterpret_cast<const char*>(blocks + r * per_row + b1),
-                          *end = reinterpret_cast<const char*>(blocks + r * per_row + b2);
-               p < end; p += 64)
-            _mm_prefetch(p, _MM_HINT_T0);
+        for (const auto* p = reinterpret_cast<const char*>(blocks + r * per_row + b1),
+                        *end = reinterpret_cast<const char*>(blocks + r * per_row + b2);
+             p < end; p += 64)
+          _mm_prefetch(p, _MM_HINT_T0);
+        const PanelRow row = panel_row(out, r, chunk_rows);
         for (std::int64_t b = b0; b < b1; ++b) block_to(r, b, row);
       }
     }

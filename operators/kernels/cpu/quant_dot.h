@@ -14,10 +14,10 @@
 // multiplies them by every token of the block: the weights are unpacked once per call, x keeps its
 // f32 values.
 //
-// Tiles path (Isa::amx, kQuantPrefillTokens tokens or more: cpu::linear_rounds_x): 32 weight rows
-// at a time are dequantised to f32 and rounded to bf16 in a thread-local panel, which the AMX
-// block multiplies by x's bf16 tiles (LinearProblem::x_tiles); x is neither quantised nor read as
-// f32.
+// Tiles path (Isa::amx and Isa::avx512bf16, kQuantPrefillTokens tokens or more:
+// cpu::linear_rounds_x): 32 weight rows at a time are dequantised and rounded to bf16 in a
+// thread-local panel, which the AMX block (or AVX512-BF16's dot products) multiplies by x's bf16
+// tiles (LinearProblem::x_tiles); x is neither quantised nor read as f32.
 //
 // Every row is `in / block_elements` consecutive blocks; linear.cpp checks that `in` is a multiple
 // of the block before any of this runs.
@@ -80,33 +80,23 @@ using F32BlockFn = void (*)(const LinearProblem&, const LinearBlock&);
 void quant_prefill_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,
                          F32BlockFn f32_block);
 
-// The tiles path, shared by the AMX variant and its scalar emulation: rows of the block 32 at a
-// time dequantised by `dequantize` into a thread-local f32 panel, rounded by `round` into a bf16
-// panel, multiplied by `tiles_block` (a bf16 block function that reads x_tiles) into a
-// thread-local [tokens, 32] y, copied into y.
-using RoundRowsFn = void (*)(const float*, std::int64_t, std::uint16_t*);
-void quant_tiles_block(const LinearProblem& problem, const LinearBlock& block, DequantizeRowsFn dequantize,
-                       RoundRowsFn round, F32BlockFn tiles_block);
-// The tiles path with the rows dequantised straight into the bf16 panel by `dequantize_bf16`
-// (the same values, bit for bit, as dequantize_rows_avx2 then round_to_bf16_avx512 write), in
-// chunk-major order (LinearProblem::weight_chunk_rows; row-major under the variant tiles_row_major).
+// The tiles path: rows of the block 32 at a time dequantised by `dequantize_bf16` straight into a
+// thread-local bf16 panel, chunk-major (LinearProblem::weight_chunk_rows = 32), multiplied by
+// `tiles_block` (a bf16 block function that reads x_tiles) into a thread-local [tokens, 32] y,
+// copied into y.
 using DequantizeBf16Fn = void (*)(DType, const void*, std::int64_t, std::int64_t, std::uint16_t*, std::int64_t);
 void quant_tiles_block_bf16(const LinearProblem& problem, const LinearBlock& block, DequantizeBf16Fn dequantize_bf16,
                             F32BlockFn tiles_block);
-// `count` rows of `in` weights of `dtype` to bf16: out [count, in] when chunk_rows is 0, else in
-// chunk-major order with chunk_rows >= count rows a chunk (LinearProblem::weight_chunk_rows).
-// The AVX512-BF16 one (quant_dequant_bf16_avx512.cpp; only where has_avx512_bf16()) writes what
-// the scalar one writes from dequantize_rows_avx2's values; the scalar one rounds
-// dequantize_rows_scalar's (the AMX emulation's panels).
+// `count` rows of `in` weights of `dtype` to bf16, chunk-major with chunk_rows (>= count) rows a
+// chunk: weight (r, k) at out[((k / 32) * chunk_rows + r) * 32 + k % 32]; the rows past `count`
+// untouched. AVX512-BF16 (only where has_avx512_bf16()): dequantize_rows_avx2's values, rounded to
+// nearest even (cpu::f32_to_bf16's bits).
 void dequantize_rows_bf16_avx512(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
                                  std::int64_t chunk_rows);
-void dequantize_rows_bf16_scalar(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
-                                 std::int64_t chunk_rows);
-// linear()'s block for quantised weights on AMX (the tiles path when x_tiles is set, else the
-// AVX-512 VNNI variant), and its emulation in plain C++ for tests on any CPU.
+// linear()'s block for quantised weights on AMX: the tiles path when x_tiles is set, else the
+// AVX-512 VNNI variant.
 void quant_linear_block_amx(const LinearProblem& problem, const LinearBlock& block);
 // The same on AVX512-BF16 without AMX: its tiles path multiplies by vdpbf16ps.
 void quant_linear_block_avx512_bf16(const LinearProblem& problem, const LinearBlock& block);
-void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block);
 
 }  // namespace switchyard::cpu::detail

@@ -6,7 +6,7 @@
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "operators/kernels/cpu/kernel_variants.h"
+#include "operators/kernels/cpu/kernel_options.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/quant_unpack_avx2.h"
 
@@ -118,7 +118,7 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
 // The 32-weight types, eight tokens at a time (the rows of the block stay in L2 between groups).
 template <class Block>
 void rows32_all(const LinearProblem& p, const LinearBlock& block) {
-  const int prefetch = kernel_variants().quant_prefetch_bytes;
+  const int prefetch = kernel_options().prefetch_bytes;
   for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
     const std::int64_t r0 = block.row_begin, r1 = block.row_end;
     switch (block.token_end - t) {
@@ -195,16 +195,7 @@ template <class Block>
 // Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a K type: each super-block unpacked
 // once for the tokens into four registers (unpack_chunks), its scales spread per 64-weight chunk; the tokens' sums
 // in registers (4 + 4 + Tokens of the 32 zmm).
-// The scales of a super-block (kernel_variants.h: Q4_K and Q5_K by shuffles on request).
-template <class Block, bool Shuffled>
-[[gnu::always_inline]] inline ScalesKVector scales_of_block(const Block& w) {
-  if constexpr (Shuffled && (std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>))
-    return scales_k4_vector_shuffled(w);
-  else
-    return scales_vector(w);
-}
-
-template <class Block, int Tokens, bool Shuffled>
+template <class Block, int Tokens>
 void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0, int prefetch) {
   const auto* weight = static_cast<const Block*>(p.weight);
   const std::int64_t blocks = p.in / kElements<Block>;
@@ -229,7 +220,7 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
       }
       __m512i u[4];
       unpack_chunks(w, u);
-      const ScalesKVector s = scales_of_block<Block, Shuffled>(w);
+      const ScalesKVector s = scales_vector(w);
       const __m512i scales = _mm512_castsi256_si512(s.scale);
       __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
       for (int c = 0; c < 4; ++c)
@@ -255,27 +246,22 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
 }
 
 // A K type, eight tokens at a time (the block's rows stay in L2 between groups).
-template <class Block, bool Shuffled>
-void rows_k_tokens(const LinearProblem& p, const LinearBlock& block, int prefetch) {
+template <class Block>
+void rows_k_all(const LinearProblem& p, const LinearBlock& block) {
+  const int prefetch = kernel_options().prefetch_bytes;
   for (std::int64_t t = block.token_begin; t < block.token_end; t += 8) {
     const std::int64_t r0 = block.row_begin, r1 = block.row_end;
     switch (block.token_end - t) {
-      case 1: rows_k<Block, 1, Shuffled>(p, r0, r1, t, prefetch); break;
-      case 2: rows_k<Block, 2, Shuffled>(p, r0, r1, t, prefetch); break;
-      case 3: rows_k<Block, 3, Shuffled>(p, r0, r1, t, prefetch); break;
-      case 4: rows_k<Block, 4, Shuffled>(p, r0, r1, t, prefetch); break;
-      case 5: rows_k<Block, 5, Shuffled>(p, r0, r1, t, prefetch); break;
-      case 6: rows_k<Block, 6, Shuffled>(p, r0, r1, t, prefetch); break;
-      case 7: rows_k<Block, 7, Shuffled>(p, r0, r1, t, prefetch); break;
-      default: rows_k<Block, 8, Shuffled>(p, r0, r1, t, prefetch); break;
+      case 1: rows_k<Block, 1>(p, r0, r1, t, prefetch); break;
+      case 2: rows_k<Block, 2>(p, r0, r1, t, prefetch); break;
+      case 3: rows_k<Block, 3>(p, r0, r1, t, prefetch); break;
+      case 4: rows_k<Block, 4>(p, r0, r1, t, prefetch); break;
+      case 5: rows_k<Block, 5>(p, r0, r1, t, prefetch); break;
+      case 6: rows_k<Block, 6>(p, r0, r1, t, prefetch); break;
+      case 7: rows_k<Block, 7>(p, r0, r1, t, prefetch); break;
+      default: rows_k<Block, 8>(p, r0, r1, t, prefetch); break;
     }
   }
-}
-template <class Block>
-void rows_k_all(const LinearProblem& p, const LinearBlock& block) {
-  const KernelVariants& v = kernel_variants();
-  if (v.qk_simd_scales) rows_k_tokens<Block, true>(p, block, v.quant_prefetch_bytes);
-  else rows_k_tokens<Block, false>(p, block, v.quant_prefetch_bytes);
 }
 
 void dequantize_rows(DType dtype, const void* rows, std::int64_t in, std::int64_t count, float* out) {

@@ -1,58 +1,47 @@
 // The ISA-independent parts of linear() on quantised weights (quant_dot.h): the prefill paths over
-// dequantised weight panels (f32, and bf16 for AMX's tiles).
+// dequantised weight panels (f32, and bf16 for the tiles).
 #include <algorithm>
 #include <vector>
 
 #include "operators/kernels/cpu/kept_buffer.h"
-#include "operators/kernels/cpu/kernel_variants.h"
 #include "operators/kernels/cpu/quant_dot.h"
 
 namespace switchyard::cpu::detail {
 
 namespace {
 // Rows dequantised at a time: the f32 kernel streams the block's x once per panel, so larger
-// panels read x less often; 64 rows (1.75 MiB at in = 7168) ran 30% faster than 16 with Q8_0
-// [1024, 7168] at 512 tokens (one thread on the 2-core VM), the panel still in L2/L3.
+// panels read x less often, while 64 rows (1.75 MiB at in = 7168) still sit in L2/L3.
 constexpr std::int64_t kPanelRows = 64;
 // The tiles paths' panel: the AMX block's two weight tiles a pass, so x's tiles are read once per
 // panel.
 constexpr std::int64_t kTilesPanelRows = 32;
-}  // namespace
 
-namespace {
 // The panel paths: rows of the block `panel_rows` at a time dequantised into a thread-local f32
-// panel (and, with `round`, rounded into a bf16 one that `block_fn` reads with x's tiles; or, with
-// `dequantize_bf16`, dequantised straight into the bf16 one),
-// multiplied by `block_fn` into a thread-local [tokens, rows] y, copied into y. Per thread, grown
-// to the largest problem seen: no allocation per block once warm.
-void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize, RoundRowsFn round,
+// panel by `dequantize`, or with `dequantize_bf16` into a bf16 one (chunk-major: a tile's 16 rows
+// of 32 inputs one KiB in a row, where row-major would put them `in` values apart) that
+// `block_fn` reads with x's tiles; multiplied by `block_fn` into a thread-local [tokens, rows] y,
+// copied into y. Per thread, grown to the largest problem seen: no allocation per block once warm.
+void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
                  DequantizeBf16Fn dequantize_bf16, F32BlockFn block_fn, std::int64_t panel_rows) {
   thread_local std::vector<float> kept_panel, kept_y_panel;
   thread_local std::vector<std::uint16_t> kept_bf16_panel;
-  const bool tiles = round != nullptr || dequantize_bf16 != nullptr;
-  // Panels written in one pass are chunk-major: a tile's 16 rows of 32 inputs are one KiB in a row,
-  // where row-major puts them `in` values apart (28 KiB at DeepSeek-V3's 7168 inputs).
-  const std::int64_t chunk_rows = dequantize_bf16 != nullptr && !kernel_variants().tiles_row_major ? panel_rows : 0;
-  float* const panel = dequantize_bf16 == nullptr ? kept_buffer(kept_panel, panel_rows * p.in) : nullptr;
+  const bool tiles = dequantize_bf16 != nullptr;
+  float* const panel = tiles ? nullptr : kept_buffer(kept_panel, panel_rows * p.in);
   std::uint16_t* const bf16_panel = tiles ? kept_buffer(kept_bf16_panel, panel_rows * p.in) : nullptr;
   float* const y_panel = kept_buffer(kept_y_panel, panel_rows * p.tokens);
   const std::int64_t row_bytes = static_cast<std::int64_t>(storage_bytes(p.quant_dtype, static_cast<std::uint64_t>(p.in)));
   for (std::int64_t r0 = block.row_begin; r0 < block.row_end; r0 += panel_rows) {
     const std::int64_t rows = std::min(panel_rows, block.row_end - r0);
     const std::uint8_t* first = static_cast<const std::uint8_t*>(p.weight) + r0 * row_bytes;
-    if (dequantize_bf16 != nullptr) {
-      dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel, chunk_rows);
-    } else {
-      dequantize(p.quant_dtype, first, p.in, rows, panel);
-      if (round) round(panel, rows * p.in, bf16_panel);
-    }
+    if (tiles) dequantize_bf16(p.quant_dtype, first, p.in, rows, bf16_panel, panel_rows);
+    else dequantize(p.quant_dtype, first, p.in, rows, panel);
     // The panel as a problem of `rows` outputs, y [tokens, rows].
     LinearProblem panel_problem{p.x, p.tokens, p.in, panel, LinearWeight::f32, rows, y_panel};
     if (tiles) {
       panel_problem.weight = bf16_panel;
       panel_problem.weight_type = LinearWeight::bf16;
       panel_problem.x_tiles = p.x_tiles;
-      panel_problem.weight_chunk_rows = chunk_rows;
+      panel_problem.weight_chunk_rows = panel_rows;
     }
     block_fn(panel_problem, LinearBlock{0, rows, tiles ? 0 : block.token_begin, tiles ? p.tokens : block.token_end});
     for (std::int64_t t = block.token_begin; t < block.token_end; ++t)
@@ -63,38 +52,12 @@ void panel_block(const LinearProblem& p, const LinearBlock& block, DequantizeRow
 
 void quant_prefill_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
                          F32BlockFn f32_block) {
-  panel_block(p, block, dequantize, nullptr, nullptr, f32_block, kPanelRows);
-}
-
-void quant_tiles_block(const LinearProblem& p, const LinearBlock& block, DequantizeRowsFn dequantize,
-                       RoundRowsFn round, F32BlockFn tiles_block) {
-  panel_block(p, block, dequantize, round, nullptr, tiles_block, kTilesPanelRows);
+  panel_block(p, block, dequantize, nullptr, f32_block, kPanelRows);
 }
 
 void quant_tiles_block_bf16(const LinearProblem& p, const LinearBlock& block, DequantizeBf16Fn dequantize_bf16,
                             F32BlockFn tiles_block) {
-  panel_block(p, block, nullptr, nullptr, dequantize_bf16, tiles_block, kTilesPanelRows);
-}
-
-void quant_linear_block_tiles_scalar(const LinearProblem& problem, const LinearBlock& block) {
-  if (problem.x_tiles == nullptr) return quant_linear_block_scalar(problem, block);
-  quant_tiles_block_bf16(problem, block, dequantize_rows_bf16_scalar, linear_block_tiles_scalar);
-}
-
-void dequantize_rows_bf16_scalar(DType dtype, const void* rows, std::int64_t in, std::int64_t count, std::uint16_t* out,
-                                 std::int64_t chunk_rows) {
-  thread_local std::vector<float> row_f32;
-  thread_local std::vector<std::uint16_t> row_bf16;
-  row_f32.resize(static_cast<std::size_t>(in));
-  row_bf16.resize(row_f32.size());
-  const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(in)));
-  for (std::int64_t r = 0; r < count; ++r) {
-    dequantize_rows_scalar(dtype, static_cast<const std::uint8_t*>(rows) + r * row_bytes, in, 1, row_f32.data());
-    round_to_bf16_scalar(row_f32.data(), in, row_bf16.data());
-    for (std::int64_t c = 0; c < in / 32; ++c)
-      std::copy_n(row_bf16.data() + 32 * c, 32,
-                  chunk_rows == 0 ? out + r * in + 32 * c : out + (c * chunk_rows + r) * 32);
-  }
+  panel_block(p, block, nullptr, dequantize_bf16, tiles_block, kTilesPanelRows);
 }
 
 }  // namespace switchyard::cpu::detail

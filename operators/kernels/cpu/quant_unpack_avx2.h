@@ -122,24 +122,6 @@ ScalesKVector scales_k4_vector(const Block& b) {
   const __m256i min = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(bytes, bytes));
   return {half_to_float(b.d), half_to_float(b.dmin), scale, min};
 }
-// The same bytes by shuffles of one 16-byte load (the 12 scale bytes and 4 of qs, inside the
-// block): scales 0-3 and minimums 0-3 are bytes 0-3 and 4-7 masked to six bits; scales and
-// minimums 4-7 take four bits from bytes 8-11 and their top two from bits 6-7 of bytes 0-3 and 4-7.
-template <class Block>
-ScalesKVector scales_k4_vector_shuffled(const Block& b) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-  const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i six_or_four = _mm_setr_epi8(0x3f, 0x3f, 0x3f, 0x3f, 0x0f, 0x0f, 0x0f, 0x0f, 0x3f, 0x3f, 0x3f, 0x3f, 0, 0, 0, 0);
-  const __m128i high_nibbles = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0x0f, 0x0f, 0x0f);
-  const __m128i top_bits = _mm_setr_epi8(0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30, 0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30);
-  // 16-bit shifts: the bits a byte takes from its neighbour are masked off.
-  const __m128i bytes = _mm_or_si128(_mm_or_si128(_mm_and_si128(low, six_or_four), _mm_and_si128(_mm_srli_epi16(low, 4), high_nibbles)),
-                                     _mm_and_si128(_mm_srli_epi16(top, 2), top_bits));
-  const __m256i scale = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes, bytes));
-  const __m256i min = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(bytes, bytes));
-  return {half_to_float(b.d), half_to_float(b.dmin), scale, min};
-}
 inline ScalesKVector scales_vector(const BlockQ4_K& b) { return scales_k4_vector(b); }
 inline ScalesKVector scales_vector(const BlockQ5_K& b) { return scales_k4_vector(b); }
 inline ScalesKVector scales_vector(const BlockQ2_K& b) {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
 #include "operators/kernels/cpu/softmax.h"
 #include "tests/test_seed.h"

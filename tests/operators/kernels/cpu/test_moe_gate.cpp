@@ -20,13 +20,15 @@
 #include <vector>
 
 #include "operators/kernels/cpu/moe_gate.h"
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
+#include "tests/gate_presets.h"
 #include "tests/gate_test_support.h"
 #include "tests/test_seed.h"
 
 using switchyard::testing::test_seed;
 
 namespace cpu = switchyard::cpu;
+namespace presets = switchyard::gate_presets;
 
 namespace {
 
@@ -79,27 +81,27 @@ TEST_CASE("cpu kernels: moe_gate presets match the reference for DeepSeek-V3, V2
   const std::vector<float> bias256 = random_bias(256, -0.1f, 0.1f, random);
   const std::vector<float> bias64 = random_bias(64, -0.3f, 0.3f, random);
   SUBCASE("DeepSeek-V3 noaux_tc: 256 experts, 8 groups, 4 kept, top-8, normalised, scaled 2.5") {
-    check_against_reference(cpu::deepseek_v3_gate(256, 8, 8, 4, bias256.data(), true, 2.5f), 9, random);
+    check_against_reference(presets::deepseek_v3_gate(256, 8, 8, 4, bias256.data(), true, 2.5f), 9, random);
   }
   SUBCASE("DeepSeek-V3 noaux_tc without normalisation, small") {
-    check_against_reference(cpu::deepseek_v3_gate(64, 6, 4, 2, bias64.data(), false, 1.5f), 9, random);
+    check_against_reference(presets::deepseek_v3_gate(64, 6, 4, 2, bias64.data(), false, 1.5f), 9, random);
   }
   SUBCASE("DeepSeek-V2 greedy: 64 experts, top-6, scaled 16") {
-    check_against_reference(cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f), 9, random);
+    check_against_reference(presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f), 9, random);
   }
   SUBCASE("DeepSeek-V2 group_limited_greedy: 160 experts, 8 groups, 3 kept, top-6") {
-    check_against_reference(cpu::deepseek_v2_gate(160, 6, 8, 3, 16.0f), 9, random);
+    check_against_reference(presets::deepseek_v2_gate(160, 6, 8, 3, 16.0f), 9, random);
   }
   SUBCASE("DeepSeek-V2 remote code: normalised instead of scaled") {
-    cpu::MoeGateConfig c = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+    cpu::MoeGateConfig c = presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
     c.normalize = true, c.normalize_epsilon = 1e-20f, c.scale_when_normalized = false;
     check_against_reference(c, 9, random);
   }
   SUBCASE("Qwen3-MoE: 128 experts, top-8, with and without norm_topk_prob") {
-    check_against_reference(cpu::qwen3_moe_gate(128, 8, true), 9, random);
-    check_against_reference(cpu::qwen3_moe_gate(128, 8, false), 9, random);
+    check_against_reference(presets::qwen3_moe_gate(128, 8, true), 9, random);
+    check_against_reference(presets::qwen3_moe_gate(128, 8, false), 9, random);
   }
-  SUBCASE("Mixtral: 8 experts, top-2") { check_against_reference(cpu::mixtral_gate(8, 2), 30, random); }
+  SUBCASE("Mixtral: 8 experts, top-2") { check_against_reference(presets::mixtral_gate(8, 2), 30, random); }
 }
 
 TEST_CASE("cpu kernels: moe_gate weights follow each model's rule") {
@@ -108,7 +110,7 @@ TEST_CASE("cpu kernels: moe_gate weights follow each model's rule") {
   std::mt19937 random(seed);
   const std::int64_t tokens = 20;
   const std::vector<float> bias = random_bias(256, -0.1f, 0.1f, random);
-  const cpu::MoeGateConfig v3 = cpu::deepseek_v3_gate(256, 8, 8, 4, bias.data(), true, 2.5f);
+  const cpu::MoeGateConfig v3 = presets::deepseek_v3_gate(256, 8, 8, 4, bias.data(), true, 2.5f);
   const std::vector<float> logits = random_logits(v3, tokens, random);
   std::vector<std::int32_t> ids(tokens * 8);
   std::vector<float> weights(tokens * 8);
@@ -143,13 +145,13 @@ TEST_CASE("cpu kernels: group-limited routing never picks experts outside the ke
   std::vector<Case> cases;
   for (const float fill : {-INFINITY, 0.0f}) {
     Case v3{cpu::MoeGateConfig{}, random_bias(256, fill == 0.0f ? 0.0f : -2.0f, fill == 0.0f ? 0.2f : -0.5f, random)};
-    v3.config = cpu::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f);
+    v3.config = presets::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f);
     v3.config.masked_choice = fill;
     cases.push_back(v3);
-    Case v2{cpu::deepseek_v2_gate(160, 6, 8, 3, 16.0f), {}};
+    Case v2{presets::deepseek_v2_gate(160, 6, 8, 3, 16.0f), {}};
     v2.config.masked_choice = fill;
     cases.push_back(v2);
-    Case tight{cpu::deepseek_v3_gate(16, 4, 8, 2, nullptr, true, 1.0f), random_bias(16, -1.5f, -1.0f, random)};
+    Case tight{presets::deepseek_v3_gate(16, 4, 8, 2, nullptr, true, 1.0f), random_bias(16, -1.5f, -1.0f, random)};
     tight.config.masked_choice = -INFINITY;  // the kept groups hold exactly top_k experts
     cases.push_back(tight);
   }
@@ -183,7 +185,7 @@ TEST_CASE("cpu kernels: with transformers' 0.0 fill, negative choices route outs
   // transformers picks experts 2 and 3 (lowest indices among the tied 0.0s). With -inf, 0 and 1.
   const std::vector<float> logits(8, 0.0f);
   const std::vector<float> bias = {-0.6f, -0.6f, -1.0f, -1.0f, -1.1f, -1.1f, -1.2f, -1.2f};
-  cpu::MoeGateConfig c = cpu::deepseek_v3_gate(8, 2, 4, 1, bias.data(), false, 1.0f);
+  cpu::MoeGateConfig c = presets::deepseek_v3_gate(8, 2, 4, 1, bias.data(), false, 1.0f);
   std::int32_t ids[2];
   float weights[2];
   cpu::moe_gate(c, logits.data(), 1, ids, weights);
@@ -200,7 +202,7 @@ TEST_CASE("cpu kernels: moe_gate ties go to the lower index") {
   const std::vector<float> logits = {1, 3, 3, 2, 3, 0};
   std::int32_t ids[2];
   float weights[2];
-  cpu::moe_gate(cpu::qwen3_moe_gate(6, 2, false), logits.data(), 1, ids, weights);
+  cpu::moe_gate(presets::qwen3_moe_gate(6, 2, false), logits.data(), 1, ids, weights);
   CHECK(ids[0] == 1);
   CHECK(ids[1] == 2);
   CHECK(weights[0] == weights[1]);
@@ -210,13 +212,13 @@ TEST_CASE("cpu kernels: moe_gate refuses inconsistent configurations") {
   std::vector<float> logits(16, 0.5f);
   std::int32_t ids[16];
   float weights[16];
-  CHECK_THROWS_AS(cpu::moe_gate(cpu::mixtral_gate(8, 9), logits.data(), 1, ids, weights), std::invalid_argument);
-  CHECK_THROWS_AS(cpu::moe_gate(cpu::deepseek_v2_gate(16, 2, 3, 1, 1.0f), logits.data(), 1, ids, weights),
+  CHECK_THROWS_AS(cpu::moe_gate(presets::mixtral_gate(8, 9), logits.data(), 1, ids, weights), std::invalid_argument);
+  CHECK_THROWS_AS(cpu::moe_gate(presets::deepseek_v2_gate(16, 2, 3, 1, 1.0f), logits.data(), 1, ids, weights),
                   std::invalid_argument);  // 3 groups do not divide 16 experts
   CHECK_THROWS_AS(
-      cpu::moe_gate(cpu::deepseek_v3_gate(16, 2, 16, 4, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
+      cpu::moe_gate(presets::deepseek_v3_gate(16, 2, 16, 4, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
       std::invalid_argument);  // one expert per group has no top-2
   CHECK_THROWS_AS(
-      cpu::moe_gate(cpu::deepseek_v3_gate(16, 8, 8, 2, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
+      cpu::moe_gate(presets::deepseek_v3_gate(16, 8, 8, 2, nullptr, true, 1.0f), logits.data(), 1, ids, weights),
       std::invalid_argument);  // 2 kept groups of 2 cannot supply 8 experts
 }

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "core/quant_blocks.h"
+#include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/isa.h"
-#include "operators/kernels/cpu/kernel_variants.h"
+#include "operators/kernels/cpu/kernel_options.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
 #include "tests/test_seed.h"
@@ -149,35 +150,30 @@ TEST_CASE("quant dot: the bf16 panel decoder writes the AVX2 decoder's values ro
     for (std::size_t i = (rows - 1) * row_bytes; i < blocks.size(); ++i) blocks[i] = static_cast<std::uint8_t>(random());
     std::vector<float> f32(rows * in, NAN);
     detail::dequantize_rows_avx2(dtype, blocks.data(), in, rows, f32.data());
-    std::vector<std::uint16_t> expected(rows * in, 0xFFFF), got(rows * in, 0xFFFF);
-    detail::round_to_bf16_avx512(f32.data(), rows * in, expected.data());
-    detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, got.data(), 0);
-    int failures = 0;
-    for (std::int64_t i = 0; i < rows * in && failures < 5; ++i)
-      if (!same_bf16(got[i], expected[i])) {
-        ++failures;
-        FAIL_CHECK("weight " << i << ": bf16 bits " << got[i] << ", expected " << expected[i] << " (f32 " << f32[i] << ")");
-      }
-    CHECK(failures == 0);
-    // Chunk-major (AMX's tiles read 16 rows of a chunk in a row): the same values, each 32 of a row
-    // at chunk c, row r of a panel of `chunk_rows` rows; the rows past `rows` left as they were.
-    // Both store orders (kernel_variants.h's SWITCHYARD_CPU_PANELS_BY_ROW).
+    std::vector<std::uint16_t> expected(rows * in);
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = cpu::f32_to_bf16(f32[i]);
+    // Chunk-major (AMX's tiles read 16 rows of a chunk in a row): each 32 of a row at chunk c, row r
+    // of a panel of `chunk_rows` rows; the rows past `rows` left as they were. Both store orders
+    // (KernelOptions::panels_by_row).
     constexpr std::int64_t chunk_rows = 8;
+    const cpu::KernelOptions kept = cpu::kernel_options();
     for (const bool by_row : {false, true}) {
       INFO("panel written " << (by_row ? "row by row" : "8 chunks at a time"));
-      setenv("SWITCHYARD_CPU_PANELS_BY_ROW", by_row ? "1" : "0", 1);  // unset: this CPU's default
-      cpu::refresh_kernel_variants();
+      cpu::KernelOptions options;
+      options.panels_by_row = by_row;
+      cpu::set_kernel_options(options);
       std::vector<std::uint16_t> chunked(chunk_rows * in, 0xABCD);
       detail::dequantize_rows_bf16_avx512(dtype, blocks.data(), in, rows, chunked.data(), chunk_rows);
-      unsetenv("SWITCHYARD_CPU_PANELS_BY_ROW");
-      cpu::refresh_kernel_variants();
+      cpu::set_kernel_options(kept);
+      int failures = 0;
       for (std::int64_t r = 0; r < chunk_rows; ++r)
         for (std::int64_t k = 0; k < in && failures < 5; ++k) {
           const std::uint16_t value = chunked[static_cast<std::size_t>(((k / 32) * chunk_rows + r) * 32 + k % 32)];
           const std::uint16_t want = r < rows ? expected[static_cast<std::size_t>(r * in + k)] : 0xABCD;
           if (!same_bf16(value, want)) {
             ++failures;
-            FAIL_CHECK("chunk-major row " << r << ", input " << k << ": bf16 bits " << value << ", expected " << want);
+            FAIL_CHECK("row " << r << ", input " << k << ": bf16 bits " << value << ", expected " << want << " (f32 "
+                              << (r < rows ? f32[static_cast<std::size_t>(r * in + k)] : 0.0f) << ")");
           }
         }
       CHECK(failures == 0);

@@ -28,12 +28,13 @@
 #include "core/tensor.h"
 #include "operators/blocks/routed_experts.h"
 #include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cpu/kernel_variants.h"
+#include "operators/kernels/cpu/kernel_options.h"
 #include "operators/kernels/cpu/linear.h"
 #include "operators/kernels/cpu/linear_kernels.h"
 #include "operators/kernels/cpu/prefill_stages.h"
 #include "operators/kernels/cpu/quant_dot.h"
 #include "operators/kernels/cpu/silu_and_mul.h"
+#include "tests/operators/kernels/cpu/amx_emulation.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
 #include "tests/test_seed.h"
 
@@ -197,20 +198,9 @@ TEST_CASE("quant linear: AMX's tiles path (emulated) on every block type, from k
       std::vector<float> ya(static_cast<std::size_t>(tokens * out), NAN), yb(static_cast<std::size_t>(tokens * 7), NAN);
       const cpu::LinearCall calls[] = {{x.data(), tokens, in, a.data(), dtype, out, ya.data()},
                                        {x.data(), tokens, in, b.data(), dtype, 7, yb.data()}};
-      cpu::detail::linear_batch_emulating_amx(calls);
+      sy::testing::linear_batch_emulating_amx(calls);
       expect_close(cpu::Isa::amx, Case{dtype, tokens, in, out}, a, x, ya);
       expect_close(cpu::Isa::amx, Case{dtype, tokens, in, 7}, b, x, yb);
-      // The panels in row-major order (the variant SWITCHYARD_CPU_TILES_ROW_MAJOR) give the same bits.
-      std::vector<float> ca(ya.size(), NAN), cb(yb.size(), NAN);
-      const cpu::LinearCall row_major[] = {{x.data(), tokens, in, a.data(), dtype, out, ca.data()},
-                                         {x.data(), tokens, in, b.data(), dtype, 7, cb.data()}};
-      setenv("SWITCHYARD_CPU_TILES_ROW_MAJOR", "1", 1);
-      cpu::refresh_kernel_variants();
-      cpu::detail::linear_batch_emulating_amx(row_major);
-      unsetenv("SWITCHYARD_CPU_TILES_ROW_MAJOR");
-      cpu::refresh_kernel_variants();
-      CHECK(std::memcmp(ca.data(), ya.data(), ya.size() * sizeof(float)) == 0);
-      CHECK(std::memcmp(cb.data(), yb.data(), yb.size() * sizeof(float)) == 0);
     }
   }
 }
@@ -232,7 +222,7 @@ TEST_CASE("quant linear: the SIMD variants equal the scalar variant (AMX's tiles
       // the scalar variant; either pair sums the same products in another order.
       std::vector<float> emulated(scalar.size(), NAN);
       const cpu::LinearCall call{x.data(), tokens, in, weight.data(), dtype, out, emulated.data()};
-      cpu::detail::linear_batch_emulating_amx(std::span(&call, 1));
+      sy::testing::linear_batch_emulating_amx(std::span(&call, 1));
       for (cpu::Isa isa : supported_isas()) {
         if (isa == cpu::Isa::scalar) continue;
         INFO("isa " << std::string(cpu::isa_name(isa)));
@@ -438,16 +428,7 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
         weights[static_cast<std::size_t>(t * top_k + 1)] = 0.3f;
       }
       std::vector<float> out(static_cast<std::size_t>(tokens * hidden), NAN);
-      const sy::RoutedExperts::GroupedTotals before = sy::RoutedExperts::grouped_totals();
       op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, out.data());
-      // The process's totals count the grouped calls (a prefill's) and only those, with their time.
-      const sy::RoutedExperts::GroupedTotals after = sy::RoutedExperts::grouped_totals();
-      const bool grouped = tokens * top_k > 16;
-      CHECK(after.calls - before.calls == (grouped ? 1 : 0));
-      sy::RoutedExperts::GroupedSeconds added = after.seconds;
-      added -= before.seconds;
-      if (grouped) CHECK(added.total() > 0);
-      else CHECK(added.total() == 0);
       // Each token through its experts one call at a time (one token each: the integer path).
       std::vector<float> g(inter), u(inter), y(hidden), expected(out.size(), 0.0f);
       for (std::int64_t t = 0; t < tokens; ++t)
@@ -478,22 +459,8 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
                             << ", bound " << bound);
         }
       }
-      // The experts' variants (kernel_variants.h) give the same bits (the prefill's gate, up and
-      // SiLU in one gated call or apart, SiLU rounded into the down calls' tiles or written apart); and x changed in place between two
-      // calls gives what a fresh copy of it gives (no quantised x kept from the last).
-      const char* const decode_variants[] = {"SWITCHYARD_CPU_EXPERTS_BARRIER", "SWITCHYARD_CPU_EXPERTS_COMPARE_X",
-                                             "SWITCHYARD_CPU_TILES_F32_PANEL", "SWITCHYARD_CPU_EXPERTS_SILU_APART",
-                                             "SWITCHYARD_CPU_EXPERTS_GATHER_ROWS", "SWITCHYARD_CPU_EXPERTS_GATE_UP_APART"};
-      for (const char* name : decode_variants) {
-        INFO(name << "=1");
-        setenv(name, "1", 1);
-        cpu::refresh_kernel_variants();
-        std::vector<float> again(out.size(), NAN);
-        op.forward(x.data(), tokens, ids.data(), weights.data(), top_k, again.data());
-        unsetenv(name);
-        cpu::refresh_kernel_variants();
-        CHECK(std::memcmp(again.data(), out.data(), out.size() * sizeof(float)) == 0);
-      }
+      // x changed in place between two calls gives what a fresh copy of it gives (no quantised x
+      // kept from the last).
       std::vector<float> changed = x, copy(x.size());
       for (float& v : changed) v = -0.5f * v;
       std::copy(changed.begin(), changed.end(), copy.begin());
@@ -569,8 +536,8 @@ TEST_CASE("quant linear: a gated batch writes the words that gate, up, SiLU and 
         const cpu::LinearCall gate{c.x.data(), c.tokens, c.in, c.gate.data(), c.gate_dtype, c.out, g.data()};
         const cpu::LinearCall up{c.x.data(), c.tokens, c.in, c.up.data(), c.up_dtype, c.out, u.data()};
         if (emulate) {
-          cpu::detail::linear_batch_emulating_amx(std::span(&gate, 1));
-          cpu::detail::linear_batch_emulating_amx(std::span(&up, 1));
+          sy::testing::linear_batch_emulating_amx(std::span(&gate, 1));
+          sy::testing::linear_batch_emulating_amx(std::span(&up, 1));
         } else {
           cpu::linear_batch(isa, std::span(&gate, 1));
           cpu::linear_batch(isa, std::span(&up, 1));
@@ -583,7 +550,7 @@ TEST_CASE("quant linear: a gated batch writes the words that gate, up, SiLU and 
       std::vector<cpu::GatedCall> calls;
       for (const Case& c : cases)
         calls.push_back({c.x_tiles.get(), c.tokens, c.in, c.gate.data(), c.gate_dtype, c.up.data(), c.up_dtype, c.out, c.h_tiles.get()});
-      if (emulate) cpu::detail::gated_batch_emulating_amx(calls);
+      if (emulate) sy::testing::gated_batch_emulating_amx(calls);
       else cpu::gated_batch(isa, calls);
       for (const Case& c : cases) {
         INFO(std::string(sy::dtype_name(c.gate_dtype)) << "/" << std::string(sy::dtype_name(c.up_dtype)) << ", tokens " << c.tokens
@@ -605,17 +572,28 @@ TEST_CASE("quant linear: a gated batch writes the words that gate, up, SiLU and 
                        doctest::Contains("does not round x for 4 tokens of q8_0/q8_0"), std::invalid_argument);
 }
 
-TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the default's results bit for bit") {
+TEST_CASE("quant linear: every setting of the kernel options (kernel_options.h) gives the default's results bit for bit") {
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
   constexpr std::int64_t in = 1024, out = 29;
-  const std::pair<const char*, const char*> variants[] = {
-      {"SWITCHYARD_CPU_QK_SIMD_SCALES", "1"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "0"}, {"SWITCHYARD_CPU_QUANT_PREFETCH", "200"},
-      {"SWITCHYARD_CPU_TILES_F32_PANEL", "1"}, {"SWITCHYARD_CPU_AMX_KEEP_TILES", "1"}, {"SWITCHYARD_CPU_AMX_SCALAR_STORE", "1"},
-      {"SWITCHYARD_CPU_TILES_ROW_MAJOR", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "1"}, {"SWITCHYARD_CPU_PANELS_BY_ROW", "0"}, {"SWITCHYARD_CPU_PANELS_PREFETCH", "0"},
-      {"SWITCHYARD_CPU_FRESH_SCRATCH", "1"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "0"}, {"SWITCHYARD_CPU_TILES_BLOCK_ROWS", "64"},
-      {"SWITCHYARD_CPU_BF16_FULL_TILES", "1"}};
+  struct Setting {
+    const char* name;
+    cpu::KernelOptions options;
+  };
+  std::vector<Setting> settings;
+  auto add = [&settings](const char* name, auto change) {
+    cpu::KernelOptions options;
+    change(options);
+    settings.push_back({name, options});
+  };
+  add("prefetch 0", [](cpu::KernelOptions& o) { o.prefetch_bytes = 0; });
+  add("prefetch 192", [](cpu::KernelOptions& o) { o.prefetch_bytes = 192; });
+  add("tile block rows 0", [](cpu::KernelOptions& o) { o.tile_block_rows = 0; });
+  add("tile block rows 64", [](cpu::KernelOptions& o) { o.tile_block_rows = 64; });
+  add("panels by row", [](cpu::KernelOptions& o) { o.panels_by_row = true; });
+  add("panels 8 chunks at a time", [](cpu::KernelOptions& o) { o.panels_by_row = false; });
+  const cpu::KernelOptions kept = cpu::kernel_options();
   // 17 tokens: the tiles path, where the CPU has AMX or AVX512-BF16; 150: 10 token tiles, the last
   // of 6 tokens.
   for (sy::DType dtype : sy::testing::kBlockTypes)
@@ -626,19 +604,31 @@ TEST_CASE("quant linear: every kernel variant (kernel_variants.h) gives the defa
         const std::vector<float> x = random_x(random, tokens * in);
         std::vector<float> base(static_cast<std::size_t>(tokens * out), NAN);
         cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, base.data());
-        for (const auto& variant : variants) {
-          const char* const name = variant.first;  // not a structured binding: INFO's lambda captures it
-          const char* const value = variant.second;
-          INFO(name << "=" << value);
-          setenv(name, value, 1);
-          cpu::refresh_kernel_variants();
+        for (const Setting& setting : settings) {
+          INFO(setting.name);
+          cpu::set_kernel_options(setting.options);
           std::vector<float> y(base.size(), NAN);
           cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, y.data());
-          unsetenv(name);
-          cpu::refresh_kernel_variants();
+          cpu::set_kernel_options(kept);
           CHECK(std::memcmp(y.data(), base.data(), y.size() * sizeof(float)) == 0);
         }
       }
+}
+
+TEST_CASE("quant linear: kernel options out of range are refused, naming the setting") {
+  cpu::KernelOptions options;
+  CHECK(cpu::kernel_options_problem(options).empty());
+  options.prefetch_bytes = cpu::kMinPrefetchBytes - 1;
+  CHECK_THROWS_WITH_AS(cpu::set_kernel_options(options), doctest::Contains("prefetch distance is 63 bytes"),
+                       std::invalid_argument);
+  options.prefetch_bytes = cpu::kMaxPrefetchBytes + 1;
+  CHECK_FALSE(cpu::kernel_options_problem(options).empty());
+  options = cpu::KernelOptions{};
+  options.tile_block_rows = -1;
+  CHECK_THROWS_WITH_AS(cpu::set_kernel_options(options), doctest::Contains("block rows are -1"), std::invalid_argument);
+  // A refused setting leaves the options as they were; unset, panels_by_row takes this CPU's default.
+  CHECK(cpu::kernel_options().prefetch_bytes == cpu::KernelOptions{}.prefetch_bytes);
+  CHECK(cpu::kernel_options().panels_by_row.has_value());
 }
 
 TEST_CASE("quant linear: the tiles prefill's stages time every 32-row panel of every matrix, and refuse other dtypes") {
@@ -648,18 +638,21 @@ TEST_CASE("quant linear: the tiles prefill's stages time every 32-row panel of e
   const std::vector<std::uint8_t> a = sy::testing::random_blocks(sy::DType::q8_0, 40 * 64, random),
                                   b = sy::testing::random_blocks(sy::DType::q4_k, 33 * 256, random);
   const cpu::PanelSource matrices[] = {{a.data(), sy::DType::q8_0, 40, 64}, {b.data(), sy::DType::q4_k, 33, 256}};
+  CHECK(cpu::prefill_stages_supported() ==
+        (cpu::isa_supported(cpu::Isa::amx) || cpu::isa_supported(cpu::Isa::avx512bf16)));
+  if (!cpu::prefill_stages_supported()) {
+    CHECK_THROWS_WITH_AS(cpu::time_prefill_stages(matrices, 3), doctest::Contains("needs AMX or AVX512-BF16"),
+                         std::invalid_argument);
+    MESSAGE("this CPU has no tiles prefill: its stages are not timed here");
+    return;
+  }
   const cpu::PrefillStageTimes times = cpu::time_prefill_stages(matrices, 3);
   CHECK(times.panels == 2 + 2);
   CHECK(times.weights == 40 * 64 + 33 * 256);
   CHECK(times.panels_seconds > 0);
   CHECK(times.tiles_seconds > 0);
   CHECK(times.both_seconds > 0);
-  const bool bf16 = cpu::detail::has_avx512_bf16();
-  CHECK(times.panels_emulated == !(cpu::isa_supported(cpu::Isa::avx512) && bf16));
-  const std::string tiles = times.tiles_kernel;
-  CHECK(tiles == (cpu::isa_supported(cpu::Isa::amx) && bf16 ? "amx"
-                  : cpu::isa_supported(cpu::Isa::avx512bf16) ? "avx512bf16"
-                                                              : "emulated"));
+  CHECK(std::string(times.tiles_kernel) == (cpu::isa_supported(cpu::Isa::amx) ? "amx" : "avx512bf16"));
   const std::vector<float> f32(64 * 8, 1.0f);
   const cpu::PanelSource plain[] = {{f32.data(), sy::DType::f32, 8, 64}};
   CHECK_THROWS_AS(cpu::time_prefill_stages(plain, 3), std::invalid_argument);

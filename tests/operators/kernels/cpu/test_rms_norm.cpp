@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
 #include "operators/kernels/cpu/rms_norm.h"
 #include "tests/test_seed.h"
 

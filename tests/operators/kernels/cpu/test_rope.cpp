@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
 #include "operators/kernels/cpu/rope.h"
 #include "tests/test_seed.h"
 

@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
 #include "operators/kernels/cpu/sampling.h"
 #include "tests/test_seed.h"
 

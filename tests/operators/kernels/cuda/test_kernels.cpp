@@ -44,7 +44,8 @@
 #include "core/quant_formats.h"
 #include "operators/kernels/cpu/half.h"
 #include "operators/kernels/cpu/moe_gate.h"
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
+#include "tests/gate_presets.h"
 #include "tests/gate_test_support.h"
 #include "tests/operators/kernels/cpu/quant_test_blocks.h"
 #include "operators/kernels/cpu/rope.h"
@@ -66,6 +67,7 @@
 namespace sy = switchyard;
 namespace cpu = switchyard::cpu;
 namespace cuda = switchyard::cuda;
+namespace presets = switchyard::gate_presets;
 using namespace switchyard::testing;
 
 namespace {
@@ -102,9 +104,9 @@ TEST_CASE("cuda: device_count is 0 without a GPU, and a missing device is a clea
 }
 
 TEST_CASE("cuda: moe_gate refuses bad configs before touching the GPU") {
-  CHECK_THROWS_AS(cuda::moe_gate(cpu::qwen3_moe_gate(8, 9, true), nullptr, 1, nullptr, nullptr, nullptr),
+  CHECK_THROWS_AS(cuda::moe_gate(presets::qwen3_moe_gate(8, 9, true), nullptr, 1, nullptr, nullptr, nullptr),
                   std::invalid_argument);
-  CHECK_THROWS_AS(cuda::moe_gate(cpu::qwen3_moe_gate(1024, 8, true), nullptr, 1, nullptr, nullptr, nullptr),
+  CHECK_THROWS_AS(cuda::moe_gate(presets::qwen3_moe_gate(1024, 8, true), nullptr, 1, nullptr, nullptr, nullptr),
                   std::invalid_argument);
   CHECK_THROWS_AS(cuda::rms_norm(nullptr, 1, 1, nullptr, sy::DType::f16, 1e-6f, nullptr, nullptr),
                   std::invalid_argument);
@@ -508,7 +510,7 @@ TEST_CASE("cuda kernels: moe_gate breaks exact ties like the CPU kernel (the low
     cpu::moe_gate(c, logits.data(), tokens, cpu_ids.data(), cpu_weights.data());
     CHECK(got.ids == cpu_ids);
   }
-  cpu::MoeGateConfig v3 = cpu::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f);
+  cpu::MoeGateConfig v3 = presets::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f);
   const std::int64_t tokens = 50;
   std::vector<float> logits(tokens * 256);
   for (float& l : logits) l = static_cast<float>(std::uniform_int_distribution<int>(0, 2)(random));

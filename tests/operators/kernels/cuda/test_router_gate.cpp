@@ -20,12 +20,14 @@
 #include "operators/kernels/cuda/host_flag.h"
 #include "operators/kernels/cuda/moe_gate.h"
 #include "tests/cuda_test_support.h"
+#include "tests/gate_presets.h"
 #include "tests/gate_test_support.h"
 #include "tests/swiglu_test_support.h"
 
 namespace cpu = switchyard::cpu;
 namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
+namespace presets = switchyard::gate_presets;
 using namespace switchyard::testing;
 using switchyard::gate_testing::gate_cases;
 using switchyard::gate_testing::GateCase;
@@ -173,7 +175,7 @@ TEST_CASE("cuda router_gate: a graph replayed on new inputs routes each one (the
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
-  const cpu::MoeGateConfig c = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  const cpu::MoeGateConfig c = presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
   const std::int64_t hidden = 2048;
   cuda::DeviceBuffer router = to_device(context, uniform(static_cast<std::size_t>(64 * hidden), -1, 1, random));
   cuda::DeviceBuffer x = context.allocate(static_cast<std::size_t>(hidden) * sizeof(float), "x");
@@ -199,13 +201,13 @@ TEST_CASE("cuda router_gate: a graph replayed on new inputs routes each one (the
 }
 
 TEST_CASE("cuda router_gate: shapes it cannot take are refused before any launch") {
-  const cpu::MoeGateConfig c = cpu::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  const cpu::MoeGateConfig c = presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
   alignas(16) float buffer[8] = {};
   CHECK_FALSE(cuda::router_gate_supports(6, buffer, buffer));      // hidden not a multiple of 4
   CHECK_FALSE(cuda::router_gate_supports(4, buffer + 1, buffer));  // router misaligned
   CHECK_THROWS_AS(cuda::router_gate(c, buffer, 6, buffer, nullptr, nullptr, nullptr, nullptr, nullptr),
                   std::invalid_argument);
-  CHECK_THROWS_AS(cuda::router_gate(cpu::qwen3_moe_gate(1024, 8, true), buffer, 4, buffer, nullptr, nullptr, nullptr,
+  CHECK_THROWS_AS(cuda::router_gate(presets::qwen3_moe_gate(1024, 8, true), buffer, 4, buffer, nullptr, nullptr, nullptr,
                                     nullptr, nullptr),
                   std::invalid_argument);
   // Side SwiGLUs it cannot take: more experts than a side launch's block has threads, a missing
@@ -213,7 +215,7 @@ TEST_CASE("cuda router_gate: shapes it cannot take are refused before any launch
   float* h = buffer;
   const cuda::SideSwiglu side{buffer, buffer, sy::DType::f32, 8, 4, buffer, h};
   CHECK(cuda::router_gate_side_supports(c, side));
-  CHECK_FALSE(cuda::router_gate_side_supports(cpu::qwen3_moe_gate(512, 8, true), side));
+  CHECK_FALSE(cuda::router_gate_side_supports(presets::qwen3_moe_gate(512, 8, true), side));
   CHECK_FALSE(cuda::router_gate_side_supports(c, {nullptr, buffer, sy::DType::f32, 8, 4, buffer, h}));
   CHECK_FALSE(cuda::router_gate_side_supports(c, {buffer, buffer, sy::DType::f32, 6, 4, buffer, h}));
   CHECK_FALSE(cuda::router_gate_side_supports(c, {buffer, buffer, sy::DType::f16, 8, 4, buffer, h}));

@@ -1,4 +1,4 @@
-#include "operators/kernels/cpu/reference.h"
+#include "tests/operators/kernels/cpu/reference.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 #pragma once
 // Plain references for every CPU kernel: straight from the formulas, in double, no blocking, no
-// vectors, no threads. Tests compare the kernels with these on fresh random inputs; nothing on a
-// hot path calls them.
+// vectors, no threads. Tests compare the kernels with these on fresh random inputs; compiled into
+// the test binary only.
 #include <cstdint>
 #include <vector>
 
