@@ -49,7 +49,8 @@ for model in built-in deepseek_v3:tiny-deepseek-v3 qwen3:tiny-qwen3-moe; do
         ;;
       serve\ *)
         log=$work/serve.log
-        eval "\"$binary\" ${line/--port 8080/--port 0}" > "$log" 2>&1 &
+        # exec: $! is then the server itself; killing a shell around it would leave the server running.
+        eval "exec \"$binary\" ${line/--port 8080/--port 0}" > "$log" 2>&1 &
         server=$!
         port=""
         for _ in $(seq 1 300); do
