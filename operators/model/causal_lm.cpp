@@ -9,18 +9,18 @@
 #include "core/error.h"
 #include "core/quant_formats.h"
 #include "core/units.h"
-#include "operators/blocks/activations.h"
+#include "operators/ops/activations.h"
 #include "operators/model/implementation_builders.h"
-#include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cpu/sampling.h"
-#include "operators/runtime/device_tensor.h"
+#include "core/half_float.h"
+#include "operators/cpu/kernels/sampling.h"
+#include "operators/cuda/device_tensor.h"
 #if SWITCHYARD_HAVE_CUDA
-#include "operators/kernels/cuda/embedding.h"
-#include "operators/measure/cuda/timeline.h"
-#include "operators/model/decode_chain.h"
-#include "operators/model/decode_graph.h"
-#include "operators/model/gpu_logits.h"
-#include "operators/runtime/gpu_runtime.h"
+#include "operators/cuda/kernels/embedding.h"
+#include "operators/cuda/measure/timeline.h"
+#include "operators/cuda/decode_chain.h"
+#include "operators/cuda/decode_graph.h"
+#include "operators/cuda/gpu_logits.h"
+#include "operators/cuda/gpu_runtime.h"
 #endif
 
 namespace switchyard {
@@ -240,7 +240,7 @@ void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position,
     if (is_block_quantized(row.dtype()))
       quant::dequantize_row(row.dtype(), row.data(), hidden + t * hidden_, hidden_);
     else
-      cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
+      widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
   }
 }
 

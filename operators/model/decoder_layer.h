@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "operators/blocks/attention_op.h"
-#include "operators/model/build_context.h"
-#include "operators/blocks/feed_forward_op.h"
-#include "operators/blocks/linear_op.h"
-#include "operators/runtime/residual_stream.h"
+#include "operators/ops/attention_op.h"
+#include "operators/ops/build_context.h"
+#include "operators/ops/feed_forward_op.h"
+#include "operators/ops/linear_op.h"
+#include "operators/model/residual_stream.h"
 
 namespace switchyard {
 
