@@ -88,7 +88,7 @@ void attend_prompt(GpuRuntime& gpu, const float* q, std::int64_t tokens, std::in
 
 GpuMlaAttention::GpuMlaAttention(const BuildContext& context, const Module& self_attn)
     : MlaProjections(context, self_attn),
-      gpu_(context.gpu(context.device_of(self_attn))),
+      gpu_(as_gpu(context.gpu(context.device_of(self_attn)))),
       max_context_(context.max_context),
       kv_b_(context, context.child(self_attn, "kv_b_proj")) {
   const ModelConfig& c = context.tree.config();
@@ -288,7 +288,7 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
 }
 
 GpuGqaAttention::GpuGqaAttention(const BuildContext& context, const Module& self_attn)
-    : gpu_(context.gpu(context.device_of(self_attn))), max_context_(context.max_context) {
+    : gpu_(as_gpu(context.gpu(context.device_of(self_attn)))), max_context_(context.max_context) {
   const ModelConfig& c = context.tree.config();
   heads_ = c.num_attention_heads;
   kv_heads_ = c.num_key_value_heads;

@@ -65,7 +65,7 @@ std::unique_ptr<GpuExpertStack> upload_experts(const BuildContext& context, GpuR
 }  // namespace
 
 GpuMoeOp::GpuMoeOp(const BuildContext& context, const Module& moe)
-    : gpu_(context.gpu(context.device_of(moe))),
+    : gpu_(as_gpu(context.gpu(context.device_of(moe)))),
       tracer_(context.tracer),
       layer_(moe.layer),
       layers_(context.tree.num_layers()),

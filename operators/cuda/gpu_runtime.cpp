@@ -8,7 +8,12 @@
 
 #include "core/error.h"
 #include "operators/cuda/kernels/cuda_check.h"
+#include "operators/cuda/kernels/elementwise.h"
+#include "operators/cuda/kernels/gemv.h"
+#include "operators/cuda/kernels/linear.h"
 #include "operators/cuda/kernels/quant_gemv.h"
+#include "operators/cuda/kernels/rms_norm.h"
+#include "operators/cuda/kernels/silu_and_mul.h"
 #include "core/half_float.h"
 
 namespace switchyard {
@@ -74,6 +79,89 @@ cuda::DeviceBuffer GpuRuntime::upload_f32(const Tensor& tensor, std::string_view
   cuda::DeviceBuffer buffer = context_.upload(wide.data(), wide.size() * sizeof(float), what);
   context_.synchronize();
   return buffer;
+}
+
+std::unique_ptr<DeviceAllocation> GpuRuntime::allocate(std::size_t bytes, std::string_view what) {
+  return std::make_unique<CudaMemory>(context_.allocate(bytes, what));
+}
+
+std::shared_ptr<const DeviceTensor> GpuRuntime::upload_weight(const Tensor& tensor, bool widen_to_f32,
+                                                              std::string_view what) {
+  auto copy = std::make_shared<DeviceTensor>();
+  if (widen_to_f32) copy->memory = std::make_unique<CudaMemory>(upload_f32(tensor, what));
+  else copy->memory = std::make_unique<CudaMemory>(upload(tensor, copy->dtype, what));
+  return copy;
+}
+
+void GpuRuntime::copy_on_device(void* to, const void* from, std::size_t bytes) {
+  SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream()));
+}
+
+void GpuRuntime::synchronize() { context_.synchronize(); }
+
+int GpuRuntime::make_current() {
+  int previous = -1;
+  SWITCHYARD_CUDA_CHECK(cudaGetDevice(&previous));
+  if (previous != context_.device()) SWITCHYARD_CUDA_CHECK(cudaSetDevice(context_.device()));
+  return previous;
+}
+
+void GpuRuntime::restore_current(int previous) noexcept {
+  if (previous >= 0 && cudaSetDevice(previous) != cudaSuccess) cudaGetLastError();
+}
+
+int GpuRuntime::begin_region(Tracer* tracer, Region region, int layer) {
+  if (tracer == nullptr || !tracer->profiling()) return -1;
+  return timer_.begin(stream(), region, layer);
+}
+
+void GpuRuntime::end_region(int mark) noexcept {
+  if (mark < 0) return;
+  try {
+    timer_.end(stream(), mark);
+  } catch (...) {
+    // A failed event record only loses a profile mark; the stream's error surfaces at its sync.
+  }
+}
+
+void GpuRuntime::linear(const float* x, std::int64_t tokens, std::int64_t in, const DeviceTensor& weight,
+                        std::int64_t out, const DeviceTensor* bias, float* y) {
+  cuda::linear(context_, x, tokens, in, weight.data(), weight.dtype, out, y);
+  if (bias != nullptr) cuda::add_bias(y, static_cast<const float*>(bias->data()), tokens, out, stream());
+}
+
+void GpuRuntime::rms_norm(const float* x, std::int64_t rows, std::int64_t width, const DeviceTensor& weight,
+                          float eps, float* out) {
+  cuda::rms_norm(x, rows, width, weight.data(), weight.dtype, eps, out, stream());
+}
+
+void GpuRuntime::add_rms_norm(float* x, const PendingDelta& delta, std::int64_t rows, std::int64_t width,
+                              const DeviceTensor& weight, float eps, float* out) {
+  cuda::add_rms_norm(x, delta.device, rows, width, weight.data(), weight.dtype, eps, out, stream(),
+                     cuda::HostAddend{delta.host, delta.flag});
+}
+
+void GpuRuntime::silu_and_mul(const float* gate, const float* up, std::int64_t count, float* out) {
+  cuda::silu_and_mul(gate, up, count, out, stream());
+}
+
+void GpuRuntime::add_in_place(float* y, const float* x, std::int64_t count) {
+  cuda::add_in_place(y, x, count, stream());
+}
+
+void GpuRuntime::add_from_host(const float* host, const float* device, std::int64_t count, float* into,
+                               std::uint32_t* flag) {
+  cuda::add_from_host(host, device, count, into, stream(), flag, /*wait_first=*/true);
+}
+
+bool GpuRuntime::has_gated_up(const float* x, std::int64_t tokens, std::int64_t in, const DeviceTensor& gate,
+                              const DeviceTensor& up) {
+  return gate.dtype == up.dtype && cuda::gemv_swiglu_supports(tokens, in, gate.dtype, gate.data(), up.data(), x);
+}
+
+void GpuRuntime::gated_up(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t width,
+                          const DeviceTensor& gate, const DeviceTensor& up, float* h) {
+  cuda::gemv_swiglu(tokens, in, width, gate.data(), up.data(), gate.dtype, x, h, stream());
 }
 
 std::int32_t* GpuRuntime::zeroed_counters(std::int64_t count) {
@@ -215,6 +303,26 @@ void DeviceRuntimes::throw_if_failed() {
     if (!error_) return;
   }
   synchronize();
+}
+
+std::unique_ptr<DeviceAllocation> DeviceRuntimes::allocate_host(std::size_t bytes, std::string_view what) {
+  return std::make_unique<PinnedMemory>(cuda::PinnedBuffer(bytes, what));
+}
+
+void DeviceRuntimes::copy_to_device(Device device, void* to, const void* from, std::size_t bytes) {
+  get(device).context().copy_to_device(to, from, bytes);
+}
+
+void DeviceRuntimes::copy_to_host(Device device, void* to, const void* from, std::size_t bytes) {
+  get(device).context().copy_to_host(to, from, bytes);
+  synchronize();
+}
+
+void DeviceRuntimes::copy_between(Device sender, const void* from, Device receiver, void* to, std::size_t bytes) {
+  cuda::DeviceContext& sending = get(sender).context();
+  cuda::DeviceContext& receiving = get(receiver).context();
+  receiving.wait_for(sending);
+  receiving.copy_from_peer(to, from, sending, bytes);
 }
 
 void DeviceRuntimes::synchronize() {

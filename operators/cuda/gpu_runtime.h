@@ -36,6 +36,7 @@
 #include "core/device_map.h"
 #include "core/tensor.h"
 #include "core/trace.h"
+#include "operators/ops/device_runtime.h"
 #include "operators/ops/rope_tables.h"
 #include "operators/cuda/cpu_experts_hand_off.h"
 #include "operators/cuda/kernels/device_context.h"
@@ -45,7 +46,9 @@ namespace switchyard {
 
 class DeviceRuntimes;
 
-class GpuRuntime {
+// The CUDA backend's DeviceRuntime (operators/ops/device_runtime.h): every DeviceRuntime in a
+// build with this backend is a GpuRuntime (as_gpu).
+class GpuRuntime final : public DeviceRuntime {
  public:
   // Logical GPU cuda:`logical` on this process's GPU `physical` (core/device_map.h).
   GpuRuntime(DeviceRuntimes& owner, int logical, int physical);
@@ -54,8 +57,33 @@ class GpuRuntime {
 
   cuda::DeviceContext& context() { return context_; }
   cudaStream_t stream() const { return context_.stream(); }
-  Device where() const { return context_.where(); }
+  Device where() const override { return context_.where(); }
   DeviceRuntimes& runtimes() { return owner_; }
+
+  // DeviceRuntime: the device-neutral ops' work on this GPU's stream.
+  std::unique_ptr<DeviceAllocation> allocate(std::size_t bytes, std::string_view what) override;
+  std::shared_ptr<const DeviceTensor> upload_weight(const Tensor& tensor, bool widen_to_f32,
+                                                    std::string_view what) override;
+  void copy_on_device(void* to, const void* from, std::size_t bytes) override;
+  void synchronize() override;
+  int make_current() override;
+  void restore_current(int previous) noexcept override;
+  int begin_region(Tracer* tracer, Region region, int layer) override;
+  void end_region(int mark) noexcept override;
+  void linear(const float* x, std::int64_t tokens, std::int64_t in, const DeviceTensor& weight, std::int64_t out,
+              const DeviceTensor* bias, float* y) override;
+  void rms_norm(const float* x, std::int64_t rows, std::int64_t width, const DeviceTensor& weight, float eps,
+                float* out) override;
+  void add_rms_norm(float* x, const PendingDelta& delta, std::int64_t rows, std::int64_t width,
+                    const DeviceTensor& weight, float eps, float* out) override;
+  void silu_and_mul(const float* gate, const float* up, std::int64_t count, float* out) override;
+  void add_in_place(float* y, const float* x, std::int64_t count) override;
+  void add_from_host(const float* host, const float* device, std::int64_t count, float* into,
+                     std::uint32_t* flag) override;
+  bool has_gated_up(const float* x, std::int64_t tokens, std::int64_t in, const DeviceTensor& gate,
+                    const DeviceTensor& up) override;
+  void gated_up(const float* x, std::int64_t tokens, std::int64_t in, std::int64_t width, const DeviceTensor& gate,
+                const DeviceTensor& up, float* h) override;
 
   // The step's inputs on the device: *position() is the first new token's position, ids() the
   // new tokens. write_step puts them in pinned memory (the stream must be idle: the previous step
@@ -114,7 +142,8 @@ class GpuRuntime {
   GpuTimer timer_;
 };
 
-class DeviceRuntimes {
+// The CUDA backend's Accelerators: the model's GPUs, and the CPU-experts worker they share.
+class DeviceRuntimes final : public Accelerators {
  public:
   // max_tokens: the most tokens one forward pass runs (the prefill chunk). `map`: the physical
   // GPU of each logical one.
@@ -126,8 +155,13 @@ class DeviceRuntimes {
   // Created on first use; InputError when this build has no CUDA or the device is absent. Logical
   // GPUs on different physical ones can read each other's memory (peer access, where the GPUs
   // allow it; otherwise their copies go through the host).
-  GpuRuntime& get(Device device);
+  GpuRuntime& get(Device device) override;
   GpuRuntime* find(Device device);
+  bool in_use() const override { return !runtimes_.empty(); }
+  std::unique_ptr<DeviceAllocation> allocate_host(std::size_t bytes, std::string_view what) override;
+  void copy_to_device(Device device, void* to, const void* from, std::size_t bytes) override;
+  void copy_to_host(Device device, void* to, const void* from, std::size_t bytes) override;
+  void copy_between(Device sender, const void* from, Device receiver, void* to, std::size_t bytes) override;
   std::int64_t max_tokens() const { return max_tokens_; }
   const std::map<int, std::unique_ptr<GpuRuntime>>& all() const { return runtimes_; }
 
@@ -160,7 +194,7 @@ class DeviceRuntimes {
   // returns at once (for a host that reads results while more work is queued).
   void throw_if_failed();
   // Waits for every stream and for the worker.
-  void synchronize();
+  void synchronize() override;
   // Stops the worker after the jobs it has (the owner calls this before the experts go away).
   void shutdown();
 
@@ -181,6 +215,29 @@ class DeviceRuntimes {
   std::atomic<bool> launching_{false};
   std::atomic<bool> skip_expert_work_{false};
   std::thread worker_;
+};
+
+// The GpuRuntime behind a DeviceRuntime of this build (nullptr for the CPU's nullptr).
+inline GpuRuntime* as_gpu(DeviceRuntime* runtime) { return static_cast<GpuRuntime*>(runtime); }
+
+// A block of a GPU's memory, or of page-locked host memory, as the device-neutral ops hold it.
+class CudaMemory final : public DeviceAllocation {
+ public:
+  explicit CudaMemory(cuda::DeviceBuffer buffer) : buffer_(std::move(buffer)) {}
+  void* data() const override { return buffer_.data(); }
+  std::size_t bytes() const override { return buffer_.bytes(); }
+
+ private:
+  cuda::DeviceBuffer buffer_;
+};
+class PinnedMemory final : public DeviceAllocation {
+ public:
+  explicit PinnedMemory(cuda::PinnedBuffer buffer) : buffer_(std::move(buffer)) {}
+  void* data() const override { return buffer_.data(); }
+  std::size_t bytes() const override { return buffer_.bytes(); }
+
+ private:
+  cuda::PinnedBuffer buffer_;
 };
 
 // A region of GPU work: the NVTX range around its launches and, when profiling, CUDA events

@@ -28,7 +28,9 @@ namespace switchyard {
 
 class DecodeChain;
 class DecodeGraph;
+class DeviceRuntimes;
 class GpuLogits;
+class GpuRuntime;
 
 struct CausalLMOptions {
   bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU

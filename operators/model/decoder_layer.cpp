@@ -3,9 +3,6 @@
 #include "core/error.h"
 #include "operators/ops/activations.h"
 #include "operators/model/implementation_builders.h"
-#if SWITCHYARD_HAVE_CUDA
-#include "operators/cuda/gpu_runtime.h"
-#endif
 
 namespace switchyard {
 

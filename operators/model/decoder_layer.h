@@ -33,7 +33,7 @@ class DecoderLayer {
   std::int64_t hidden_size_;
   std::unique_ptr<AttentionOp> attention_;
   std::unique_ptr<FeedForwardOp> feed_forward_;
-  GpuRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;
+  DeviceRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;  // nullptr: the CPU
   NormOp input_norm_, post_attention_norm_;  // on their half's device
 };
 

@@ -11,28 +11,25 @@
 // another device adds a pending delta first.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core/device.h"
+#include "operators/ops/device_runtime.h"
 #include "operators/ops/pending_delta.h"
-#if SWITCHYARD_HAVE_CUDA
-#include "operators/cuda/kernels/device_context.h"
-#endif
 
 namespace switchyard {
-
-class DeviceRuntimes;
 
 class ResidualStream {
  public:
   // runtimes nullptr: a CPU-only model.
-  ResidualStream(DeviceRuntimes* runtimes, std::int64_t max_tokens, std::int64_t width);
+  ResidualStream(Accelerators* runtimes, std::int64_t max_tokens, std::int64_t width);
 
   // Starts a pass of `tokens` tokens on `device`, returns its buffer there (contents undefined).
   float* start(Device device, std::int64_t tokens);
   // The stream on `device`, copied there if it was elsewhere. CPU -> GPU and GPU -> GPU are queued
-  // on the receiving GPU's stream (GPU -> GPU after an event of the sender's: capturable, no host
-  // wait); GPU -> CPU synchronises (DeviceRuntimes::synchronize).
+  // on the receiving GPU's stream (GPU -> GPU after the sender's work so far: capturable, no host
+  // wait); GPU -> CPU synchronises (Accelerators::synchronize).
   float* on(Device device);
   Device device() const { return device_; }
 
@@ -50,15 +47,13 @@ class ResidualStream {
   float* buffer(Device device);
   void settle();  // adds a pending delta in place
 
-  DeviceRuntimes* runtimes_;
+  Accelerators* runtimes_;
   std::int64_t max_tokens_, width_, tokens_ = 0;
   Device device_;
   PendingDelta pending_;
   std::vector<float> host_, host_delta_;
-#if SWITCHYARD_HAVE_CUDA
-  cuda::PinnedBuffer pinned_;
-  std::map<int, cuda::DeviceBuffer> gpu_, gpu_delta_;
-#endif
+  std::unique_ptr<DeviceAllocation> pinned_;  // the host's copy when devices take part
+  std::map<int, std::unique_ptr<DeviceAllocation>> gpu_, gpu_delta_;  // by device index
 };
 
 }  // namespace switchyard

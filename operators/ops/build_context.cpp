@@ -5,9 +5,7 @@
 #include "core/error.h"
 #include "core/weight_dtypes.h"
 #include "core/half_float.h"
-#if SWITCHYARD_HAVE_CUDA
-#include "operators/cuda/gpu_runtime.h"
-#endif
+#include "operators/ops/device_runtime.h"
 
 namespace switchyard {
 
@@ -95,17 +93,14 @@ Device BuildContext::device_of(const Module& module) const {
                    generate.str() + " for decode; only routed experts may run in two places");
 }
 
-GpuRuntime* BuildContext::gpu(Device device) const {
+DeviceRuntime* BuildContext::gpu(Device device) const {
   if (device.is_cpu()) return nullptr;
-#if SWITCHYARD_HAVE_CUDA
-  if (runtimes == nullptr) throw std::logic_error("BuildContext::gpu: no DeviceRuntimes");
+  if (runtimes == nullptr)
+    throw InputError("the profile runs modules on " + device.str() +
+                     ", but this build has no CUDA backend (configure with the CUDA toolkit, or use a CPU profile "
+                     "such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml)",
+                     1);  // as an absent device: the profile does not fit this build
   return &runtimes->get(device);
-#else
-  throw InputError("the profile runs modules on " + device.str() +
-                   ", but this build has no CUDA backend (configure with the CUDA toolkit, or use a CPU profile "
-                   "such as optimize_rules/DeepSeek-V3-Chat-cpu.yaml)",
-                   1);  // as an absent device: the profile does not fit this build
-#endif
 }
 
 }  // namespace switchyard

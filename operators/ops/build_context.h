@@ -19,8 +19,8 @@
 
 namespace switchyard {
 
-class DeviceRuntimes;
-class GpuRuntime;
+class Accelerators;
+class DeviceRuntime;
 
 // What the builders built: for each module that got an operator of its own (attention, MLP and
 // MoE blocks, routed experts, norms, projections), the implementation that runs it in each phase,
@@ -36,7 +36,7 @@ struct BuildContext {
   const Checkpoint& weights;
   std::int64_t max_context = 4096;  // KV-cache length in tokens
   Tracer* tracer = nullptr;         // NVTX ranges and profile events; nullptr: none
-  DeviceRuntimes* runtimes = nullptr;  // the GPUs' shared state; set by CausalLM
+  Accelerators* runtimes = nullptr;  // the devices' runtimes; set by CausalLM when the build has a GPU backend
   BuiltImplementations* built = nullptr;  // filled by the builders when set
   std::optional<DType> kv_cache_dtype = std::nullopt;  // f32 | bf16 (--kv_cache_dtype); nullopt: the checkpoint's
 
@@ -68,7 +68,7 @@ struct BuildContext {
   int index_of(const Module& module) const { return static_cast<int>(&module - tree.modules().data()); }
   // The runtime of a GPU, nullptr for the CPU. InputError when this build has no CUDA backend or
   // the device is absent.
-  GpuRuntime* gpu(Device device) const;
+  DeviceRuntime* gpu(Device device) const;
 };
 
 }  // namespace switchyard

@@ -1,38 +1,13 @@
 #include "operators/ops/linear_op.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "operators/cpu/kernels/linear.h"
-#include "operators/cuda/device_tensor.h"
 #include "operators/cpu/kernels/rms_norm.h"
-#if SWITCHYARD_HAVE_CUDA
-#include "operators/cuda/kernels/cuda_check.h"
-#include "operators/cuda/kernels/elementwise.h"
-#include "operators/cuda/kernels/linear.h"
-#include "operators/cuda/kernels/rms_norm.h"
-#include "operators/cuda/gpu_runtime.h"
-#endif
+#include "operators/ops/activations.h"
 
 namespace switchyard {
-
-#if SWITCHYARD_HAVE_CUDA
-namespace {
-
-std::shared_ptr<const DeviceTensor> upload(GpuRuntime& gpu, const Tensor& tensor, const Module& module,
-                                           const char* what) {
-  auto copy = std::make_shared<DeviceTensor>();
-  copy->buffer = gpu.upload(tensor, copy->dtype, std::string(module.name) + "." + what);
-  return copy;
-}
-
-std::shared_ptr<const DeviceTensor> upload_f32(GpuRuntime& gpu, const Tensor& tensor, const Module& module,
-                                               const char* what) {
-  auto copy = std::make_shared<DeviceTensor>();
-  copy->buffer = gpu.upload_f32(tensor, std::string(module.name) + "." + what);
-  return copy;
-}
-
-}  // namespace
-#endif
-
 namespace {
 
 // The weight dtypes a linear layer multiplies as stored, by where it runs: the CPU kernels take
@@ -68,24 +43,17 @@ LinearOp::LinearOp(const BuildContext& context, const Module& linear, Device dev
       gpu_(context.gpu(device)) {
   for (const Parameter& p : linear.params)
     if (p.name == "bias") bias_ = context.param_f32(linear, "bias");
-#if SWITCHYARD_HAVE_CUDA
   if (gpu_ == nullptr) return;
-  device_weight_ = widen_to_f32 ? upload_f32(*gpu_, weight_, linear, "weight") : upload(*gpu_, weight_, linear, "weight");
-  if (!bias_.empty()) device_bias_ = upload_f32(*gpu_, context.param(linear, "bias", {DType::f32, DType::bf16, DType::f16}), linear, "bias");
+  const std::string name(linear.name);
+  device_weight_ = gpu_->upload_weight(weight_, widen_to_f32, name + ".weight");
+  if (!bias_.empty())
+    device_bias_ = gpu_->upload_weight(context.param(linear, "bias", {DType::f32, DType::bf16, DType::f16}),
+                                       /*widen_to_f32=*/true, name + ".bias");
   weight_ = Tensor();  // the uploads are done (they synchronize)
-#else
-  (void)widen_to_f32;
-#endif
 }
 
-Device LinearOp::device() const {
-#if SWITCHYARD_HAVE_CUDA
-  if (gpu_ != nullptr) return gpu_->where();
-#endif
-  return Device::cpu();
-}
+Device LinearOp::device() const { return gpu_ != nullptr ? gpu_->where() : Device::cpu(); }
 
-#if SWITCHYARD_HAVE_CUDA
 const void* LinearOp::device_weight() const { return device_weight_ ? device_weight_->data() : nullptr; }
 DType LinearOp::device_dtype() const { return device_weight_ ? device_weight_->dtype : weight_.dtype(); }
 
@@ -97,46 +65,33 @@ const void* LinearOp::stack_on_device(std::span<LinearOp* const> ops) {
     if (op->gpu_ != first.gpu_ || op->device_bias_ || !op->device_weight_ || op->device_weight_->view != nullptr ||
         op->device_weight_->dtype != first.device_weight_->dtype || op->in_features() != first.in_features())
       return nullptr;
-    bytes += op->device_weight_->buffer.bytes();
+    bytes += op->device_weight_->bytes();
   }
   auto stacked = std::make_shared<DeviceTensor>();
   stacked->dtype = first.device_weight_->dtype;
-  stacked->buffer = first.gpu_->context().allocate(bytes, "stacked projection weights");
+  stacked->memory = first.gpu_->allocate(bytes, "stacked projection weights");
   std::size_t offset = 0;
   for (LinearOp* op : ops) {
-    auto* at = static_cast<char*>(stacked->buffer.data()) + offset;
-    SWITCHYARD_CUDA_CHECK(cudaMemcpyAsync(at, op->device_weight_->data(), op->device_weight_->buffer.bytes(),
-                                          cudaMemcpyDeviceToDevice, first.gpu_->stream()));
-    offset += op->device_weight_->buffer.bytes();
+    first.gpu_->copy_on_device(static_cast<char*>(stacked->memory->data()) + offset, op->device_weight_->data(),
+                               op->device_weight_->bytes());
+    offset += op->device_weight_->bytes();
   }
-  first.gpu_->context().synchronize();  // before the separate copies go
+  first.gpu_->synchronize();  // before the separate copies go
   offset = 0;
   for (LinearOp* op : ops) {
     auto view = std::make_shared<DeviceTensor>();
     view->dtype = stacked->dtype;
-    view->view = static_cast<const char*>(stacked->buffer.data()) + offset;
+    view->view = static_cast<const char*>(stacked->memory->data()) + offset;
     view->owner = stacked;
-    offset += op->device_weight_->buffer.bytes();
+    offset += op->device_weight_->bytes();
     op->device_weight_ = std::move(view);
   }
-  return stacked->buffer.data();
+  return stacked->memory->data();
 }
-#else
-const void* LinearOp::stack_on_device(std::span<LinearOp* const>) { return nullptr; }
-const void* LinearOp::device_weight() const { return nullptr; }
-DType LinearOp::device_dtype() const { return weight_.dtype(); }
-#endif
 
 void LinearOp::forward(const float* x, std::int64_t tokens, float* y) const {
-#if SWITCHYARD_HAVE_CUDA
-  if (gpu_ != nullptr) {
-    cuda::linear(gpu_->context(), x, tokens, in_features(), device_weight_->data(), device_weight_->dtype,
-                 out_features(), y);
-    if (device_bias_)
-      cuda::add_bias(y, device_bias_->buffer.as<float>(), tokens, out_features(), gpu_->stream());
-    return;
-  }
-#endif
+  if (gpu_ != nullptr)
+    return gpu_->linear(x, tokens, in_features(), *device_weight_, out_features(), device_bias_.get(), y);
   cpu::linear(x, tokens, in_features(), weight_.data(), weight_.dtype(), out_features(), y);
   add_cpu_bias(y, tokens);
 }
@@ -155,49 +110,26 @@ NormOp::NormOp(const BuildContext& context, const Module& norm, float eps, Devic
       eps_(eps),
       gpu_(context.gpu(device)),
       tracer_(context.tracer) {
-#if SWITCHYARD_HAVE_CUDA
-  if (gpu_ != nullptr) device_weight_ = upload(*gpu_, weight_, norm, "weight");
-#endif
+  if (gpu_ != nullptr) device_weight_ = gpu_->upload_weight(weight_, /*widen_to_f32=*/false, std::string(norm.name) + ".weight");
 }
 
-#if SWITCHYARD_HAVE_CUDA
 const void* NormOp::device_weight() const { return device_weight_ ? device_weight_->data() : nullptr; }
 DType NormOp::device_dtype() const { return device_weight_ ? device_weight_->dtype : weight_.dtype(); }
-#else
-const void* NormOp::device_weight() const { return nullptr; }
-DType NormOp::device_dtype() const { return weight_.dtype(); }
-#endif
 
-Device NormOp::device() const {
-#if SWITCHYARD_HAVE_CUDA
-  if (gpu_ != nullptr) return gpu_->where();
-#endif
-  return Device::cpu();
-}
+Device NormOp::device() const { return gpu_ != nullptr ? gpu_->where() : Device::cpu(); }
 
 void NormOp::forward(const float* x, std::int64_t rows, float* out) const {
-#if SWITCHYARD_HAVE_CUDA
-  if (gpu_ != nullptr) {
-    cuda::rms_norm(x, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out, gpu_->stream());
-    return;
-  }
-#endif
+  if (gpu_ != nullptr) return gpu_->rms_norm(x, rows, width(), *device_weight_, eps_, out);
   cpu::rms_norm(x, rows, width(), weight_.data(), weight_.dtype(), eps_, out);
 }
 
 void NormOp::add_and_forward(float* x, const PendingDelta& delta, std::int64_t rows, float* out) const {
-#if SWITCHYARD_HAVE_CUDA
   if (gpu_ != nullptr) {
-    auto launch = [&] {
-      cuda::add_rms_norm(x, delta.device, rows, width(), device_weight_->data(), device_weight_->dtype, eps_, out,
-                         gpu_->stream(), cuda::HostAddend{delta.host, delta.flag});
-    };
-    if (delta.host == nullptr) return launch();
-    // This launch is where the GPU waits for the CPU experts of delta.layer: their sync region.
-    const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, delta.layer);
-    return launch();
+    if (delta.host == nullptr) return gpu_->add_rms_norm(x, delta, rows, width(), *device_weight_, eps_, out);
+    // This launch is where the device waits for the CPU experts of delta.layer: their sync region.
+    const WorkScope scope(gpu_, tracer_, Region::cpuinfer_sync, delta.layer);
+    return gpu_->add_rms_norm(x, delta, rows, width(), *device_weight_, eps_, out);
   }
-#endif
   if (delta.host != nullptr) throw std::logic_error("NormOp: a delta on the host for a norm on the CPU");
   const std::int64_t n = rows * width();
   if (delta.device != nullptr)

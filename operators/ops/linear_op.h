@@ -8,14 +8,12 @@
 #include <span>
 #include <vector>
 
-#include "operators/ops/build_context.h"
 #include "operators/cpu/kernels/linear.h"
+#include "operators/ops/build_context.h"
+#include "operators/ops/device_runtime.h"
 #include "operators/ops/pending_delta.h"
 
 namespace switchyard {
-
-// A weight's copy on a GPU (defined with the CUDA backend).
-struct DeviceTensor;
 
 class LinearOp {
  public:
@@ -44,11 +42,14 @@ class LinearOp {
   // without a bias).
   void add_cpu_bias(float* y, std::int64_t tokens) const;
   Device device() const;
-  GpuRuntime* gpu() const { return gpu_; }
+  // The device's runtime, nullptr on the CPU.
+  DeviceRuntime* gpu() const { return gpu_; }
   // The GPU copy ([out, in]: bf16, f32 or ggml blocks, as device_dtype says), for operators that
   // hand the weight to kernels themselves (cuda::gemv and gemv_swiglu take all three).
   const void* device_weight() const;
   DType device_dtype() const;
+  // The same as the device holds it (null on the CPU).
+  const DeviceTensor* device_tensor() const { return device_weight_.get(); }
   bool has_bias() const { return !bias_.empty(); }
 
   // Puts the GPU copies of `ops` (one GPU, one dtype, one in_features, no biases) in one buffer
@@ -65,7 +66,7 @@ class LinearOp {
   Tensor weight_;
   std::int64_t in_ = 0, out_ = 0;
   std::vector<float> bias_;   // [out] or empty
-  GpuRuntime* gpu_ = nullptr;
+  DeviceRuntime* gpu_ = nullptr;
   std::shared_ptr<const DeviceTensor> device_weight_, device_bias_;
 };
 
@@ -89,7 +90,7 @@ class NormOp {
  private:
   Tensor weight_;  // [width]
   float eps_ = 1e-6f;
-  GpuRuntime* gpu_ = nullptr;
+  DeviceRuntime* gpu_ = nullptr;
   Tracer* tracer_ = nullptr;
   std::shared_ptr<const DeviceTensor> device_weight_;
 };

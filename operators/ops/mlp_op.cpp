@@ -8,10 +8,6 @@
 #include "operators/cpu/kernels/kept_buffer.h"
 #include "operators/cpu/kernels/linear.h"
 #include "operators/cpu/kernels/silu_and_mul.h"
-#if SWITCHYARD_HAVE_CUDA
-#include "operators/cuda/kernels/gemv.h"
-#include "operators/cuda/gpu_runtime.h"
-#endif
 
 namespace switchyard {
 
@@ -31,19 +27,15 @@ bool MlpOp::gate_up_fusable() const {
 
 void MlpOp::forward(const float* x, std::int64_t tokens, float* out) {
   const std::int64_t width = gate_.out_features();
-  GpuRuntime* gpu = gate_.gpu();
-#if SWITCHYARD_HAVE_CUDA
-  // Decode on a GPU: gate, up and SiLU-mul in one launch.
+  DeviceRuntime* gpu = gate_.gpu();
+  // On a device: gate, up and SiLU-mul in one launch where it has one (decode).
   if (gpu != nullptr && gate_up_fusable() &&
-      cuda::gemv_swiglu_supports(tokens, gate_.in_features(), gate_.device_dtype(), gate_.device_weight(),
-                                 up_.device_weight(), x)) {
+      gpu->has_gated_up(x, tokens, gate_.in_features(), *gate_.device_tensor(), *up_.device_tensor())) {
     Scratch h(gpu, tokens * width, "an MLP's activations");
-    cuda::gemv_swiglu(tokens, gate_.in_features(), width, gate_.device_weight(), up_.device_weight(),
-                      gate_.device_dtype(), x, h, gpu->stream());
+    gpu->gated_up(x, tokens, gate_.in_features(), width, *gate_.device_tensor(), *up_.device_tensor(), h);
     down_.forward(h, tokens, out);
     return;
   }
-#endif
   if (gated_on_cpu(tokens)) return forward_gated_on_cpu(x, tokens, out);
   Scratch g(gpu, tokens * width, "an MLP's gate activations"), u(gpu, tokens * width, "an MLP's up activations");
   if (gpu == nullptr && !gate_.has_bias() && !up_.has_bias()) {

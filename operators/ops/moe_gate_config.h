@@ -1,9 +1,10 @@
 #pragma once
-// MoE routing, as every backend's gate kernel runs it: from router logits to each token's top-k experts and their weights, for every
-// routing scheme of the models we run: one configurable algorithm, which each family's gate scheme
-// fills in (core/models/, operators/ops/feed_forward_op.h's gate_config) the way transformers
-// routes that family (DeepSeek-V3's "noaux_tc", DeepSeek-V2's "greedy" and "group_limited_greedy",
-// Qwen3-MoE's and Mixtral's softmax top-k; tests/gate_presets.h cites the sources).
+// MoE routing, as every backend's gate kernel runs it: from router logits to each token's top-k
+// experts and their weights, for every routing scheme of the models we run: one configurable
+// algorithm, which each family's gate scheme fills in (core/models/, the gate_config of
+// operators/ops/feed_forward_op.h) the way transformers routes that family (DeepSeek-V3's
+// "noaux_tc", DeepSeek-V2's "greedy" and "group_limited_greedy", Qwen3-MoE's and Mixtral's softmax
+// top-k; tests/gate_presets.h cites the sources).
 //
 // The algorithm, per token:
 //   1. scores = softmax(logits) or sigmoid(logits), f32.
