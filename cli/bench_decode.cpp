@@ -18,16 +18,16 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "operators/model/causal_lm.h"
-#include "operators/kernels/cpu/isa.h"
+#include "operators/cpu/kernels/isa.h"
 #include "operators/measure/kernel_timeline.h"
-#include "operators/kernels/cpu/sampling.h"
+#include "operators/cpu/kernels/sampling.h"
 #include "placement/memory_estimate.h"
 #include "placement/report.h"
 #if SWITCHYARD_HAVE_CUDA
-#include "operators/measure/cuda/bandwidth.h"
-#include "operators/measure/cuda/leave_out.h"
-#include "operators/measure/cuda/sm_clock.h"
-#include "operators/measure/cuda/timeline.h"
+#include "operators/cuda/measure/bandwidth.h"
+#include "operators/cuda/measure/leave_out.h"
+#include "operators/cuda/measure/sm_clock.h"
+#include "operators/cuda/measure/timeline.h"
 #endif
 
 namespace switchyard::cli {

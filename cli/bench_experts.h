@@ -5,7 +5,7 @@
 
 #include "cli/cpu_kernel_flags.h"
 #include "core/model_config.h"
-#include "operators/kernels/cpu/prefill_stages.h"
+#include "operators/cpu/kernels/prefill_stages.h"
 
 namespace switchyard::cli {
 

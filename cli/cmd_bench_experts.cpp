@@ -17,9 +17,9 @@
 #include "core/stream_triad.h"
 #include "cli/bench_experts.h"
 #include "cli/model_options.h"
-#include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cpu/linear.h"
-#include "operators/blocks/routed_experts.h"
+#include "operators/cpu/kernels/half.h"
+#include "operators/cpu/kernels/linear.h"
+#include "operators/cpu/routed_experts.h"
 
 namespace switchyard::cli {
 namespace {

@@ -1,4 +1,4 @@
-// switchyard bench gemv: the decode matrix-vector kernels (operators/kernels/cuda/gemv.h) on the shapes of
+// switchyard bench gemv: the decode matrix-vector kernels (operators/cuda/kernels/gemv.h) on the shapes of
 // one DeepSeek-V2-Lite decode layer, each timed as a CUDA graph of back-to-back launches (as a
 // decode step runs them), the bytes a call reads over its time beside the device-to-device copy
 // bandwidth measured in the same run. The launches cycle through copies of the weights that
@@ -19,11 +19,11 @@
 
 #if SWITCHYARD_HAVE_CUDA
 #include "core/quant_formats.h"
-#include "operators/kernels/cpu/half.h"
-#include "operators/measure/cuda/bandwidth.h"
-#include "operators/kernels/cuda/cuda_check.h"
-#include "operators/kernels/cuda/device_context.h"
-#include "operators/kernels/cuda/gemv.h"
+#include "operators/cpu/kernels/half.h"
+#include "operators/cuda/measure/bandwidth.h"
+#include "operators/cuda/kernels/cuda_check.h"
+#include "operators/cuda/kernels/device_context.h"
+#include "operators/cuda/kernels/gemv.h"
 #endif
 
 namespace switchyard::cli {

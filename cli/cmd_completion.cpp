@@ -30,7 +30,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "core/weight_scheme.h"
-#include "operators/kernels/cpu/isa.h"
+#include "operators/cpu/kernels/isa.h"
 
 namespace switchyard::cli {
 namespace {

@@ -31,7 +31,7 @@
 #include "text/gguf_vocabulary.h"
 #include "text/model_text.h"
 #include "text/tokenizer.h"
-#include "operators/kernels/cpu/isa.h"
+#include "operators/cpu/kernels/isa.h"
 #include "operators/model/causal_lm.h"
 #include "operators/model/generator.h"
 #include "placement/report.h"

@@ -1,12 +1,12 @@
 #pragma once
-// The CPU kernels' tunable settings (operators/kernels/cpu/kernel_options.h) as flags of run, chat,
+// The CPU kernels' tunable settings (operators/cpu/kernels/kernel_options.h) as flags of run, chat,
 // serve and the benches: --cpu_prefetch_bytes, --cpu_tile_block_rows, --cpu_panels_by_row; and
 // the benches' --ab_option, the same settings as NAME=VALUE assignments for an A/B in one process.
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "operators/kernels/cpu/kernel_options.h"
+#include "operators/cpu/kernels/kernel_options.h"
 
 namespace switchyard::cli {
 

@@ -17,13 +17,13 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "core/units.h"
-#include "operators/kernels/cpu/isa.h"
+#include "operators/cpu/kernels/isa.h"
 #include "placement/gpu_layers.h"
 #ifndef SWITCHYARD_HAVE_CUDA
 #define SWITCHYARD_HAVE_CUDA 0
 #endif
 #if SWITCHYARD_HAVE_CUDA
-#include "operators/kernels/cuda/device_context.h"
+#include "operators/cuda/kernels/device_context.h"
 #endif
 #include "placement/memory_estimate.h"
 

@@ -1,6 +1,6 @@
 #include "cli/version.h"
 
-#include "operators/kernels/cpu/isa.h"
+#include "operators/cpu/kernels/isa.h"
 
 // Set by cli/CMakeLists.txt: the project's version and the commit CMake last configured from
 // ("unknown" outside a git checkout).

@@ -3,14 +3,14 @@
 #   PREFIX/include/switchyard/{core,placement,text,operators}/...  the headers, at their source paths
 #   PREFIX/lib/libswitchyard_*.a                                    the libraries a program links
 #   PREFIX/lib/cmake/Switchyard/                                    find_package(Switchyard)
-# The package's targets are Switchyard::core, ::placement, ::text, ::operators, ::engine and, with
+# The package's targets are Switchyard::core, ::placement, ::text, ::ops, ::operators, ::engine and, with
 # the CUDA backend, ::cuda; cmake/SwitchyardConfig.cmake.in says what each one is.
 include(CMakePackageConfigHelpers)
 
 set(SWITCHYARD_PACKAGE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Switchyard)
 
 # serve and cli stay out: they are the command's, and bring an HTTP server and CLI11 with them.
-set(SWITCHYARD_EXPORTED_LIBRARIES switchyard_core switchyard_operators switchyard_placement switchyard_text switchyard_engine)
+set(SWITCHYARD_EXPORTED_LIBRARIES switchyard_core switchyard_ops switchyard_operators switchyard_placement switchyard_text switchyard_engine)
 if(SWITCHYARD_HAVE_CUDA)
   list(APPEND SWITCHYARD_EXPORTED_LIBRARIES switchyard_cuda)
 endif()
@@ -40,11 +40,7 @@ foreach(folder core placement text operators)
   list(APPEND SWITCHYARD_HEADERS ${headers})
 endforeach()
 if(NOT SWITCHYARD_HAVE_CUDA)
-  list(FILTER SWITCHYARD_HEADERS EXCLUDE REGEX "^operators/(kernels|measure)/cuda/")
-  foreach(source IN LISTS SWITCHYARD_ENGINE_CUDA_SOURCES)
-    string(REGEX REPLACE "\\.(cpp|cu)$" ".h" header "operators/${source}")
-    list(REMOVE_ITEM SWITCHYARD_HEADERS ${header})
-  endforeach()
+  list(FILTER SWITCHYARD_HEADERS EXCLUDE REGEX "^operators/cuda/")
 endif()
 foreach(header IN LISTS SWITCHYARD_HEADERS)
   get_filename_component(folder ${header} DIRECTORY)

@@ -3,10 +3,13 @@
 // Widening is exact. Narrowing rounds to nearest, ties to even, like torch's `.to(dtype)`, ggml's
 // FP32->FP16 conversion and the hardware instructions (vcvtps2ph, vcvtneps2bf16); NaN stays NaN
 // (quiet), overflow goes to inf. Core keeps them so that the weight formats (core/quant_formats.h)
-// can use them; operators/kernels/cpu/half.h re-exports them to the kernels.
+// can use them; operators/cpu/kernels/half.h re-exports them to the kernels.
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+
+#include "core/dtype.h"
 
 namespace switchyard {
 
@@ -47,6 +50,17 @@ inline std::uint16_t f32_to_f16(float value) {
   const std::uint32_t rebased = magnitude - 0x38000000u;
   const std::uint32_t round_to_even = 0xfffu + ((rebased >> 13) & 1u);
   return sign | static_cast<std::uint16_t>((rebased + round_to_even) >> 13);
+}
+
+// Converts `count` elements of `dtype` (f32, bf16 or f16) at `data` to f32.
+inline void widen_to_f32(DType dtype, const void* data, std::size_t count, float* out) {
+  for (std::size_t i = 0; i < count; ++i) {
+    switch (dtype) {
+      case DType::f32: out[i] = static_cast<const float*>(data)[i]; break;
+      case DType::bf16: out[i] = bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]); break;
+      default: out[i] = f16_to_f32(static_cast<const std::uint16_t*>(data)[i]); break;
+    }
+  }
 }
 
 }  // namespace switchyard

@@ -36,7 +36,7 @@ enum class AttentionKind {
 };
 
 // A MoE router's algorithm as data. The family fills it from the config (gate_scheme); the
-// operators turn it into operators/kernels/cpu/moe_gate.h's MoeGateConfig, whose comment gives each step.
+// operators turn it into operators/cpu/kernels/moe_gate.h's MoeGateConfig, whose comment gives each step.
 enum class RouterScoring { softmax, sigmoid };
 enum class GroupScoring { none, max, sum_of_top2 };  // a group's score when routing is group-limited
 struct GateScheme {

@@ -2,7 +2,7 @@
 // ggml's block-quantised weight formats, byte for byte as GGUF files store them. A row of `n`
 // weights is n / block_elements consecutive blocks (core/dtype.h gives both sizes); scales are
 // IEEE half floats (`std::uint16_t` bits here), all little-endian. These structs are the layout;
-// core/quant_formats.h decodes and encodes them, operators/kernels/cpu/ multiplies them.
+// core/quant_formats.h decodes and encodes them, operators/cpu/kernels/ multiplies them.
 // Below, w is a weight's index inside its block, q its unsigned quant, d and dmin the block's
 // half-float scales widened to f32; "sub-block s" is weights [16 s, 16 s + 16) or [32 s, 32 s + 32).
 //

@@ -1,7 +1,7 @@
 #pragma once
 // Shared libraries opened while a command runs, by the part that needs them, so that a command
 // which never reaches that part never loads them: cuBLAS is opened by the first GPU operator
-// (operators/kernels/cuda/cublas_on_demand.cpp), and `switchyard --help` or `check` load no CUDA library.
+// (operators/cuda/kernels/cublas_on_demand.cpp), and `switchyard --help` or `check` load no CUDA library.
 // Opened libraries stay loaded for the life of the process (nothing is unloaded at exit while a
 // static destructor might still call into them).
 #include <string>

@@ -28,7 +28,7 @@
 #include "core/diagnostics.h"
 #include "core/error.h"
 #include "core/model_description.h"
-#include "operators/model/build_context.h"
+#include "operators/ops/build_context.h"
 #include "operators/model/causal_lm.h"
 #include "operators/model/generator.h"
 #include "placement/check.h"

@@ -23,6 +23,13 @@
 #                                   every test on each, then both decode benches of every build in
 #                                   turn, ROUNDS times (default 3: one process's GPU side alone
 #                                   moves by up to ~5 us, docs/performance.md)
+#   scripts/gpu-machine.sh ab-trees DIR [build|bench]   another commit's source tree at DIR (sent beside
+#                                   this one, e.g. `git archive OLD | tar -x -C ab-old`) as "old" and
+#                                   this tree as "new": build both (build), then bench decode of
+#                                   14-layer V2-Lite-shaped GGUFs with each build in turn, ROUNDS times
+#                                   (default 2): Q4_K_M and Q8_0 hybrid, Q4_K_M all-GPU (bench). The
+#                                   builds stay in /tmp while the machine is warm; run the tests of
+#                                   "new" with `tests` first (its build-dev is the same tree)
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried), with
 # serve's HTTP library and what its pkg-config file requires:
 #   ../shared/device/fetch-build-deps.sh .device-deps libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 \
@@ -43,6 +50,38 @@ bench_line() {  # the lines of a bench decode log that an A/B compares, on one l
   grep -E 'STREAM triad|again|^decode:|-> decode|GPU side' "$1" | sed -E 's/ with [0-9]+ threads//; s/^prefill: .*again/prefill again/' |
     tr '\n' ' ' | tr -s ' ' | cut -c1-400
 }
+if [[ $what == ab-trees ]]; then
+  old=${2:?"ab-trees needs the old tree's directory"}
+  step=${3:-all}
+  if [[ $step == build || $step == all ]]; then
+    rm -rf /tmp/ab-old-src && cp -r "$old" /tmp/ab-old-src  # out of this tree: nothing here sees it
+    { cmake -S /tmp/ab-old-src -B /tmp/ab-build-old "${configure[@]}" -DSWITCHYARD_TESTS=OFF &&
+        cmake --build /tmp/ab-build-old -j16; } > "$out/build-old.log" 2>&1 || { tail -30 "$out/build-old.log"; exit 1; }
+    { cmake -S . -B /tmp/ab-build-new "${configure[@]}" -DSWITCHYARD_TESTS=OFF &&
+        cmake --build /tmp/ab-build-new -j16; } > "$out/build-new.log" 2>&1 || { tail -30 "$out/build-new.log"; exit 1; }
+    echo "built: $(date +%T)"
+  fi
+  [[ $step == build ]] && exit 0
+  mkdir -p $models
+  for dtype in q4_k_m q8_0; do
+    [[ -f $models/v2lite-14-$dtype/model.gguf ]] || /tmp/ab-build-new/switchyard make-model --preset deepseek-v2-lite \
+      --layers 14 --format gguf --dtype $dtype --seed 7 --out $models/v2lite-14-$dtype > "$out/make-model.log" 2>&1 ||
+      { tail -5 "$out/make-model.log"; exit 1; }
+  done
+  echo "models: $(date +%T)"
+  for round in $(seq "${ROUNDS:-2}"); do
+    for name in old new; do
+      for case in "q4_k_m DeepSeek-V2-Lite-Chat" "q8_0 DeepSeek-V2-Lite-Chat" "q4_k_m DeepSeek-V2-Lite-Chat-gpu"; do
+        read -r dtype profile <<< "$case"
+        timeout 100 "/tmp/ab-build-$name/switchyard" bench decode --gguf_path $models/v2lite-14-$dtype/model.gguf \
+          --optimize_config_path optimize_rules/$profile.yaml --cpu_infer 16 --profile_tokens 0 > "$out/ab.log" 2>&1
+        echo "round $round $name $dtype $profile: $(bench_line "$out/ab.log")"
+      done
+    done
+  done
+  rm -f "$out/ab.log"
+  exit 0
+fi
 if [[ $what == ab-builds ]]; then
   shift
   names=()

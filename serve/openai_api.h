@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "operators/kernels/cpu/sampling.h"
+#include "operators/cpu/kernels/sampling.h"
 #include "serve/text_result.h"
 
 namespace switchyard::serve {

@@ -1,6 +1,6 @@
 #pragma once
 // The double-precision attention reference and the error measure that the GPU attention tests
-// (operators/kernels/cuda/test_attention.cpp, test_mla_decode.cpp) share; test_attention.cpp's header
+// (operators/cuda/kernels/test_attention.cpp, test_mla_decode.cpp) share; test_attention.cpp's header
 // explains the tolerance.
 #include <doctest/doctest.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "operators/kernels/cpu/causal_attention.h"
+#include "operators/cpu/kernels/causal_attention.h"
 #include "tests/cuda_test_support.h"
 
 namespace switchyard::testing {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cuda/device_context.h"
+#include "operators/cpu/kernels/half.h"
+#include "operators/cuda/kernels/device_context.h"
 #include "tests/test_seed.h"
 
 namespace switchyard::testing {

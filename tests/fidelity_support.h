@@ -15,7 +15,7 @@
 #include "core/model_description.h"
 #include "core/safetensors.h"
 #include "operators/model/causal_lm.h"
-#include "operators/kernels/cpu/sampling.h"
+#include "operators/cpu/kernels/sampling.h"
 #include "placement/validate.h"
 #include "tests/test_support.h"
 
@@ -154,7 +154,7 @@ inline FidelityRun run_teacher_forced(CausalLM& model, const Reference& ref) {
 // transformers' context even where a near tie would turn the greedy choice). Tolerance
 // kBf16CacheTolerance relative to the logits' scale: a cached value moves by at most 2^-9
 // relative, which moves an attention output by at most ~2^-9 (1 + 2S) of its magnitude
-// (tests/operators/kernels/cpu/test_attention.cpp); through the layers of these tiny models the logits move by 1e-3
+// (tests/operators/cpu/kernels/test_attention.cpp); through the layers of these tiny models the logits move by 1e-3
 // to 2e-2 of their scale (measured on the CPU; median 2e-3 to 5e-3). Routing is not continuous:
 // where the rounding moves a router score across the top-k boundary other experts run, and that
 // step's logits jump (seen: one step of DeepSeek-V3's 32 at 0.26), the cache rows of that step

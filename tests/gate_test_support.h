@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "operators/kernels/cpu/moe_gate.h"
+#include "operators/cpu/kernels/moe_gate.h"
 #include "tests/gate_presets.h"
-#include "tests/operators/kernels/cpu/reference.h"
+#include "tests/operators/cpu/kernels/reference.h"
 
 namespace switchyard::gate_testing {
 
@@ -20,11 +20,11 @@ inline bool separated(std::vector<double> values, double gap) {
   return true;
 }
 
-inline bool well_separated(const cpu::MoeGateConfig& c, const float* logits) {
-  if (c.scoring == cpu::GateScoring::softmax && !c.score_correction_bias)
+inline bool well_separated(const switchyard::MoeGateConfig& c, const float* logits) {
+  if (c.scoring == switchyard::GateScoring::softmax && !c.score_correction_bias)
     return separated(std::vector<double>(logits, logits + c.n_experts), 1e-4);
   std::vector<double> choice(static_cast<std::size_t>(c.n_experts));
-  if (c.scoring == cpu::GateScoring::softmax) {
+  if (c.scoring == switchyard::GateScoring::softmax) {
     cpu::reference::softmax(logits, 1, c.n_experts, choice.data());
   } else {
     for (int e = 0; e < c.n_experts; ++e) choice[e] = 1 / (1 + std::exp(-static_cast<double>(logits[e])));
@@ -32,13 +32,13 @@ inline bool well_separated(const cpu::MoeGateConfig& c, const float* logits) {
   if (c.score_correction_bias)
     for (int e = 0; e < c.n_experts; ++e) choice[e] += c.score_correction_bias[e];
   if (!separated(choice, 1e-5)) return false;
-  if (c.group_score == cpu::GroupScore::none) return true;
+  if (c.group_score == switchyard::GroupScore::none) return true;
   const int size = c.n_experts / c.n_group;
   std::vector<double> group_scores;
   for (int g = 0; g < c.n_group; ++g) {
     std::vector<double> members(choice.begin() + g * size, choice.begin() + (g + 1) * size);
     std::sort(members.rbegin(), members.rend());
-    group_scores.push_back(c.group_score == cpu::GroupScore::max ? members[0] : members[0] + members[1]);
+    group_scores.push_back(c.group_score == switchyard::GroupScore::max ? members[0] : members[0] + members[1]);
   }
   return separated(group_scores, 1e-5);
 }
@@ -53,25 +53,25 @@ inline std::vector<float> biases(int count, float spread, std::mt19937& random) 
 
 struct GateCase {
   const char* name;
-  cpu::MoeGateConfig config;
+  switchyard::MoeGateConfig config;
   std::vector<float> bias;  // host copy; config.score_correction_bias points here
 };
 
 inline std::vector<GateCase> gate_cases(std::mt19937& random) {
   std::vector<GateCase> cases;
-  auto add = [&](const char* name, cpu::MoeGateConfig config, std::vector<float> bias = {}) {
+  auto add = [&](const char* name, switchyard::MoeGateConfig config, std::vector<float> bias = {}) {
     cases.push_back({name, config, std::move(bias)});
   };
   add("DeepSeek-V3 noaux_tc 256/8 groups/4 kept/top-8", gate_presets::deepseek_v3_gate(256, 8, 8, 4, nullptr, true, 2.5f),
       biases(256, 0.1f, random));
   add("DeepSeek-V3 noaux_tc unnormalised 64/4/2/top-6", gate_presets::deepseek_v3_gate(64, 6, 4, 2, nullptr, false, 1.5f),
       biases(64, 0.3f, random));
-  cpu::MoeGateConfig v3_inf = gate_presets::deepseek_v3_gate(512, 8, 16, 4, nullptr, true, 2.5f);
+  switchyard::MoeGateConfig v3_inf = gate_presets::deepseek_v3_gate(512, 8, 16, 4, nullptr, true, 2.5f);
   v3_inf.masked_choice = -INFINITY;
   add("DeepSeek-V3 512 experts, -inf mask", v3_inf, biases(512, 0.1f, random));
   add("DeepSeek-V2 greedy 64/top-6", gate_presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f));
   add("DeepSeek-V2 group_limited_greedy 160/8/3/top-6", gate_presets::deepseek_v2_gate(160, 6, 8, 3, 16.0f));
-  cpu::MoeGateConfig v2_remote = gate_presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
+  switchyard::MoeGateConfig v2_remote = gate_presets::deepseek_v2_gate(64, 6, 0, 0, 16.0f);
   v2_remote.normalize = true, v2_remote.normalize_epsilon = 1e-20f, v2_remote.scale_when_normalized = false;
   add("DeepSeek-V2 remote code, normalised", v2_remote);
   add("Qwen3-MoE 128/top-8 normalised", gate_presets::qwen3_moe_gate(128, 8, true));

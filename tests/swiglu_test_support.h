@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cuda/device_context.h"
+#include "operators/cpu/kernels/half.h"
+#include "operators/cuda/kernels/device_context.h"
 #include "tests/cuda_test_support.h"
 
 namespace switchyard::swiglu_testing {

@@ -127,7 +127,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.num_nextn_predict_layers = static_cast<int>(f.integer_or("num_nextn_predict_layers", 0, 0, 16));
 }
 
-// The routing the MoE gate runs (operators/kernels/cpu/moe_gate.h): V3 scores with a sigmoid and always
+// The routing the MoE gate runs (operators/cpu/kernels/moe_gate.h): V3 scores with a sigmoid and always
 // routes within groups (noaux_tc, a group scored by its two best experts); V2 scores with a
 // softmax, greedily or within groups (group_limited_greedy, a group scored by its best).
 void validate(const ModelConfig& c) {
@@ -164,7 +164,7 @@ bool is_moe_layer(const ModelConfig& c, int layer) {
   return layer >= c.first_k_dense_replace && layer % c.moe_layer_freq == 0;
 }
 
-// As transformers routes (operators/kernels/cpu/moe_gate.h gives the sources). V2's native router ignores
+// As transformers routes (operators/cpu/kernels/moe_gate.h gives the sources). V2's native router ignores
 // norm_topk_prob, and so does this scheme; DeepSeek's remote code normalises instead of scaling
 // when top_k > 1 and norm_topk_prob. Every released V2 checkpoint has norm_topk_prob false, where
 // the two agree.

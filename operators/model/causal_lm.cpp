@@ -9,18 +9,19 @@
 #include "core/error.h"
 #include "core/quant_formats.h"
 #include "core/units.h"
-#include "operators/blocks/activations.h"
+#include "operators/ops/activations.h"
 #include "operators/model/implementation_builders.h"
-#include "operators/kernels/cpu/half.h"
-#include "operators/kernels/cpu/sampling.h"
-#include "operators/runtime/device_tensor.h"
+#include "core/half_float.h"
+#include "operators/cpu/kernels/sampling.h"
+#include "operators/ops/device_tensor.h"
+#include "operators/ops/device_runtime.h"
 #if SWITCHYARD_HAVE_CUDA
-#include "operators/kernels/cuda/embedding.h"
-#include "operators/measure/cuda/timeline.h"
-#include "operators/model/decode_chain.h"
-#include "operators/model/decode_graph.h"
-#include "operators/model/gpu_logits.h"
-#include "operators/runtime/gpu_runtime.h"
+#include "operators/cuda/kernels/embedding.h"
+#include "operators/cuda/measure/timeline.h"
+#include "operators/cuda/decode_chain.h"
+#include "operators/cuda/decode_graph.h"
+#include "operators/cuda/gpu_logits.h"
+#include "operators/cuda/gpu_runtime.h"
 #endif
 
 namespace switchyard {
@@ -29,7 +30,7 @@ namespace switchyard {
 class DecodeChain {};  // no GPUs in this build
 class DecodeGraph {};
 class GpuLogits {};
-class DeviceRuntimes {};
+class DeviceRuntimes : public Accelerators {};  // never made: no GPU backend
 #endif
 
 namespace {
@@ -95,14 +96,15 @@ CausalLM::CausalLM(const BuildContext& build, CausalLMOptions options)
   lm_head_ = LinearOp(context, head, final_device_);
   if (options_.on_progress) options_.on_progress(total_bytes, total_bytes);
 #if SWITCHYARD_HAVE_CUDA
-  if (GpuRuntime* gpu = context.gpu(embed_device_)) {
+  if (GpuRuntime* gpu = as_gpu(context.gpu(embed_device_))) {
     auto table = std::make_shared<DeviceTensor>();
-    table->buffer = gpu->context().upload(embedding_.data(), embedding_.bytes(), "the token embedding table");
+    table->memory = std::make_unique<CudaMemory>(
+        gpu->context().upload(embedding_.data(), embedding_.bytes(), "the token embedding table"));
     table->dtype = embedding_.dtype();
     gpu->context().synchronize();
     device_embedding_ = table;
   }
-  if (GpuRuntime* gpu = context.gpu(final_device_)) gpu_logits_ = std::make_unique<GpuLogits>(*gpu, vocab_);
+  if (GpuRuntime* gpu = as_gpu(context.gpu(final_device_))) gpu_logits_ = std::make_unique<GpuLogits>(*gpu, vocab_);
   // One graph per decode step when the decoder stack and the head run on GPUs (the embedding may
   // be on the CPU: its row is the graph's input).
   std::set<Device> devices{final_device_};
@@ -240,7 +242,7 @@ void CausalLM::prepare(std::span<const std::int32_t> ids, std::int64_t position,
     if (is_block_quantized(row.dtype()))
       quant::dequantize_row(row.dtype(), row.data(), hidden + t * hidden_, hidden_);
     else
-      cpu::widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
+      widen_to_f32(row.dtype(), row.data(), static_cast<std::size_t>(hidden_), hidden + t * hidden_);
   }
 }
 
@@ -270,7 +272,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
   if (GpuRuntime* gpu = runtimes_->find(embed_device_)) {
     const CurrentDevice current(gpu);
     float* hidden = stream_->start(embed_device_, tokens);
-    cuda::embedding(gpu->ids(), tokens, device_embedding_->buffer.data(), device_embedding_->dtype, vocab_, hidden_,
+    cuda::embedding(gpu->ids(), tokens, device_embedding_->data(), device_embedding_->dtype, vocab_, hidden_,
                     hidden, gpu->stream());
   } else if (capturing_decode_) {  // the embedding on the CPU: its mapped table (DecodeChain), on the first layer's GPU
     GpuRuntime* first = &runtimes_->get(layers_.front()->attention_device());
@@ -292,7 +294,7 @@ void CausalLM::enqueue(std::span<const std::int32_t> ids, std::int64_t position,
 #if SWITCHYARD_HAVE_CUDA
   GpuRuntime* gpu = runtimes_->find(final_device_);
 #else
-  GpuRuntime* gpu = nullptr;
+  DeviceRuntime* gpu = nullptr;
 #endif
   const CurrentDevice current(gpu);
   Scratch normed(gpu, rows * hidden_, "the final norm's output");

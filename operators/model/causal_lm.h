@@ -6,11 +6,11 @@
 //
 // Devices: every operator runs where the plan puts it; the residual stream moves to each layer's
 // device where the plan's transfer_map says (and to a layer half's, where the halves differ:
-// operators/runtime/residual_stream.h). On GPUs, work is queued on each device's stream, and CPU
+// operators/model/residual_stream.h). On GPUs, work is queued on each device's stream, and CPU
 // experts under a GPU MoE block are served by the CPU worker while the GPUs work. When the decoder
 // stack and the head run on GPUs, one or several, a decode step is one CUDA graph (captured at the
 // first decode step, replayed after) including the CPU-expert hand-offs and the hand-overs
-// between GPUs (operators/model/decode_graph.h).
+// between GPUs (operators/cuda/decode_graph.h).
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,16 +19,18 @@
 #include <vector>
 
 #include "core/device_map.h"
-#include "operators/model/build_context.h"
+#include "operators/ops/build_context.h"
 #include "operators/model/decoder_layer.h"
-#include "operators/blocks/linear_op.h"
-#include "operators/runtime/residual_stream.h"
+#include "operators/ops/linear_op.h"
+#include "operators/model/residual_stream.h"
 
 namespace switchyard {
 
 class DecodeChain;
 class DecodeGraph;
+class DeviceRuntimes;
 class GpuLogits;
+class GpuRuntime;
 
 struct CausalLMOptions {
   bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU

@@ -1,11 +1,8 @@
 #include "operators/model/decoder_layer.h"
 
 #include "core/error.h"
-#include "operators/blocks/activations.h"
+#include "operators/ops/activations.h"
 #include "operators/model/implementation_builders.h"
-#if SWITCHYARD_HAVE_CUDA
-#include "operators/runtime/gpu_runtime.h"
-#endif
 
 namespace switchyard {
 

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "operators/blocks/attention_op.h"
-#include "operators/model/build_context.h"
-#include "operators/blocks/feed_forward_op.h"
-#include "operators/blocks/linear_op.h"
-#include "operators/runtime/residual_stream.h"
+#include "operators/ops/attention_op.h"
+#include "operators/ops/build_context.h"
+#include "operators/ops/feed_forward_op.h"
+#include "operators/ops/linear_op.h"
+#include "operators/model/residual_stream.h"
 
 namespace switchyard {
 
@@ -33,7 +33,7 @@ class DecoderLayer {
   std::int64_t hidden_size_;
   std::unique_ptr<AttentionOp> attention_;
   std::unique_ptr<FeedForwardOp> feed_forward_;
-  GpuRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;
+  DeviceRuntime *attention_gpu_ = nullptr, *feed_forward_gpu_ = nullptr;  // nullptr: the CPU
   NormOp input_norm_, post_attention_norm_;  // on their half's device
 };
 

@@ -9,7 +9,7 @@
 #include "core/trace.h"
 #include "operators/model/causal_lm.h"
 #include "operators/model/generation_stats.h"
-#include "operators/kernels/cpu/sampling.h"
+#include "operators/cpu/kernels/sampling.h"
 
 namespace switchyard {
 

@@ -1,13 +1,14 @@
 #pragma once
 // The builders of the implementations a rule can choose (placement/implementation.h): the model
 // asks the plan which implementation runs each attention and feed-forward block and builds it
-// here. There is no other choice by device or architecture: a block whose implementation has no
-// builder in this build (a GPU implementation without the CUDA backend) is an error naming it.
+// with the builder a backend registered for it (operators/ops/backend.h). There is no other choice
+// by device or architecture: a block whose implementation has no builder in this build (a GPU
+// implementation without the CUDA backend) is an error naming it.
 #include <memory>
 
-#include "operators/blocks/attention_op.h"
-#include "operators/model/build_context.h"
-#include "operators/blocks/feed_forward_op.h"
+#include "operators/ops/attention_op.h"
+#include "operators/ops/build_context.h"
+#include "operators/ops/feed_forward_op.h"
 
 namespace switchyard {
 

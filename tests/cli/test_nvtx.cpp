@@ -9,7 +9,7 @@
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
 #ifdef SWITCHYARD_HAVE_CUDA
-#include "operators/kernels/cuda/device_context.h"
+#include "operators/cuda/kernels/device_context.h"
 #endif
 
 using namespace switchyard::testing;

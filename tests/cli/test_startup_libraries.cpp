@@ -1,7 +1,7 @@
 // The weight-free commands pay nothing for CUDA: `switchyard --help`, `--version`, `check`, `split` and
 // `bench check` run without mapping cuBLAS, cuBLASLt, a shared CUDA runtime or the driver, in the
 // CUDA build too (the GPU operators open cuBLAS when they first need it:
-// operators/kernels/cuda/cublas_on_demand.h). The dynamic linker's own log (LD_DEBUG=libs) is the witness:
+// operators/cuda/kernels/cublas_on_demand.h). The dynamic linker's own log (LD_DEBUG=libs) is the witness:
 // it names every library it loads, at start-up and by dlopen.
 #include <filesystem>
 #include <string>

@@ -19,10 +19,10 @@
 #include "core/model_config.h"
 #include "core/module_tree.h"
 #include "tests/core_test_support.h"
-#include "operators/blocks/attention_op.h"
-#include "operators/kernels/cpu/moe_gate.h"
-#include "operators/kernels/cpu/rope.h"
-#include "operators/blocks/feed_forward_op.h"
+#include "operators/ops/attention_op.h"
+#include "operators/cpu/kernels/moe_gate.h"
+#include "operators/cpu/kernels/rope.h"
+#include "operators/ops/feed_forward_op.h"
 
 namespace sy = switchyard;
 using nlohmann::json;
@@ -347,7 +347,7 @@ TEST_CASE("core: config values that run would refuse or turn into NaN are refuse
     std::vector<const char*> problem;  // parts of the message after the field name
   };
   const std::vector<Case> cases = {
-      // The MoE gate's own checks (operators/kernels/cpu/moe_gate.cpp), which run met first as "internal error".
+      // The MoE gate's own checks (operators/cpu/kernels/moe_gate.cpp), which run met first as "internal error".
       {"tiny-deepseek-v3", "n_group", [](json& j) { j["n_group"] = j["n_routed_experts"]; }, {"at most n_routed_experts / 2 = 8"}},
       {"tiny-deepseek-v3", "topk_group", [](json& j) { j["n_group"] = 8; j["topk_group"] = 1; j["num_experts_per_tok"] = 3; },
        {"fewer than num_experts_per_tok = 3", "at least 2"}},
@@ -482,7 +482,7 @@ TEST_CASE("core: head widths are accepted exactly when the RoPE kernel rotates t
   INFO("seed " << rng.seed);
   const auto rope_rotates = [](std::int64_t dim) {
     try {
-      sy::cpu::rope_frequencies_default(static_cast<int>(dim), 10000.0);
+      switchyard::rope_frequencies_default(static_cast<int>(dim), 10000.0);
       return true;
     } catch (const std::invalid_argument&) {
       return false;
@@ -558,7 +558,7 @@ TEST_CASE("core: every float a config.json can hold is refused or gives finite R
     CHECK(eps > 0);
     CHECK(std::isfinite(static_cast<float>(c.routed_scaling_factor)));
     CHECK(c.routed_scaling_factor > 0);
-    const sy::cpu::RopeFrequencies f = sy::rope_frequencies(c, c.qk_rope_head_dim);
+    const switchyard::RopeFrequencies f = sy::rope_frequencies(c, c.qk_rope_head_dim);
     CHECK(std::isfinite(f.attention_factor));
     CHECK(f.attention_factor > 0);
     for (const float inv_freq : f.inv_freq) REQUIRE(std::isfinite(inv_freq));

@@ -15,8 +15,8 @@
 #include "core/module_tree.h"
 #include "tests/core_test_support.h"
 #include "tests/gate_presets.h"
-#include "operators/kernels/cpu/moe_gate.h"
-#include "operators/blocks/feed_forward_op.h"
+#include "operators/cpu/kernels/moe_gate.h"
+#include "operators/ops/feed_forward_op.h"
 
 namespace sy = switchyard;
 namespace presets = switchyard::gate_presets;
@@ -37,7 +37,7 @@ sy::ModelConfig tiny_config(const sy::ModelFamily& family) {
   return {};
 }
 
-void check_same_gate(const sy::cpu::MoeGateConfig& a, const sy::cpu::MoeGateConfig& b) {
+void check_same_gate(const switchyard::MoeGateConfig& a, const switchyard::MoeGateConfig& b) {
   CHECK(a.n_experts == b.n_experts);
   CHECK(a.top_k == b.top_k);
   CHECK(a.scoring == b.scoring);
@@ -54,7 +54,7 @@ void check_same_gate(const sy::cpu::MoeGateConfig& a, const sy::cpu::MoeGateConf
 }
 
 // Both configs route the same random logits to the same experts with the same weights.
-void check_same_routing(const sy::cpu::MoeGateConfig& a, const sy::cpu::MoeGateConfig& b,
+void check_same_routing(const switchyard::MoeGateConfig& a, const switchyard::MoeGateConfig& b,
                         sy::core_testing::SeededRng& rng) {
   constexpr std::int64_t kTokens = 7;
   std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -156,7 +156,7 @@ TEST_CASE("core: each family's gate scheme is the MoE gate's preset for its mode
   struct Case {
     const char* preset;
     std::function<void(sy::ModelConfig&)> change;
-    std::function<sy::cpu::MoeGateConfig(const sy::ModelConfig&)> expected;
+    std::function<switchyard::MoeGateConfig(const sy::ModelConfig&)> expected;
   };
   const std::vector<Case> cases = {
       {"tiny-deepseek-v3", [](sy::ModelConfig&) {},
@@ -189,8 +189,8 @@ TEST_CASE("core: each family's gate scheme is the MoE gate's preset for its mode
     INFO("preset " << test.preset);
     sy::ModelConfig c = sy::preset_model_config(test.preset);
     test.change(c);
-    const sy::cpu::MoeGateConfig expected = test.expected(c);
-    const sy::cpu::MoeGateConfig got = sy::gate_config(c, bias.data());
+    const switchyard::MoeGateConfig expected = test.expected(c);
+    const switchyard::MoeGateConfig got = sy::gate_config(c, bias.data());
     check_same_gate(got, expected);
     check_same_routing(got, expected, rng);
   }

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "operators/kernels/cpu/half.h"
+#include "operators/cpu/kernels/half.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view file(reinterpret_cast<const char*>(data), size);

@@ -8,8 +8,8 @@
 
 #include <cstddef>
 
-#include "operators/measure/cuda/bandwidth.h"
-#include "operators/measure/cuda/sm_clock.h"
+#include "operators/cuda/measure/bandwidth.h"
+#include "operators/cuda/measure/sm_clock.h"
 #include "tests/cuda_test_support.h"
 
 namespace cuda = switchyard::cuda;

@@ -3,7 +3,7 @@
 // the values the GGUF's blocks decode to (core/quant_formats.h), run with the same profile and an
 // f32 KV cache. What differs is only how the CPU multiplies: the integer path quantises each
 // token's activations to 8-bit blocks (Q8_0-style for the 32-weight types, Q8_K for the K types;
-// operators/kernels/cpu/quant_dot.h) and the panel path of the 32-weight types' prefill keeps f32
+// operators/cpu/kernels/quant_dot.h) and the panel path of the 32-weight types' prefill keeps f32
 // activations. So the prompt's logits of the 32-weight types match to float rounding, and the
 // rest within the activation quantisation's error, stated below. On a CPU with AMX or AVX512-BF16
 // the prefill's expert groups of 16 tokens or more round activations and weights to bf16 instead

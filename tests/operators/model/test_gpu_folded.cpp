@@ -21,7 +21,7 @@
 #include "tests/core_test_support.h"
 
 #ifdef SWITCHYARD_HAVE_CUDA
-#include "operators/kernels/cuda/device_context.h"
+#include "operators/cuda/kernels/device_context.h"
 #include "placement/split.h"
 #include "tests/cuda_test_support.h"
 #endif

@@ -17,7 +17,7 @@
 #include "core/error.h"
 
 #ifdef SWITCHYARD_HAVE_CUDA
-#include "operators/kernels/cuda/device_context.h"
+#include "operators/cuda/kernels/device_context.h"
 #include "placement/split.h"
 #include "tests/cuda_test_support.h"
 #endif

@@ -1,0 +1,17 @@
+#include "operators/ops/backend.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace switchyard {
+
+std::unique_ptr<ExpertsWork> build_host_experts(const BuildContext& context, const Module& experts) {
+  const HostExpertsBuilder build = find_builder(&Backend::host_experts, Implementation::experts_cpu);
+  if (build == nullptr)
+    throw InputError("this build of Switchyard cannot hold " + std::string(experts.name) + " in host memory (" +
+                     implementation_name(Implementation::experts_cpu) + ")");
+  return build(context, experts);
+}
+
+}  // namespace switchyard
