@@ -27,9 +27,9 @@
 #                                   this one, e.g. `git archive OLD | tar -x -C ab-old`) as "old" and
 #                                   this tree as "new": build both (build), then bench decode of
 #                                   14-layer V2-Lite-shaped GGUFs with each build in turn, ROUNDS times
-#                                   (default 2): Q4_K_M and Q8_0 hybrid, Q4_K_M all-GPU (bench). The
-#                                   builds stay in /tmp while the machine is warm; run the tests of
-#                                   "new" with `tests` first (its build-dev is the same tree)
+#                                   (default 2): Q4_K_M and Q8_0 hybrid, Q4_K_M all-GPU (bench). "new"
+#                                   is build-dev, so `tests` first builds it and runs its tests; the
+#                                   builds stay while the machine is warm
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried), with
 # serve's HTTP library and what its pkg-config file requires:
 #   ../shared/device/fetch-build-deps.sh .device-deps libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 \
@@ -57,14 +57,15 @@ if [[ $what == ab-trees ]]; then
     rm -rf /tmp/ab-old-src && cp -r "$old" /tmp/ab-old-src  # out of this tree: nothing here sees it
     { cmake -S /tmp/ab-old-src -B /tmp/ab-build-old "${configure[@]}" -DSWITCHYARD_TESTS=OFF &&
         cmake --build /tmp/ab-build-old -j16; } > "$out/build-old.log" 2>&1 || { tail -30 "$out/build-old.log"; exit 1; }
-    { cmake -S . -B /tmp/ab-build-new "${configure[@]}" -DSWITCHYARD_TESTS=OFF &&
-        cmake --build /tmp/ab-build-new -j16; } > "$out/build-new.log" 2>&1 || { tail -30 "$out/build-new.log"; exit 1; }
+    # "new" is build-dev, the build that `tests` made (nothing to do when it ran first).
+    { cmake -S . -B build-dev "${configure[@]}" && cmake --build build-dev -j16; } > "$out/build-new.log" 2>&1 ||
+      { tail -30 "$out/build-new.log"; exit 1; }
     echo "built: $(date +%T)"
   fi
   [[ $step == build ]] && exit 0
   mkdir -p $models
   for dtype in q4_k_m q8_0; do
-    [[ -f $models/v2lite-14-$dtype/model.gguf ]] || /tmp/ab-build-new/switchyard make-model --preset deepseek-v2-lite \
+    [[ -f $models/v2lite-14-$dtype/model.gguf ]] || ./build-dev/switchyard make-model --preset deepseek-v2-lite \
       --layers 14 --format gguf --dtype $dtype --seed 7 --out $models/v2lite-14-$dtype > "$out/make-model.log" 2>&1 ||
       { tail -5 "$out/make-model.log"; exit 1; }
   done
@@ -73,7 +74,9 @@ if [[ $what == ab-trees ]]; then
     for name in old new; do
       for case in "q4_k_m DeepSeek-V2-Lite-Chat" "q8_0 DeepSeek-V2-Lite-Chat" "q4_k_m DeepSeek-V2-Lite-Chat-gpu"; do
         read -r dtype profile <<< "$case"
-        timeout 100 "/tmp/ab-build-$name/switchyard" bench decode --gguf_path $models/v2lite-14-$dtype/model.gguf \
+        binary=/tmp/ab-build-old/switchyard
+        [[ $name == new ]] && binary=./build-dev/switchyard
+        timeout 100 $binary bench decode --gguf_path $models/v2lite-14-$dtype/model.gguf \
           --optimize_config_path optimize_rules/$profile.yaml --cpu_infer 16 --profile_tokens 0 > "$out/ab.log" 2>&1
         echo "round $round $name $dtype $profile: $(bench_line "$out/ab.log")"
       done
