@@ -207,7 +207,7 @@ TEST_CASE("cuda attention: bad sizes throw std::invalid_argument before touching
   // Never dereferenced: every call below throws before launching anything.
   const std::int32_t dummy = 0;
   const std::int32_t* position = &dummy;
-  const auto half = cuda::RopeLayout::half_split;
+  const auto half = switchyard::RopeLayout::half_split;
   using std::invalid_argument;
   // gqa_attention(q, tokens, heads, qk, v, k, v, cache dtype, kv_heads, position, max_context, scale, out, ws,
   //               stream)
@@ -618,7 +618,7 @@ TEST_CASE("cuda attention: a captured decode step replays at a new position (rop
       const std::size_t workspace_bytes = cuda::gqa_attention_workspace_bytes(1, s.heads, s.v_dim, max_context);
       REQUIRE(workspace_bytes > 0);  // the graph holds the combine kernel too
       cuda::DeviceBuffer workspace = workspace_for(context, workspace_bytes);
-      const auto layout = cuda::RopeLayout::half_split;
+      const auto layout = switchyard::RopeLayout::half_split;
       const int rope_dim = static_cast<int>(s.qk_dim);
       const auto* position = position_device.as<std::int32_t>();
 

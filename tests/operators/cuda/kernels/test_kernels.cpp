@@ -110,7 +110,7 @@ TEST_CASE("cuda: moe_gate refuses bad configs before touching the GPU") {
                   std::invalid_argument);
   CHECK_THROWS_AS(cuda::rms_norm(nullptr, 1, 1, nullptr, sy::DType::f16, 1e-6f, nullptr, nullptr),
                   std::invalid_argument);
-  CHECK_THROWS_AS(cuda::apply_rope(nullptr, 1, 1, 8, 8, 7, nullptr, nullptr, cuda::RopeLayout::half_split, nullptr),
+  CHECK_THROWS_AS(cuda::apply_rope(nullptr, 1, 1, 8, 8, 7, nullptr, nullptr, switchyard::RopeLayout::half_split, nullptr),
                   std::invalid_argument);
 }
 

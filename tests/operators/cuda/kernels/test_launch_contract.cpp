@@ -96,11 +96,11 @@ bool calls_any(const std::string& body, const std::vector<std::string>& names) {
 
 TEST_CASE("launch contract: every CUDA kernel waits for the previous grid, every launch goes through launch_kernel") {
   // The kernels and the GPU measuring aids (whose kernels run in the same chain).
-  const std::filesystem::path directory = switchyard::testing::source_path("operators/kernels/cuda");
+  const std::filesystem::path directory = switchyard::testing::source_path("operators/cuda/kernels");
   const std::vector<std::string> waiting = waiting_device_functions(directory);
   CHECK(std::find(waiting.begin(), waiting.end(), "swiglu_rows") != waiting.end());
   std::vector<std::filesystem::path> sources;
-  for (const char* folder : {"operators/kernels/cuda", "operators/measure/cuda"})
+  for (const char* folder : {"operators/cuda/kernels", "operators/cuda/measure"})
     for (const auto& entry : std::filesystem::directory_iterator(switchyard::testing::source_path(folder)))
       sources.push_back(entry.path());
   int files = 0, kernels = 0;
