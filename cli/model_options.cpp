@@ -254,7 +254,10 @@ CheckOptions ModelOptions::to_check_options() const {
   options.model.gguf_path = gguf_path;
   options.model.weight_dtype = weight_dtype;
   options.profile = profile;
-  options.quick_rules = QuickRuleFlags{override_tensor, cpu_moe, n_cpu_moe, {}, {}};
+  options.quick_rules = QuickRuleFlags{};
+  options.quick_rules.override_tensor = override_tensor;
+  options.quick_rules.cpu_moe = cpu_moe;
+  options.quick_rules.n_cpu_moe = n_cpu_moe;
   options.quick_rules.layers.n_gpu_layers = n_gpu_layers;
   if (tensor_split) options.quick_rules.layers.tensor_split = parse_tensor_split(*tensor_split);
   if (main_gpu && *main_gpu >= kMaxCudaDevices)

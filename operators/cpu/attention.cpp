@@ -106,22 +106,9 @@ void MlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t pos
   o_.forward(attn.data(), tokens, out);
 }
 
-GqaAttention::GqaAttention(const BuildContext& context, const Module& self_attn) : max_context_(context.max_context) {
-  const ModelConfig& c = context.tree.config();
-  heads_ = c.num_attention_heads;
-  kv_heads_ = c.num_key_value_heads;
-  head_dim_ = c.head_dim;
-  rope_dim_ = c.rope_dim();
-  q_ = LinearOp(context, context.child(self_attn, "q_proj"));
-  k_ = LinearOp(context, context.child(self_attn, "k_proj"));
-  v_ = LinearOp(context, context.child(self_attn, "v_proj"));
-  o_ = LinearOp(context, context.child(self_attn, "o_proj"));
-  if (c.qk_norm) {
-    q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), static_cast<float>(c.rms_norm_eps));
-    k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), static_cast<float>(c.rms_norm_eps));
-  }
-  frequencies_ = rope_frequencies(c, rope_dim_);
-  scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
+GqaAttention::GqaAttention(const BuildContext& context, const Module& self_attn)
+    : GqaProjections(context, self_attn), max_context_(context.max_context) {
+  frequencies_ = rope_frequencies(context.tree.config(), rope_dim_);
   const KvCacheLayout cache = context.kv_cache();
   k_cache_ = cpu::CacheRows(cache, 0);
   v_cache_ = cpu::CacheRows(cache, 1);

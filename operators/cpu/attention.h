@@ -24,22 +24,15 @@ class MlaAttention final : public AttentionOp, private MlaProjections {
   std::int64_t max_context_;
 };
 
-// Grouped-query attention, with what the config asks for: biases on q/k/v (attention_bias), a
-// per-head RMSNorm of queries and keys before RoPE (qk_norm: Qwen3-MoE, GLM-4.5), RoPE over the
-// first rope_dim of each head's head_dim (GLM: half). The cache holds rotated keys and values,
-// [max_context, kv_heads, head_dim] each, f32 or bf16.
-class GqaAttention final : public AttentionOp {
+// GQA on the CPU. The cache holds rotated keys and values, [max_context, kv_heads, head_dim] each,
+// f32 or bf16.
+class GqaAttention final : public AttentionOp, private GqaProjections {
  public:
   GqaAttention(const BuildContext& context, const Module& self_attn);
   void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
   std::size_t cache_bytes() const override { return k_cache_.bytes() + v_cache_.bytes(); }
 
  private:
-  std::int64_t heads_, kv_heads_, head_dim_;
-  int rope_dim_;  // the dimensions RoPE turns at the start of each head, <= head_dim_
-  float scale_;
-  LinearOp q_, k_, v_, o_;
-  std::unique_ptr<NormOp> q_norm_, k_norm_;
   RopeFrequencies frequencies_;  // [rope_dim_ / 2]
   cpu::CacheRows k_cache_, v_cache_;
   std::int64_t max_context_;

@@ -288,23 +288,10 @@ void GpuMlaAttention::forward(const float* x, std::int64_t tokens, std::int64_t 
 }
 
 GpuGqaAttention::GpuGqaAttention(const BuildContext& context, const Module& self_attn)
-    : gpu_(as_gpu(context.gpu(context.device_of(self_attn)))), max_context_(context.max_context) {
-  const ModelConfig& c = context.tree.config();
-  heads_ = c.num_attention_heads;
-  kv_heads_ = c.num_key_value_heads;
-  head_dim_ = c.head_dim;
-  rope_dim_ = c.rope_dim();
-  q_ = LinearOp(context, context.child(self_attn, "q_proj"));
-  k_ = LinearOp(context, context.child(self_attn, "k_proj"));
-  v_ = LinearOp(context, context.child(self_attn, "v_proj"));
-  o_ = LinearOp(context, context.child(self_attn, "o_proj"));
-  if (c.qk_norm) {
-    const float eps = static_cast<float>(c.rms_norm_eps);
-    q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), eps);
-    k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), eps);
-  }
-  scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
-  rope_tables_ = &gpu_->rope_tables(rope_frequencies(c, rope_dim_), max_context_);
+    : GqaProjections(context, self_attn),
+      gpu_(as_gpu(context.gpu(context.device_of(self_attn)))),
+      max_context_(context.max_context) {
+  rope_tables_ = &gpu_->rope_tables(rope_frequencies(context.tree.config(), rope_dim_), max_context_);
   const std::string where = " of " + std::string(self_attn.name);
   const KvCacheLayout cache = context.kv_cache();
   cache_dtype_ = cache.dtype;

@@ -51,7 +51,7 @@ class GpuMlaAttention final : public AttentionOp, private MlaProjections {
   std::int32_t* decode_counters_ = nullptr;  // for cuda::mla_decode_attention, or null (not used)
 };
 
-class GpuGqaAttention final : public AttentionOp {
+class GpuGqaAttention final : public AttentionOp, private GqaProjections {
  public:
   GpuGqaAttention(const BuildContext& context, const Module& self_attn);
   void forward(const float* x, std::int64_t tokens, std::int64_t position, float* out) override;
@@ -60,11 +60,7 @@ class GpuGqaAttention final : public AttentionOp {
 
  private:
   GpuRuntime* gpu_;
-  std::int64_t heads_, kv_heads_, head_dim_, max_context_;
-  int rope_dim_;  // the dimensions RoPE turns at the start of each head, <= head_dim_
-  float scale_;
-  LinearOp q_, k_, v_, o_;
-  std::unique_ptr<NormOp> q_norm_, k_norm_;
+  std::int64_t max_context_;
   const GpuRuntime::RopeTables* rope_tables_;
   cuda::DeviceBuffer k_cache_, v_cache_;  // [max_context, kv_heads, head_dim] of cache_dtype_
   DType cache_dtype_ = DType::f32;

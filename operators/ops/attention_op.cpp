@@ -65,4 +65,22 @@ MlaProjections::MlaProjections(const BuildContext& context, const Module& self_a
   scale_ = mla_softmax_scale(c);
 }
 
+GqaProjections::GqaProjections(const BuildContext& context, const Module& self_attn) {
+  const ModelConfig& c = context.tree.config();
+  heads_ = c.num_attention_heads;
+  kv_heads_ = c.num_key_value_heads;
+  head_dim_ = c.head_dim;
+  rope_dim_ = c.rope_dim();
+  q_ = LinearOp(context, context.child(self_attn, "q_proj"));
+  k_ = LinearOp(context, context.child(self_attn, "k_proj"));
+  v_ = LinearOp(context, context.child(self_attn, "v_proj"));
+  o_ = LinearOp(context, context.child(self_attn, "o_proj"));
+  if (c.qk_norm) {
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    q_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "q_norm"), eps);
+    k_norm_ = std::make_unique<NormOp>(context, context.child(self_attn, "k_norm"), eps);
+  }
+  scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
+}
+
 }  // namespace switchyard

@@ -41,6 +41,21 @@ class MlaProjections {
   NormOp q_a_norm_, kv_a_norm_;
 };
 
+// Grouped-query attention, with what the config asks for: biases on q/k/v (attention_bias), a
+// per-head RMSNorm of queries and keys before RoPE (qk_norm: Qwen3-MoE, GLM-4.5), RoPE over the
+// first rope_dim of each head's head_dim (GLM: half). What the CPU and GPU GQA operators share: the
+// sizes, the softmax scale and the projections and norms, each on the device the plan gives it.
+class GqaProjections {
+ protected:
+  GqaProjections(const BuildContext& context, const Module& self_attn);
+
+  std::int64_t heads_, kv_heads_, head_dim_;
+  int rope_dim_;  // the dimensions RoPE turns at the start of each head, <= head_dim_
+  float scale_;
+  LinearOp q_, k_, v_, o_;
+  std::unique_ptr<NormOp> q_norm_, k_norm_;  // with qk_norm
+};
+
 // RoPE frequencies of the model (default or YaRN); InputError for other scalings.
 RopeFrequencies rope_frequencies(const ModelConfig& config, int rope_dim);
 // DeepSeek MLA's softmax scale: 1/sqrt(nope + rope), times YaRN's mscale(factor, mscale_all_dim)^2.
