@@ -31,15 +31,20 @@
 #                                   is build-dev, so `tests` first builds it and runs its tests; the
 #                                   builds stay while the machine is warm
 # Needs the Debian packages of ../shared/device/fetch-build-deps.sh in .device-deps (carried), with
-# serve's HTTP library and what its pkg-config file requires:
+# serve's HTTP library and what its pkg-config file requires, and ICU and libedit (the tokenizers'
+# Unicode normalizers and chat's line editing, which tests expect):
 #   ../shared/device/fetch-build-deps.sh .device-deps libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 \
-#     zlib1g-dev libbrotli-dev libbrotli1
+#     zlib1g-dev libbrotli-dev libbrotli1 libicu-dev libicu72 libedit-dev libedit2 libbsd0 libmd0
+# and .tokenizers (scripts/fetch-tokenizers.sh) carried beside it.
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/switchyard-out}
 mkdir -p "$out"
 for f in .device-deps/*.deb; do dpkg -x "$f" /opt/deps; done
 export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
+# The packages' libraries at run time: the run paths that CMake writes reach the libraries linked,
+# not what they load in turn (ICU's libicuuc loads libicudata).
+export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr -DCMAKE_CUDA_ARCHITECTURES=90)
 models=/tmp/switchyard-models
 v2_lite() {  # the deepseek-v2-lite checkpoint that the benches read, made once per machine ($1: the binary)
