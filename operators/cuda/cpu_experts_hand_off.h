@@ -12,7 +12,7 @@
 // graph.
 //
 // The flags are host-mapped memory written and awaited by stream memory operations
-// (kernels/cuda/host_flag.h), so the whole sequence can live in a CUDA graph; the pinned buffers are
+// (cuda/kernels/host_flag.h), so the whole sequence can live in a CUDA graph; the pinned buffers are
 // static and mapped into the device, so one small kernel writes the inputs and one reads the result
 // (no copy-engine round trips). submit() and collect() queue the stream's side and return at once; the host's side of
 // each layer is a Job that DeviceRuntimes::serve runs in order while the GPU works.

@@ -2,7 +2,7 @@
 // The MoE block on a GPU (KDeepseekV3MoE, KQwen3MoeSparseMoeBlock, ... on cuda:N): the router and
 // its top-k run on the GPU; the routed experts run where the profile puts them for the phase
 // (generate_device in decode, prefill_device in prefill):
-//   - on the same GPU: one grouped computation over all selected experts (kernels/cuda/routed_experts.h),
+//   - on the same GPU: one grouped computation over all selected experts (cuda/kernels/routed_experts.h),
 //     the layer's experts resident in device memory;
 //   - on the CPU: handed off through pinned memory (cpu_experts_hand_off.h) while the GPU computes
 //     the shared experts, then added.
