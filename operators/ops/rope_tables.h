@@ -25,11 +25,12 @@
 #include <optional>
 #include <vector>
 
+#include "core/config_fields.h"
+
 namespace switchyard {
 
-// The longest rotated part of a head the kernels take.
-inline constexpr int kMaxRopeDim = 1024;
-// std::invalid_argument unless rope_dim is even and in [2, kMaxRopeDim].
+// std::invalid_argument unless rope_dim is even and in [2, kMaxRopeDim] (core/config_fields.h: the
+// most a config may ask for, which every backend's RoPE kernels take).
 void check_rope_dim(int rope_dim);
 
 struct RopeFrequencies {
