@@ -122,7 +122,7 @@ GpuMoeOp::~GpuMoeOp() = default;
 void GpuMoeOp::forward(const float* x, std::int64_t tokens, float* out) {
   const PendingDelta left = forward_deferred(x, tokens, out);
   if (left.host == nullptr) return;  // `out` holds it all
-  const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
+  const WorkScope scope(gpu_, tracer_, Region::cpuinfer_sync, layer_);
   gpu_->hand_off(layers_, hidden_, gate_.top_k).collect(layer_, out, tokens, left.device);
 }
 
@@ -152,7 +152,7 @@ PendingDelta GpuMoeOp::forward_deferred(const float* x, std::int64_t tokens, flo
   std::unique_ptr<Scratch> shared_h;
   bool side_ran = false;
   {
-    const GpuScope scope(*gpu_, tracer_, Region::moe_gate, layer_);
+    const WorkScope scope(gpu_, tracer_, Region::moe_gate, layer_);
     const auto* router = static_cast<const float*>(router_.device_weight());
     if (tokens == 1 && router_counter_ != nullptr && cuda::router_gate_supports(hidden_, router, x)) {
       cuda::SideSwiglu side;
@@ -172,20 +172,20 @@ PendingDelta GpuMoeOp::forward_deferred(const float* x, std::int64_t tokens, flo
   // The shared experts' work the router's launch did not do.
   auto rest_of_shared = [&] {
     if (!shared_) return;
-    const GpuScope scope(*gpu_, tracer_, Region::shared_experts, layer_);
+    const WorkScope scope(gpu_, tracer_, Region::shared_experts, layer_);
     if (side_ran) shared_->down_proj().forward(*shared_h, tokens, shared_out);
     else shared_->forward(x, tokens, shared_out);
   };
   if (hand_off != nullptr) {
     {
-      const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_submit, layer_);
+      const WorkScope scope(gpu_, tracer_, Region::cpuinfer_submit, layer_);
       gpu_->runtimes().enqueue(
           one_token_to_cpu ? hand_off->job(layer_, tokens, *cpu_experts_, tracer_)
                            : hand_off->submit(layer_, x, ids.as<std::int32_t>(), weights, tokens, *cpu_experts_, tracer_));
     }
     rest_of_shared();  // on the GPU while the CPU computes the routed experts
     if (one_token_to_cpu) return hand_off->pending(layer_, shared_out);
-    const GpuScope scope(*gpu_, tracer_, Region::cpuinfer_sync, layer_);
+    const WorkScope scope(gpu_, tracer_, Region::cpuinfer_sync, layer_);
     hand_off->collect(layer_, out, tokens, shared_out);
     return PendingDelta{out};
   }
@@ -196,7 +196,7 @@ PendingDelta GpuMoeOp::forward_deferred(const float* x, std::int64_t tokens, flo
     if (!cuda::routed_experts_uses_decode_path(tokens, top_k) &&
         !cuda::routed_experts_prefill_is_grouped(gpu_experts_->stack))
       gpu_->runtimes().serve();
-    const GpuScope scope(*gpu_, tracer_, Region::routed_experts, layer_);
+    const WorkScope scope(gpu_, tracer_, Region::routed_experts, layer_);
     const std::size_t bytes = cuda::routed_experts_workspace_bytes(gpu_experts_->stack, tokens, top_k);
     cuda::DeviceBuffer workspace = gpu_->context().allocate(bytes, "the routed experts' workspace");
     cuda::routed_experts(gpu_->context(), gpu_experts_->stack, x, tokens, ids.as<std::int32_t>(), weights, top_k, out,

@@ -352,20 +352,4 @@ void DeviceRuntimes::synchronize() {
   serve();
 }
 
-GpuScope::GpuScope(GpuRuntime& gpu, Tracer* tracer, Region region, int layer)
-    : nvtx_(tracer, region, layer, /*host_timed=*/false) {
-  if (tracer == nullptr || !tracer->profiling()) return;
-  gpu_ = &gpu;
-  mark_ = gpu.timer().begin(gpu.stream(), region, layer);
-}
-
-GpuScope::~GpuScope() {
-  if (gpu_ == nullptr) return;
-  try {
-    gpu_->timer().end(gpu_->stream(), mark_);
-  } catch (...) {
-    // A failed event record only loses a profile mark; the stream's error surfaces at its sync.
-  }
-}
-
 }  // namespace switchyard

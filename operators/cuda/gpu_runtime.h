@@ -240,19 +240,4 @@ class PinnedMemory final : public DeviceAllocation {
   cuda::PinnedBuffer buffer_;
 };
 
-// A region of GPU work: the NVTX range around its launches and, when profiling, CUDA events
-// around the work itself on the runtime's timer.
-class GpuScope {
- public:
-  GpuScope(GpuRuntime& gpu, Tracer* tracer, Region region, int layer);
-  ~GpuScope();
-  GpuScope(const GpuScope&) = delete;
-  GpuScope& operator=(const GpuScope&) = delete;
-
- private:
-  Tracer::Scope nvtx_;
-  GpuRuntime* gpu_ = nullptr;
-  int mark_ = -1;
-};
-
 }  // namespace switchyard
