@@ -23,6 +23,7 @@
 #include "operators/cpu/kernels/sampling.h"
 #include "placement/memory_estimate.h"
 #include "placement/report.h"
+#include "switchyard_config.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/measure/bandwidth.h"
 #include "operators/cuda/measure/leave_out.h"

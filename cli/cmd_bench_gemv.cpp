@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "switchyard_config.h"
 
 #if SWITCHYARD_HAVE_CUDA
 #include "core/quant_formats.h"

@@ -19,9 +19,7 @@
 #include "core/units.h"
 #include "operators/cpu/kernels/isa.h"
 #include "placement/gpu_layers.h"
-#ifndef SWITCHYARD_HAVE_CUDA
-#define SWITCHYARD_HAVE_CUDA 0
-#endif
+#include "switchyard_config.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/kernels/device_context.h"
 #endif

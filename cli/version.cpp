@@ -1,6 +1,7 @@
 #include "cli/version.h"
 
 #include "operators/cpu/kernels/isa.h"
+#include "switchyard_config.h"
 
 // Set by cli/CMakeLists.txt: the project's version and the commit CMake last configured from
 // ("unknown" outside a git checkout).
@@ -9,9 +10,6 @@
 #endif
 #ifndef SWITCHYARD_GIT_COMMIT
 #define SWITCHYARD_GIT_COMMIT "unknown"
-#endif
-#ifndef SWITCHYARD_HAVE_CUDA
-#define SWITCHYARD_HAVE_CUDA 0
 #endif
 
 namespace switchyard::cli {

@@ -1,6 +1,6 @@
 # SWITCHYARD_CUDA=AUTO builds the CUDA backend when a CUDA compiler is found (no GPU is needed to
-# compile), ON requires it, OFF skips it. SWITCHYARD_HAVE_CUDA is the outcome.
-set(SWITCHYARD_HAVE_CUDA OFF)
+# compile), ON requires it, OFF skips it. SWITCHYARD_CUDA_BACKEND is the outcome.
+set(SWITCHYARD_CUDA_BACKEND OFF)
 if(NOT SWITCHYARD_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -22,9 +22,18 @@ if(NOT SWITCHYARD_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
-    set(SWITCHYARD_HAVE_CUDA ON)
+    set(SWITCHYARD_CUDA_BACKEND ON)
   elseif(SWITCHYARD_CUDA STREQUAL "ON")
     message(FATAL_ERROR "SWITCHYARD_CUDA=ON but no CUDA compiler was found")
   endif()
 endif()
-message(STATUS "Switchyard CUDA backend: ${SWITCHYARD_HAVE_CUDA}")
+message(STATUS "Switchyard CUDA backend: ${SWITCHYARD_CUDA_BACKEND}")
+
+# The build's config header, switchyard_config.h, in the build tree's generated/ (on the engine's
+# include path) and installed beside the headers.
+if(SWITCHYARD_CUDA_BACKEND)
+  set(SWITCHYARD_CUDA_BACKEND_01 1)
+else()
+  set(SWITCHYARD_CUDA_BACKEND_01 0)
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/switchyard_config.h.in ${PROJECT_BINARY_DIR}/generated/switchyard_config.h @ONLY)

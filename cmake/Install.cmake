@@ -11,7 +11,7 @@ set(SWITCHYARD_PACKAGE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Switchyard)
 
 # serve and cli stay out: they are the command's, and bring an HTTP server and CLI11 with them.
 set(SWITCHYARD_EXPORTED_LIBRARIES switchyard_core switchyard_ops switchyard_operators switchyard_placement switchyard_text switchyard_engine)
-if(SWITCHYARD_HAVE_CUDA)
+if(SWITCHYARD_CUDA_BACKEND)
   list(APPEND SWITCHYARD_EXPORTED_LIBRARIES switchyard_cuda)
 endif()
 foreach(library IN LISTS SWITCHYARD_EXPORTED_LIBRARIES)
@@ -39,17 +39,18 @@ foreach(folder core placement text operators)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.h)
   list(APPEND SWITCHYARD_HEADERS ${headers})
 endforeach()
-if(NOT SWITCHYARD_HAVE_CUDA)
+if(NOT SWITCHYARD_CUDA_BACKEND)
   list(FILTER SWITCHYARD_HEADERS EXCLUDE REGEX "^operators/cuda/")
 endif()
 foreach(header IN LISTS SWITCHYARD_HEADERS)
   get_filename_component(folder ${header} DIRECTORY)
   install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard/${folder})
 endforeach()
+install(FILES ${PROJECT_BINARY_DIR}/generated/switchyard_config.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard)
 
 # The package: SwitchyardConfig.cmake finds the libraries' own dependencies again, then imports the
 # targets. Before 1.0 a minor release may change the API, so only the same minor version matches.
-if(SWITCHYARD_HAVE_CUDA)
+if(SWITCHYARD_CUDA_BACKEND)
   get_filename_component(SWITCHYARD_CUDA_TOOLKIT_ROOT ${CUDAToolkit_BIN_DIR} DIRECTORY)
 endif()
 configure_package_config_file(cmake/SwitchyardConfig.cmake.in ${PROJECT_BINARY_DIR}/SwitchyardConfig.cmake

@@ -2,6 +2,7 @@
 // GPU MoE block leaves on the CPU come from the CPU backend (build_host_experts).
 #include "operators/cuda/gpu_attention_op.h"
 #include "operators/cuda/gpu_moe_op.h"
+#include "operators/cuda/gpu_runtime.h"
 #include "operators/ops/backend.h"
 #include "operators/ops/mlp_op.h"
 
@@ -22,10 +23,14 @@ constexpr Implementation kParts[] = {Implementation::linear_gpu,  Implementation
                                      Implementation::rms_norm_gpu, Implementation::gate_gpu,
                                      Implementation::experts_gpu, Implementation::experts_gpu_quant};
 
+std::unique_ptr<Accelerators> make_runtimes(std::int64_t max_tokens, const DeviceMap& map) {
+  return std::make_unique<DeviceRuntimes>(max_tokens, map);
+}
+
 }  // namespace
 
 const Backend& cuda_backend() {
-  static const Backend backend{"cuda", kAttention, kFeedForward, {}, kParts};
+  static const Backend backend{"cuda", kAttention, kFeedForward, {}, kParts, &make_runtimes};
   return backend;
 }
 

@@ -189,7 +189,7 @@ GpuRuntime& DeviceRuntimes::get(Device device) {
   for (const auto& [index, other] : runtimes_) {
     const int peer = other->context().device();
     if (peer == physical) continue;
-    for (const auto [from, to] : {std::pair{physical, peer}, std::pair{peer, physical}}) {
+    for (const auto& [from, to] : {std::pair{physical, peer}, std::pair{peer, physical}}) {
       int can = 0;
       if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || can == 0) {
         cudaGetLastError();

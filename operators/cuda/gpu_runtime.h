@@ -184,7 +184,7 @@ class DeviceRuntimes final : public Accelerators {
   };
   std::vector<CpuExpertsHandOff::Job> end_capture();
   // Benchmarks: the worker still takes every hand-off but skips the experts' work.
-  void skip_expert_work(bool skip) { skip_expert_work_.store(skip, std::memory_order_relaxed); }
+  void skip_expert_work(bool skip) override { skip_expert_work_.store(skip, std::memory_order_relaxed); }
   // Waits until the worker has run every job queued so far; rethrows a job's error.
   void serve();
   // Asleep until at most `jobs` queued jobs are not yet done (the later steps' jobs, where steps
@@ -196,7 +196,9 @@ class DeviceRuntimes final : public Accelerators {
   // Waits for every stream and for the worker.
   void synchronize() override;
   // Stops the worker after the jobs it has (the owner calls this before the experts go away).
-  void shutdown();
+  void shutdown() override;
+  // GpuSteps (operators/cuda/gpu_steps.h).
+  std::unique_ptr<DeviceSteps> make_steps(const StepsSetup& setup) override;
 
  private:
   void work();

@@ -10,7 +10,9 @@
 // experts under a GPU MoE block are served by the CPU worker while the GPUs work. When the decoder
 // stack and the head run on GPUs, one or several, a decode step is one CUDA graph (captured at the
 // first decode step, replayed after) including the CPU-expert hand-offs and the hand-overs
-// between GPUs (operators/cuda/decode_graph.h).
+// between GPUs (operators/cuda/decode_graph.h). What a pass does on devices other than the CPU
+// (the step's inputs, a device's embedding and head, the graphs) is the backend's DeviceSteps
+// (operators/ops/device_steps.h); this class names no backend.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,18 +21,14 @@
 #include <vector>
 
 #include "core/device_map.h"
-#include "operators/ops/build_context.h"
 #include "operators/model/decoder_layer.h"
-#include "operators/ops/linear_op.h"
 #include "operators/model/residual_stream.h"
+#include "operators/ops/build_context.h"
+#include "operators/ops/device_runtime.h"
+#include "operators/ops/device_steps.h"
+#include "operators/ops/linear_op.h"
 
 namespace switchyard {
-
-class DecodeChain;
-class DecodeGraph;
-class DeviceRuntimes;
-class GpuLogits;
-class GpuRuntime;
 
 struct CausalLMOptions {
   bool use_cuda_graph = true;  // decode steps as CUDA graphs where the stack runs on one GPU
@@ -91,33 +89,28 @@ class CausalLM {
  private:
   std::vector<float> run_chunk(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
   // Host part of a pass: step inputs and, with the embedding on the CPU, the embedded rows.
-  // embed_on_host false: the pass gathers its rows on the GPU (a decode graph: enqueue).
-  void prepare(std::span<const std::int32_t> ids, std::int64_t position, bool embed_on_host = true);
-  // Device part: everything queued on the devices' streams (or run, on the CPU).
-  void enqueue(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits);
-  std::vector<float> decode_with_graph(std::int32_t id, std::int64_t position);
-  // The decode graph for this step's kind (profiled or not, greedy or not), captured if it is not.
-  void ensure_decode_graph(std::int32_t id, std::int64_t position);
-  // A decode graph's step: its inputs (the record on the device, no host embedding) and its graph.
-  void prepare_decode_graph(std::int32_t id, std::int64_t position);
-  // decode_greedy with steps that follow each other on the device.
-  int decode_chained(std::int32_t id, std::int64_t position, int count,
-                     const std::function<bool(std::int32_t)>& on_token);
+  void prepare(std::span<const std::int32_t> ids, std::int64_t position);
+  // Device part: everything queued on the devices' streams (or run, on the CPU). `capturing`:
+  // within a decode graph's capture (DeviceSteps::graph_step).
+  void enqueue(std::span<const std::int32_t> ids, std::int64_t position, bool all_logits, bool capturing = false);
+  // DeviceSteps::CaptureStep: one decode step's pass, queued for a capture.
+  DeviceSteps::CaptureStep capture_step();
 
   Tracer* tracer_;
   CausalLMOptions options_;
-  std::unique_ptr<DeviceRuntimes> runtimes_;
-  Tensor embedding_;  // [vocab, hidden] f32 | bf16 | f16, on the CPU
+  std::unique_ptr<Accelerators> runtimes_;  // nullptr: a build without a backend with devices
+  Tensor embedding_;  // [vocab, hidden] f32 | bf16 | f16 | blocks, on the CPU
   Device embed_device_, final_device_;
-  std::shared_ptr<const DeviceTensor> device_embedding_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   NormOp final_norm_;
   LinearOp lm_head_;
+  DeviceRuntime* head_runtime_ = nullptr;  // the head's device, nullptr for the CPU
   std::unique_ptr<ResidualStream> stream_;
   std::int64_t vocab_, hidden_, max_context_;
-  std::vector<float> logits_;            // the CPU head's output
-  std::unique_ptr<GpuLogits> gpu_logits_;  // the GPU head's output buffers
-  bool greedy_ = false;  // within forward_greedy: a GPU head writes the argmax, not the logits
+  std::vector<float> logits_;  // the CPU head's output
+  // The device side of the passes, when any part of the model runs on a device (not the CPU).
+  std::unique_ptr<DeviceSteps> steps_;
+  bool greedy_ = false;  // within forward_greedy: a device's head writes the argmax, not the logits
   // greedy_ set for a scope.
   struct GreedyScope {
     bool& flag;
@@ -126,10 +119,6 @@ class CausalLM {
     GreedyScope(const GreedyScope&) = delete;
     GreedyScope& operator=(const GreedyScope&) = delete;
   };
-  GpuRuntime* graph_gpu_ = nullptr;    // set when decode steps can be one graph: the head's GPU, where it launches
-  bool capturing_decode_ = false;      // within the decode graph's capture
-  std::unique_ptr<DecodeGraph> graph_;
-  std::unique_ptr<DecodeChain> chain_;  // with graph_gpu_: what decode_greedy's steps hand on
 };
 
 }  // namespace switchyard

@@ -6,6 +6,12 @@
 
 namespace switchyard {
 
+std::unique_ptr<Accelerators> make_accelerators(std::int64_t max_tokens, const DeviceMap& map) {
+  for (const Backend* backend : backends())
+    if (backend->accelerators != nullptr) return backend->accelerators(max_tokens, map);
+  return nullptr;
+}
+
 std::unique_ptr<ExpertsWork> build_host_experts(const BuildContext& context, const Module& experts) {
   const HostExpertsBuilder build = find_builder(&Backend::host_experts, Implementation::experts_cpu);
   if (build == nullptr)

@@ -9,8 +9,10 @@
 #include <memory>
 #include <span>
 
+#include "core/device_map.h"
 #include "operators/ops/attention_op.h"
 #include "operators/ops/build_context.h"
+#include "operators/ops/device_runtime.h"
 #include "operators/ops/experts_work.h"
 #include "operators/ops/feed_forward_op.h"
 #include "placement/implementation.h"
@@ -35,6 +37,9 @@ struct Backend {
   std::span<const BuilderEntry<HostExpertsBuilder>> host_experts;
   // Implementations the blocks above build inside themselves (projections, norms, routers).
   std::span<const Implementation> parts;
+  // A backend with devices of its own: the runtimes of a model's devices, for passes of at most
+  // `max_tokens` tokens, logical device i on physical `map`[i]; nullptr for the CPU's.
+  std::unique_ptr<Accelerators> (*accelerators)(std::int64_t max_tokens, const DeviceMap& map) = nullptr;
 };
 
 // The backends of this build, the CPU's first (generated from operators/model/backends.cpp.in).
@@ -48,6 +53,10 @@ Builder find_builder(std::span<const BuilderEntry<Builder>> Backend::*entries, I
       if (entry.implementation == implementation) return entry.build;
   return nullptr;
 }
+
+// The runtimes of the build's backend with devices of its own (the first, where a build had
+// several), or nullptr when it has none: every module then runs on the CPU.
+std::unique_ptr<Accelerators> make_accelerators(std::int64_t max_tokens, const DeviceMap& map);
 
 // Routed experts `experts` (implementation experts.cpu) in host memory, for a MoE block on another
 // device; InputError when this build has no backend that holds them there.

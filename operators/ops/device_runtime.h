@@ -19,6 +19,9 @@
 
 namespace switchyard {
 
+class DeviceSteps;
+struct StepsSetup;
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -97,6 +100,15 @@ class Accelerators {
   // `bytes` from `from` on `sender` to `to` on `receiver`, queued on the receiver after the
   // sender's work so far (no host wait: a decode graph captures it).
   virtual void copy_between(Device sender, const void* from, Device receiver, void* to, std::size_t bytes) = 0;
+
+  // The device side of a model's passes over these devices (operators/ops/device_steps.h).
+  virtual std::unique_ptr<DeviceSteps> make_steps(const StepsSetup& setup) = 0;
+  // Benchmarks: host work that the devices wait on (routed experts on the CPU) is handed off and
+  // answered as usual but not done, which times the devices' side alone.
+  virtual void skip_expert_work(bool skip) = 0;
+  // Stops the host work that the devices wait on, after what it has (before the ops that it runs
+  // for go away).
+  virtual void shutdown() = 0;
 };
 
 }  // namespace switchyard

@@ -6,7 +6,8 @@
 
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/kernels/device_context.h"
 #endif
 
@@ -17,7 +18,7 @@ using switchyard::core_testing::TempDir;
 namespace {
 
 int cuda_devices() {
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
   return switchyard::cuda::device_count();
 #else
   return 0;
@@ -154,7 +155,7 @@ TEST_CASE("command line: without a CUDA device, llama.cpp's GPU flags run on the
   const auto profile = run_switchyard_with_env(
       "", "run -n 2 --optimize_config_path " + source_path("optimize_rules/DeepSeek-V3-Chat.yaml"), true);
   CHECK(profile.exit_code == 1);
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
   CHECK(contains(profile.output, "does not have"));
   CHECK(contains(profile.output, "--default_device cpu"));
 #endif

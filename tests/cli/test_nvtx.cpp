@@ -8,7 +8,8 @@
 
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/kernels/device_context.h"
 #endif
 
@@ -93,7 +94,7 @@ TEST_CASE("nvtx: per-layer ranges for the selected layers, nested in prefill and
   CHECK(count("moe_gate_0") == 0);
 }
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
 TEST_CASE("nvtx: the hybrid GPU + CPU-experts layer names its hand-off") {
   if (switchyard::cuda::device_count() == 0) {
     MESSAGE("skipped: no CUDA device");

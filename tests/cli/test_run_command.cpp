@@ -8,7 +8,8 @@
 
 #include "core/make_model.h"
 #include "tests/test_support.h"
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/kernels/device_context.h"
 #endif
 
@@ -141,7 +142,7 @@ TEST_CASE("run command: make-model checkpoints of every family run with the ship
 
 namespace {
 int gpu_count() {
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
   return switchyard::cuda::device_count();
 #else
   return 0;
@@ -366,7 +367,7 @@ TEST_CASE("run command: a profile for more GPUs than the machine has names --dev
   INFO("without --device_map: " << refused.output);
   if (gpu_count() < 2) {
     CHECK(refused.exit_code == 1);  // before any weight reaches a GPU
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
     CHECK(refused.output.find("cuda:1") != std::string::npos);
     CHECK(refused.output.find("does not have") != std::string::npos);
     if (gpu_count() == 1) CHECK(refused.output.find("--device_map") != std::string::npos);

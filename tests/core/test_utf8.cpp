@@ -105,7 +105,7 @@ TEST_CASE("utf-8: valid_utf8 and next_code_point agree with Unicode's table of w
 }
 
 TEST_CASE("utf-8: a code point past U+10FFFF, a surrogate and an overlong form are not UTF-8") {
-  for (const std::string bad : {std::string("\xF7\x89\xBD\xA1"), std::string("\xF4\x90\x80\x80"), std::string("\xED\xA0\x80"),
+  for (const std::string& bad : {std::string("\xF7\x89\xBD\xA1"), std::string("\xF4\x90\x80\x80"), std::string("\xED\xA0\x80"),
                                 std::string("\xC0\x80"), std::string("\xE0\x80\xAF"), std::string("\xF0\x80\x80\xAF")}) {
     INFO(sy::quoted_excerpt(bad));
     std::size_t bad_at = 99;

@@ -2,7 +2,8 @@
 // GPU only; skipped visibly elsewhere.
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
 

@@ -8,7 +8,8 @@
 #include <algorithm>
 
 #include "operators/model/generator.h"
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "tests/cuda_test_support.h"
 #endif
 
@@ -176,7 +177,7 @@ TEST_CASE("generate: the greedy continuation, each token as it comes, stop token
   check_generate(*l.model, ref);
 }
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
 TEST_CASE("generate: the same with greedy decode steps chained on a GPU (hybrid profile)") {
   if (no_gpu()) return;
   const Reference ref = load_reference(source_path("tests/fixtures/fidelity/deepseek_v3"));

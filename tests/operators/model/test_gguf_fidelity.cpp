@@ -24,7 +24,8 @@
 #include "tests/core_test_support.h"
 #include "tests/fidelity_support.h"
 #include "placement/weight_storage.h"
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "tests/cuda_test_support.h"
 #endif
 
@@ -237,7 +238,7 @@ TEST_CASE("gguf fidelity: GPU projections and routed experts on the file's block
   // HBM (prefill: bf16 chunks through cuBLAS), the routed experts on the CPU as above. The GPU's
   // f32 decode and bf16 prefill add less error than the CPU experts' 8-bit activations do, so the
   // same bounds hold.
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
   if (sy::testing::no_gpu()) return;
   // Then the even layers' routed experts on cuda:0 as well (-ot, KExpertsMarlin): decoded from
   // their blocks in HBM, in f32 (decode) and bf16 (prefill), beside the odd layers' on the CPU.

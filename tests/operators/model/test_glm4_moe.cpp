@@ -28,7 +28,8 @@
 #include "placement/check.h"
 #include "tests/test_support.h"
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "tests/cuda_test_support.h"
 #endif
 
@@ -312,7 +313,7 @@ TEST_CASE("glm4_moe: the CPU path matches a plain reference, with and without q/
 }
 
 TEST_CASE("glm4_moe: the GPU and hybrid paths match the plain reference, eagerly and as CUDA graphs") {
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
   if (sy::testing::no_gpu()) return;
   constexpr const char* kAllGpu = R"(- match:
     name: ""

@@ -20,7 +20,8 @@
 #include "core/make_model.h"
 #include "tests/core_test_support.h"
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "operators/cuda/kernels/device_context.h"
 #include "placement/split.h"
 #include "tests/cuda_test_support.h"
@@ -29,7 +30,7 @@
 using namespace switchyard;
 using namespace switchyard::testing;
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include "operators/model/implementation_builders.h"
 #include "placement/operator_registry.h"
 #include "tests/fidelity_support.h"
+#include "switchyard_config.h"
 #if SWITCHYARD_HAVE_CUDA
 #include "tests/cuda_test_support.h"
 #endif

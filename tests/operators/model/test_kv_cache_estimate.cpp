@@ -11,7 +11,8 @@
 #include "core/make_model.h"
 #include "tests/core_test_support.h"
 #include "tests/test_seed.h"
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include "tests/cuda_test_support.h"
 #endif
 
@@ -93,7 +94,7 @@ TEST_CASE("kv cache: a bf16 checkpoint gets bf16 caches by default, as check est
   }
 }
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#if SWITCHYARD_HAVE_CUDA
 
 TEST_CASE("kv cache: check's estimate per device is what the model allocates with attention on a GPU") {
   if (no_gpu()) return;

@@ -21,7 +21,8 @@
 //                     rounding itself against f32 caches is tests/operators/cpu/kernels/test_attention.cpp's).
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
 

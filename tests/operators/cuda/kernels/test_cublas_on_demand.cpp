@@ -1,6 +1,7 @@
 // operators/cuda/kernels/cublas_on_demand: the cuBLAS entry points we define forward to libcublas, opened
 // on first use. Needs no GPU: the library loads, and its status functions run, without one.
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 #include <cublas_v2.h>
 
 #include <string>

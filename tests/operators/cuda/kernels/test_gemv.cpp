@@ -5,7 +5,8 @@
 // and f32 inputs; no rounding of the inputs). Skipped visibly without a GPU.
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cmath>
 #include <random>

@@ -23,7 +23,8 @@
 
 #include <sys/mman.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <algorithm>
 #include <array>

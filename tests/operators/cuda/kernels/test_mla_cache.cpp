@@ -7,7 +7,8 @@
 // reference. Skipped visibly without a GPU.
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cmath>
 #include <cstring>

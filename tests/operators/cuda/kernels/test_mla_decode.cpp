@@ -10,7 +10,8 @@
 // values the cache holds (the kernel widens them exactly and computes in f32).
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
 

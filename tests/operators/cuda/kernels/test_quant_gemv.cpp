@@ -13,7 +13,8 @@
 // Skipped visibly without a GPU.
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cmath>
 #include <cstdint>

@@ -29,7 +29,8 @@
 // Ids outside [0, experts) must contribute nothing: their weights are NaN here, so any use shows.
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
 

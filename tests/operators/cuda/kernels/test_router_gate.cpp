@@ -7,7 +7,8 @@
 // moe_gate test's 2e-6 relative + 1e-7 (expf and f32 sums). The hand-off copies exactly.
 #include <doctest/doctest.h>
 
-#ifdef SWITCHYARD_HAVE_CUDA
+#include "switchyard_config.h"
+#if SWITCHYARD_HAVE_CUDA
 
 #include <cmath>
 #include <cstdint>
