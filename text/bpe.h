@@ -23,7 +23,8 @@ class BpeModel {
   // options this implementation does not have (dropout, an end-of-word suffix, a subword prefix).
   // byte_fallback (sentencepiece-style BPE, Llama's and Mixtral's): a character the vocabulary
   // lacks becomes the tokens of its bytes, "<0xE3>" ...; without it, unk_token (fuse_unk: one for
-  // a run of them).
+  // a run of them). ignore_merges (Llama 3's): a piece that is a vocabulary entry as a whole is
+  // that one token, whatever the merges would make of it.
   BpeModel(const nlohmann::json& model, const std::string& source);
 
   // Appends the ids of one pre-tokenized piece spelled in code points (each one symbol). A code
@@ -76,7 +77,7 @@ class BpeModel {
   int merge_shift_ = 64;
   std::int32_t byte_ids_[256] = {};
   bool has_byte_symbols_ = false;
-  bool byte_fallback_ = false, fuse_unk_ = false;
+  bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   std::int32_t unk_id_ = -1;
   std::int32_t fallback_ids_[256] = {};  // "<0xHH>"'s id, or -1
   // Pieces seen before (most words repeat): bounded, cleared when full.

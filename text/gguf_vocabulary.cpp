@@ -23,34 +23,80 @@ using nlohmann::json;
   throw InputError(source + ": " + what, kExitBadContent);
 }
 
-// What a GGUF's tokenizer.ggml.pre name stands for: the tokenizer.json parts that the name implies
-// (the files these come from: DeepSeek-V3's and Qwen3's tokenizer.json, as `tokenizers` 0.23 reads
-// them). The post-processor is the one without special tokens; add_bos_token adds them.
-struct KnownPre {
-  const char* name;
-  const char* normalizer;
-  const char* pre_tokenizer;
-  const char* decoder;
-  const char* post_processor;
-};
+// What a GGUF's tokenizer.ggml.pre name stands for: the tokenizer.json parts of a pre-tokenizer
+// family, which the name implies (llama.cpp's converter picks the name by what the model's own
+// tokenizer makes of a test text, so every name below means one split of the text). Each family
+// is spelled as its models' tokenizer.json spells it, as `tokenizers` 0.23 reads them: DeepSeek-V3's,
+// Qwen3's, Llama 3's and GPT-4o's files as published; Qwen3.5's, GLM-4's, Kimi-K2's and
+// DeepSeek-LLM's (V2) split regexes as their files and tokenization_kimi.py have them, Kimi's
+// class intersections ([...&&[^\p{Han}]]) written as PCRE2 lookaheads. The post-processor is the
+// one without special tokens; add_bos_token adds them. tests/fixtures/tokenizers/pre_tokenizers.json
+// holds what `tokenizers` makes of the test corpus with each family's own spelling.
+using KnownPre = GgufPreTokenizer;
 
-const std::array<KnownPre, 2>& known_pre_tokenizers() {
-  static const std::array<KnownPre, 2> table = {{
+const std::array<KnownPre, 8>& known_pre_tokenizers() {
+  static const std::array<KnownPre, 8> table = {{
       {"deepseek-v3", R"json({"type":"Sequence","normalizers":[]})json",
        R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"\\p{N}{1,3}"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]})json",
        R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})json",
-       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})json"},
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})json", false},
       {"qwen2", R"json({"type":"NFC"})json",
        R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}]})json",
        R"json({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})json",
-       R"json({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})json"},
+       R"json({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})json", false},
+      {"qwen35", R"json({"type":"NFC"})json",
+       R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}]})json",
+       R"json({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})json",
+       R"json({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})json", false},
+      {"llama-bpe", R"json(null)json",
+       R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})json", true},
+      {"glm4", R"json(null)json",
+       R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})json", false},
+      {"gpt-4o", R"json(null)json",
+       R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Removed","invert":true},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})json",
+       R"json(null)json", false},
+      {"kimi-k2", R"json(null)json",
+       R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"[\\p{Han}]+|[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])*(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])+(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})json", false},
+      {"deepseek-llm", R"json({"type":"Sequence","normalizers":[]})json",
+       R"json({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"[\r\n]"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\ud801\udc00-\ud801\udc4f\ud801\udcb0-\ud801\udcd3\ud801\udcd8-\ud801\udcfb\ud803\udc80-\ud803\udcb2\ud803\udcc0-\ud803\udcf2\ud806\udca0-\ud806\udcdf\ud83a\udd00-\ud83a\udd43]+"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"\\s+$"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"},"behavior":"Isolated","invert":false},{"type":"Split","pattern":{"Regex":"\\p{N}+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})json",
+       R"json({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})json", false},
   }};
   return table;
 }
 
+// Every tokenizer.ggml.pre name read, with its family's name in known_pre_tokenizers(): the
+// family's own, and the names llama.cpp gives to other models that split text the same way.
+struct PreName {
+  const char* name;
+  const char* family;
+};
+constexpr PreName kPreNames[] = {
+    {"deepseek-v3", "deepseek-v3"}, {"joyai-llm", "deepseek-v3"},  {"hunyuan-dense", "deepseek-v3"},
+    {"deepseek-llm", "deepseek-llm"}, {"qwen2", "qwen2"},           {"deepseek-r1-qwen", "qwen2"},
+    {"qwen35", "qwen35"},             {"llama-bpe", "llama-bpe"},   {"llama3", "llama-bpe"},
+    {"llama-v3", "llama-bpe"},        {"glm4", "glm4"},             {"chatglm-bpe", "glm4"},
+    {"gpt-4o", "gpt-4o"},             {"minimax-m2", "gpt-4o"},     {"kimi-k2", "kimi-k2"},
+};
+
+const KnownPre* find_pre(std::string_view name) {
+  for (const PreName& n : kPreNames)
+    if (name == n.name)
+      for (const KnownPre& k : known_pre_tokenizers())
+        if (std::string_view(n.family) == k.family) return &k;
+  return nullptr;
+}
+
 std::string known_names() {
   std::string names;
-  for (const KnownPre& k : known_pre_tokenizers()) names += (names.empty() ? "" : ", ") + std::string(k.name);
+  for (const PreName& n : kPreNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
   return names;
 }
 
@@ -71,6 +117,17 @@ std::optional<std::string> config_token(const json& config, const char* key) {
 
 }  // namespace
 
+std::optional<GgufPreTokenizer> gguf_pre_tokenizer(std::string_view name) {
+  if (const KnownPre* k = find_pre(name)) return *k;
+  return std::nullopt;
+}
+
+std::vector<std::string> gguf_pre_tokenizer_names() {
+  std::vector<std::string> names;
+  for (const PreName& n : kPreNames) names.emplace_back(n.name);
+  return names;
+}
+
 GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::string_view config_json,
                                          std::int64_t vocab_size, const std::string& source) {
   const json root = parse_json<json>(tokenizer_json, source);
@@ -80,18 +137,20 @@ GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::s
   if (!config.is_object()) bad(source, "tokenizer_config.json is not an object");
   const json& model = root["model"];
   if (model.value("type", std::string()) != "BPE") bad(source, "a GGUF holds byte-level BPE tokenizers only (model type BPE)");
-  if (model.value("byte_fallback", false) || model.value("ignore_merges", false))
-    bad(source, "model: byte_fallback and ignore_merges have no GGUF spelling for a byte-level BPE (\"gpt2\") tokenizer");
+  if (model.value("byte_fallback", false))
+    bad(source, "model: byte_fallback has no GGUF spelling for a byte-level BPE (\"gpt2\") tokenizer");
+  const bool ignore_merges = model.value("ignore_merges", false);
 
   GgufVocabulary v;
   const json normalizer = canonical_normalizer(root.value("normalizer", json()));
   const json pre = root.value("pre_tokenizer", json()), post = root.value("post_processor", json());
   for (const KnownPre& k : known_pre_tokenizers())
-    if (normalizer == json::parse(k.normalizer) && pre == json::parse(k.pre_tokenizer) && post == json::parse(k.post_processor))
-      v.pre = k.name;
+    if (normalizer == canonical_normalizer(json::parse(k.normalizer)) && pre == json::parse(k.pre_tokenizer) &&
+        post == json::parse(k.post_processor) && ignore_merges == k.ignore_merges)
+      v.pre = k.family;
   if (v.pre.empty())
-    bad(source, "its normalizer, pre-tokenizer and post-processor are not those of a pre-tokenizer a GGUF names (known: " +
-                    known_names() + ")");
+    bad(source, "its normalizer, pre-tokenizer, post-processor and ignore_merges are not those of a pre-tokenizer a GGUF "
+                "names (known: " + known_names() + ")");
 
   // Tokens by id: the vocabulary, then the added tokens (which may repeat vocabulary entries).
   std::vector<std::string> tokens;
@@ -201,10 +260,12 @@ std::string tokenizer_json_of(const GgufFile& file, const std::string& source) {
   if (*model != "gpt2")
     key_error("tokenizer.ggml.model", quoted_excerpt(*model) + " is not supported ('gpt2': byte-level BPE)");
   const std::string pre_name = file.string("tokenizer.ggml.pre").value_or("default");
-  const KnownPre* pre = nullptr;
-  for (const KnownPre& k : known_pre_tokenizers())
-    if (pre_name == k.name) pre = &k;
-  if (pre == nullptr) key_error("tokenizer.ggml.pre", quoted_excerpt(pre_name) + " is not a pre-tokenizer this reads (" + known_names() + ")");
+  const KnownPre* pre = find_pre(pre_name);
+  if (pre == nullptr)
+    key_error("tokenizer.ggml.pre",
+              quoted_excerpt(pre_name) + " is not a pre-tokenizer this reads (known: " + known_names() +
+                  "); name one that splits text as the model's tokenizer does with --override-kv "
+                  "tokenizer.ggml.pre=str:NAME, or give the model's tokenizer.json with --tokenizer PATH");
 
   const GgufValue* tokens_value = file.find("tokenizer.ggml.tokens");
   if (tokens_value == nullptr) key_error("tokenizer.ggml.tokens", "missing");
@@ -275,7 +336,7 @@ std::string tokenizer_json_of(const GgufFile& file, const std::string& source) {
   }
   root["model"] = {{"type", "BPE"},          {"dropout", nullptr},      {"unk_token", nullptr},
                    {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr}, {"fuse_unk", false},
-                   {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", std::move(vocab)},
+                   {"byte_fallback", false}, {"ignore_merges", pre->ignore_merges}, {"vocab", std::move(vocab)},
                    {"merges", std::move(merge_list)}};
   return root.dump();
 }

@@ -6,9 +6,12 @@
 //     tokenizer_config.json (gguf_vocabulary_from_json, write_gguf_vocabulary);
 //   - Tokenizer::from_file on a .gguf reads them back as the tokenizer.json they stand for
 //     (tokenizer_json_from_gguf), so one loader and one encoder serve both.
-// A GGUF names its pre-tokenizer and implies its normalizer; the names known here are those whose
-// tokenizer.json this project reads and tests: "deepseek-v3" (DeepSeek-V3/R1) and "qwen2" (Qwen2.5,
-// Qwen3; with NFC). Any other, in either direction, is an InputError naming it.
+// A GGUF names its pre-tokenizer and implies its normalizer; the names read here are those
+// llama.cpp writes for the families this project runs, and the names it gives other models whose
+// text splits the same way (gguf_pre_tokenizer_names). Each stands for one family's tokenizer.json
+// parts: deepseek-v3, deepseek-llm (DeepSeek-V2), qwen2 (Qwen2.5, Qwen3; with NFC), qwen35,
+// llama-bpe (Llama 3, whose BPE ignores merges for whole-vocabulary pieces), glm4, gpt-4o (gpt-oss,
+// MiniMax-M2) and kimi-k2. Any other name, in either direction, is an InputError that lists them.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -46,6 +49,21 @@ GgufVocabulary gguf_vocabulary_from_json(std::string_view tokenizer_json, std::s
 // The same read from the files (`config`: "" for none), within the tokenizer's size limits.
 GgufVocabulary gguf_vocabulary_from_files(const std::filesystem::path& tokenizer_json, const std::filesystem::path& config,
                                           std::int64_t vocab_size);
+
+// What a tokenizer.ggml.pre name stands for: its family's name (the one a written GGUF gets) and
+// tokenizer.json parts, as JSON text.
+struct GgufPreTokenizer {
+  const char* family;
+  const char* normalizer;
+  const char* pre_tokenizer;
+  const char* decoder;
+  const char* post_processor;  // without special tokens
+  bool ignore_merges;          // the BPE model's flag
+};
+// nullopt for a name this does not read.
+std::optional<GgufPreTokenizer> gguf_pre_tokenizer(std::string_view name);
+// Every name read, as an unknown name's error lists them.
+std::vector<std::string> gguf_pre_tokenizer_names();
 
 // Sets the keys on `writer` (tokenizer.ggml.model "gpt2" and the rest).
 void write_gguf_vocabulary(const GgufVocabulary& vocabulary, GgufWriter& writer);

@@ -3,6 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <set>
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -26,10 +29,42 @@ namespace {
 // GPT-2's own split, which a ByteLevel pre-tokenizer with use_regex applies first.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// `pattern` with each \p{Name} or \P{Name} that names a script spelled \p{sc:Name}. Oniguruma (HF
+// tokenizers) and the Rust regex crate (tiktoken) read a bare script name as the Script property;
+// PCRE2 10.40 and later read it as Script_Extensions, under which 、 and 。 are Han too (Kimi-K2's
+// split tells them apart). General categories (\p{L}, \p{Lu}, ...), Any and the names that
+// already say their property (sc:, scx:, gc=, ^) stay as written.
+std::string with_scripts_as_script(const std::string& pattern) {
+  static const std::set<std::string_view> kNotScripts = {
+      "C",  "Cc", "Cf", "Cn", "Co", "Cs", "L",  "L&", "Ll", "Lm", "Lo", "Lt", "Lu", "M",  "Mc", "Me", "Mn", "N",  "Nd",
+      "Nl", "No", "P",  "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S",  "Sc", "Sk", "Sm", "So", "Z",  "Zl", "Zp", "Zs",
+      "Any", "Xan", "Xps", "Xsp", "Xwd", "Xuc", "LC"};
+  std::string out;
+  out.reserve(pattern.size());
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    out += pattern[i];
+    if (pattern[i] != '\\' || i + 1 >= pattern.size()) continue;
+    const char next = pattern[++i];
+    out += next;
+    if ((next != 'p' && next != 'P') || i + 1 >= pattern.size() || pattern[i + 1] != '{') continue;
+    const std::size_t close = pattern.find('}', i + 2);
+    if (close == std::string::npos) continue;  // PCRE2 reports it
+    const std::string_view name(pattern.data() + i + 2, close - (i + 2));
+    if (!kNotScripts.contains(name) && name.find_first_of(":=^") == std::string_view::npos) {
+      out += "{sc:";
+      out += name;
+      out += '}';
+      i = close;
+    }
+  }
+  return out;
+}
+
 // A PCRE2 pattern in UTF and Unicode-property mode, JIT-compiled when the library can.
 class UnicodeRegex {
  public:
-  UnicodeRegex(const std::string& pattern, const std::string& where) {
+  UnicodeRegex(const std::string& written, const std::string& where) {
+    const std::string pattern = with_scripts_as_script(written);
     int error = 0;
     PCRE2_SIZE offset = 0;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &error,
@@ -121,7 +156,9 @@ void require_utf8(std::string_view text) {
 struct PreTokenizer::Step {
   enum class Kind { split, byte_level } kind;
   std::unique_ptr<UnicodeRegex> regex;  // split; byte_level with use_regex
-  bool isolated = true;                 // split: keep the matches as pieces (else remove them)
+  // Split: which pieces stay. Isolated keeps the matches and the text between them; Removed keeps
+  // the text between, or, inverted, only the matches (GPT-4o's tokenizer.json says so).
+  bool keep_matches = true, keep_gaps = true;
   bool add_prefix_space = false;        // byte_level
 };
 
@@ -190,8 +227,10 @@ void add_steps(const nlohmann::json& spec, const std::string& source, std::vecto
     if (behavior != "Isolated" && behavior != "Removed")
       bad(where, "Split behavior " + json_excerpt(spec.value("behavior", nlohmann::json())) +
                      " is not supported (Isolated, Removed)");
-    if (flag(spec, "invert", false)) bad(where, "Split with invert: true is not supported");
-    step->isolated = behavior == "Isolated";
+    // invert: the gaps are the delimiters. Isolated keeps both either way.
+    const bool invert = flag(spec, "invert", false);
+    step->keep_matches = behavior == "Isolated" || invert;
+    step->keep_gaps = behavior == "Isolated" || !invert;
     step->regex = std::make_unique<UnicodeRegex>(regex, where + " Split");
   } else if (type == "ByteLevel") {
     step->kind = PreTokenizer::Step::Kind::byte_level;
@@ -217,22 +256,22 @@ void PreTokenizer::split(std::string_view text, const std::function<void(std::st
   thread_local std::vector<std::pair<std::size_t, std::size_t>> pieces, next;
   pieces.assign(1, {0, text.size()});
   bool prefix_space = false;
-  auto split_by = [&](const UnicodeRegex& regex, bool isolated) {
+  auto split_by = [&](const UnicodeRegex& regex, bool keep_matches, bool keep_gaps) {
     next.clear();
     for (const auto& piece_at : pieces) {
       const std::size_t offset = piece_at.first, length = piece_at.second;  // named: a lambda below uses them
       std::size_t last = 0;
       regex.each_match(text.substr(offset, length), [&](std::size_t start, std::size_t end) {
-        if (start > last) next.emplace_back(offset + last, start - last);
-        if (isolated) next.emplace_back(offset + start, end - start);
+        if (start > last && keep_gaps) next.emplace_back(offset + last, start - last);
+        if (keep_matches) next.emplace_back(offset + start, end - start);
         last = end;
       });
-      if (last < length) next.emplace_back(offset + last, length - last);
+      if (last < length && keep_gaps) next.emplace_back(offset + last, length - last);
     }
     pieces.swap(next);
   };
   for (const auto& step : steps_) {
-    if (step->regex) split_by(*step->regex, step->kind == Step::Kind::byte_level || step->isolated);
+    if (step->regex) split_by(*step->regex, step->keep_matches, step->keep_gaps);
     if (step->kind == Step::Kind::byte_level) prefix_space = step->add_prefix_space;
   }
   std::string with_space;

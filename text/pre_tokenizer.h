@@ -1,7 +1,8 @@
 #pragma once
 // A tokenizer.json's "normalizer" and "pre_tokenizer": text -> the pieces the BPE model encodes.
 // Pre-tokenizers: Split (a regex, PCRE2 in UTF and Unicode-property mode, so \p{L}, \p{N} and
-// \s mean what the Rust regex crate means by them; behavior Isolated or Removed), ByteLevel
+// \s mean what the Rust regex crate means by them, and a script, \p{Han}, its Script property;
+// behavior Isolated or Removed, inverted or not), ByteLevel
 // (each piece's bytes spelled in the byte-level alphabet, optionally after GPT-2's own split),
 // and Sequence of those. Normalizers: NFC, NFD, NFKC, NFKD (through ICU), Prepend, Replace of a
 // String (sentencepiece-style tokenizers: Prepend "▁", then spaces to "▁") and Sequence. Anything

@@ -1,13 +1,16 @@
-// A tokenizer carried in a GGUF's tokenizer.ggml.* keys (text/gguf_vocabulary.h): DeepSeek-V3's
-// and Qwen3's real tokenizer.json written into a GGUF and read back encode the fixture corpus id
-// for id as the tokenizer.json does (and as HF tokenizers did), plus the BOS that add_bos_token
-// asks for; make-model --format gguf --tokenizer writes the keys and run --prompt reads them with
+// A tokenizer carried in a GGUF's tokenizer.ggml.* keys (text/gguf_vocabulary.h): DeepSeek-V3's,
+// Qwen3's, Llama 3's and GPT-4o's real tokenizer.json written into a GGUF and read back encode the
+// fixture corpus id for id as the tokenizer.json does (and as HF tokenizers did), plus the BOS
+// that add_bos_token asks for; every tokenizer.ggml.pre name splits the corpus as HF tokenizers
+// splits it with its family's own pre-tokenizer; make-model --format gguf --tokenizer writes the keys and run --prompt reads them with
 // no tokenizer.json beside the file; keys a GGUF cannot hold, or that do not make a tokenizer,
 // are errors naming them.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "text/gguf_vocabulary.h"
+#include "text/pre_tokenizer.h"
 #include "text/tokenizer.h"
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
@@ -47,9 +51,11 @@ TEST_CASE("gguf vocabulary: real tokenizers written to a GGUF and read back enco
   struct Case {
     const char* package;
     const char* pre;
-    bool adds_bos;  // tokenizer_config.json's add_bos_token
+    bool adds_bos;      // tokenizer_config.json's add_bos_token
+    bool has_template;  // tokenizer_config.json's chat_template
   };
-  for (const Case c : {Case{"deepseek_v3", "deepseek-v3", true}, Case{"qwen3", "qwen2", false}}) {
+  for (const Case c : {Case{"deepseek_v3", "deepseek-v3", true, true}, Case{"qwen3", "qwen2", false, true},
+                       Case{"llama3", "llama-bpe", false, true}, Case{"gpt4o", "gpt-4o", false, false}}) {
     INFO(c.package);
     TempDir dir;
     const std::filesystem::path source = real_tokenizer(c.package);
@@ -61,12 +67,12 @@ TEST_CASE("gguf vocabulary: real tokenizers written to a GGUF and read back enco
     CHECK(v.tokens.back() == "[PAD" + std::to_string(vocab_size - 1) + "]");
     CHECK(v.token_types.back() == static_cast<std::int32_t>(tx::GgufTokenType::unused));
     CHECK(v.add_bos == c.adds_bos);
-    CHECK_FALSE(v.chat_template.empty());
+    CHECK(v.chat_template.empty() == !c.has_template);
     REQUIRE(v.eos.has_value());
 
     const sy::GgufFile file = sy::GgufFile::open(write_vocabulary(v, dir / "vocab.gguf"));
     CHECK(tx::gguf_has_vocabulary(file));
-    CHECK(file.string("tokenizer.chat_template") == v.chat_template);
+    if (c.has_template) CHECK(file.string("tokenizer.chat_template") == v.chat_template);
     const tx::Tokenizer back = tx::Tokenizer::from_file(dir / "vocab.gguf");
     CHECK(back.vocab_size() == vocab_size);
     CHECK(back.token(*v.eos) == original.token(*v.eos));
@@ -87,6 +93,51 @@ TEST_CASE("gguf vocabulary: real tokenizers written to a GGUF and read back enco
     }
     CHECK(checked >= 40);
   }
+}
+
+TEST_CASE("gguf vocabulary: every tokenizer.ggml.pre name splits the corpus as HF tokenizers does with its family's own") {
+  const nlohmann::json fixture = tokenizer_fixture("pre_tokenizers");
+  const nlohmann::json& families = fixture["families"];
+  const nlohmann::json corpus = tokenizer_fixture("corpus");
+  std::set<std::string> families_read;
+  const std::vector<std::string> names = tx::gguf_pre_tokenizer_names();
+  CHECK(names.size() >= 15);
+  for (const std::string& name : names) {
+    INFO(name);
+    const std::optional<tx::GgufPreTokenizer> pre = tx::gguf_pre_tokenizer(name);
+    REQUIRE(pre.has_value());
+    families_read.insert(pre->family);
+    REQUIRE(families.contains(pre->family));
+    const nlohmann::json& pieces = families[pre->family]["pieces"];
+    REQUIRE(pieces.size() == corpus.size());
+    const tx::PreTokenizer ours(nlohmann::json::parse(pre->pre_tokenizer), name);
+    CHECK(ours.byte_level());
+    for (std::size_t i = 0; i < corpus.size(); ++i) {
+      const std::string text = corpus[i];
+      INFO(text);
+      std::vector<std::string> split;
+      ours.split(text, [&](std::string_view piece) { split.emplace_back(piece); });
+      INFO("ours: " << nlohmann::json(split).dump() << "\nHF tokenizers: " << pieces[i].dump());
+      CHECK(split == pieces[i].get<std::vector<std::string>>());
+    }
+  }
+  // Every family the fixture holds is one a name reads, and every family read has its pieces there.
+  std::set<std::string> in_fixture;
+  for (const auto& [family, entry] : families.items()) in_fixture.insert(family);
+  CHECK(in_fixture == families_read);
+  CHECK_FALSE(tx::gguf_pre_tokenizer("starcoder").has_value());
+}
+
+TEST_CASE("gguf vocabulary: a name of another model with the same split reads as its family's") {
+  TempDir dir;
+  const std::filesystem::path source = real_tokenizer("qwen3");
+  const tx::Tokenizer original = tx::Tokenizer::from_file(source);
+  tx::GgufVocabulary v = tx::gguf_vocabulary_from_files(source / "tokenizer.json", "", original.vocab_size());
+  REQUIRE(v.pre == "qwen2");
+  v.pre = "deepseek-r1-qwen";  // DeepSeek-R1's distillations of Qwen, as llama.cpp's converter names them
+  const tx::Tokenizer back = tx::Tokenizer::from_file(write_vocabulary(v, dir / "alias.gguf"));
+  const nlohmann::json corpus = tokenizer_fixture("qwen3");
+  for (const auto& entry : corpus["entries"]) CHECK(back.encode(entry["text"].get<std::string>(), false) == entry["ids_plain"].get<std::vector<std::int32_t>>());
 }
 
 TEST_CASE("gguf vocabulary: make-model --format gguf --tokenizer writes it, run --prompt reads it from the file") {
@@ -143,8 +194,11 @@ TEST_CASE("gguf vocabulary: what a GGUF cannot hold, and keys that make no token
     return tx::Tokenizer::from_file(dir / name);
   };
   tx::GgufVocabulary unknown = v;
-  unknown.pre = "llama-bpe";
-  CHECK_THROWS_WITH_AS(read_back(unknown, "pre.gguf"), doctest::Contains("tokenizer.ggml.pre: 'llama-bpe'"), sy::InputError);
+  unknown.pre = "starcoder";
+  // The error names the key and the value, lists the names read and gives both remedies.
+  for (const char* part : {"tokenizer.ggml.pre: 'starcoder'", "joyai-llm", "kimi-k2", "--override-kv tokenizer.ggml.pre=str:",
+                           "--tokenizer PATH"})
+    CHECK_THROWS_WITH_AS(read_back(unknown, "pre.gguf"), doctest::Contains(part), sy::InputError);
   tx::GgufVocabulary short_types = v;
   short_types.token_types.pop_back();
   CHECK_THROWS_WITH_AS(read_back(short_types, "types.gguf"), doctest::Contains("tokenizer.ggml.token_type"), sy::InputError);

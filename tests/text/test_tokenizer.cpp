@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "text/byte_level.h"
+#include "text/pre_tokenizer.h"
 #include "text/tokenizer.h"
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
@@ -40,8 +41,8 @@ bool valid_utf8(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("tokenizer: DeepSeek-V3's, Qwen3's and Llama 2's (sentencepiece-style) tokenizer.json encode the corpus as HF tokenizers does") {
-  for (const std::string name : {"deepseek_v3", "qwen3", "llama2"}) {
+TEST_CASE("tokenizer: DeepSeek-V3's, Qwen3's, Llama 3's, GPT-4o's and Llama 2's (sentencepiece-style) tokenizer.json encode the corpus as HF tokenizers does") {
+  for (const std::string name : {"deepseek_v3", "qwen3", "llama3", "gpt4o", "llama2"}) {
     const std::string& package = name;  // .tokenizers/NAME holds the fixture NAME's tokenizer
     INFO(name);
     const tx::Tokenizer t = tx::Tokenizer::from_file(real_tokenizer(package));
@@ -121,6 +122,44 @@ TEST_CASE("tokenizer: BPE merges the lowest-ranked pair first, leftmost on ties,
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(ids.size() == 50000);
   CHECK(seconds < 5.0 * switchyard::testing::kBuildSlowdown);
+}
+
+TEST_CASE("tokenizer: ignore_merges takes a whole-vocabulary piece as one token; an inverted Removed split keeps only the matches") {
+  // "abc" is in the vocabulary, but no merge makes it: the merges alone give [ab, c].
+  nlohmann::json j = nlohmann::json::parse(small_tokenizer({"ab", "abc"}, {"a b"}));
+  CHECK(tx::Tokenizer::from_json(j.dump(), "merges.json").encode("abc") == std::vector<std::int32_t>{256, 'c'});
+  j["model"]["ignore_merges"] = true;
+  const tx::Tokenizer whole = tx::Tokenizer::from_json(j.dump(), "ignore.json");
+  CHECK(whole.encode("abc") == std::vector<std::int32_t>{257});
+  CHECK(whole.encode("abcab") == std::vector<std::int32_t>{256, 'c', 256});  // not an entry: merged as before
+  CHECK(whole.encode("ab") == std::vector<std::int32_t>{256});
+
+  auto pieces = [](const char* behavior, bool invert) {
+    const nlohmann::json spec = {
+        {"type", "Sequence"},
+        {"pretokenizers", nlohmann::json::array({{{"type", "Split"}, {"pattern", {{"Regex", "[a-z]+"}}}, {"behavior", behavior}, {"invert", invert}},
+                                                 {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+    std::vector<std::string> out;
+    tx::PreTokenizer(spec, "p.json").split("ab, cd!", [&](std::string_view piece) { out.emplace_back(piece); });
+    return out;
+  };
+  CHECK(pieces("Removed", true) == std::vector<std::string>{"ab", "cd"});
+  CHECK(pieces("Removed", false) == std::vector<std::string>{", ", "!"});
+  CHECK(pieces("Isolated", true) == std::vector<std::string>{"ab", ", ", "cd", "!"});
+  CHECK(pieces("Isolated", false) == std::vector<std::string>{"ab", ", ", "cd", "!"});
+
+  // A script name is the Script property, as in Oniguruma and Rust: 。 is Common, not Han (PCRE2's
+  // own reading of \p{Han} is Script_Extensions, which takes it in).
+  auto han = [](const char* regex) {
+    const nlohmann::json spec = {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}};
+    std::vector<std::string> out;
+    tx::PreTokenizer(spec, "han.json").split("漢字。世界", [&](std::string_view piece) { out.emplace_back(piece); });
+    return out;
+  };
+  CHECK(han("[\\p{Han}]+") == std::vector<std::string>{"漢字", "。", "世界"});
+  CHECK(han("\\p{Han}+") == std::vector<std::string>{"漢字", "。", "世界"});
+  CHECK(han("\\p{scx:Han}+") == std::vector<std::string>{"漢字。世界"});  // said explicitly: as written
+  CHECK(han("\\P{Han}+") == std::vector<std::string>{"漢字", "。", "世界"});
 }
 
 TEST_CASE("tokenizer: a file this cannot read faithfully is an error naming what, and bad text too") {
