@@ -15,6 +15,7 @@
 #include "core/statistics.h"
 #include "core/error.h"
 #include "core/stream_triad.h"
+#include "core/text.h"
 #include "cli/bench_experts.h"
 #include "cli/model_options.h"
 #include "operators/cpu/kernels/half.h"
@@ -65,8 +66,9 @@ Tensor random_weights(DType dtype, std::int64_t rows, std::int64_t cols, std::mt
 }
 
 DType weight_dtype_named(const std::string& name) {
+  const std::string lower = to_lower(name);  // Q4_K as llama.cpp spells it, or q4_k
   for (int d = 0; d <= static_cast<int>(DType::q5_1); ++d)
-    if (name == dtype_name(static_cast<DType>(d)) && cpu::linear_supports(static_cast<DType>(d))) return static_cast<DType>(d);
+    if (lower == dtype_name(static_cast<DType>(d)) && cpu::linear_supports(static_cast<DType>(d))) return static_cast<DType>(d);
   std::string names;
   for (int d = 0; d <= static_cast<int>(DType::q5_1); ++d)
     if (cpu::linear_supports(static_cast<DType>(d))) names += (names.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(d)));

@@ -285,7 +285,8 @@ Runner add_bench_gemv_command(CLI::App& bench) {
   sub->add_option("--dtype", options->dtype,
                   "the projections' weights: bf16, f32 or a ggml block type (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}));
+      ->transform(CLI::IsMember({"bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"},
+                                CLI::ignore_case));
   return [options]() { return run_bench_gemv(*options); };
 }
 

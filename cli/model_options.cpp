@@ -250,7 +250,7 @@ CheckOptions ModelOptions::to_check_options() const {
   options.model.arch = arch;
   options.model.model_path = model_path;
   options.model.gguf_path = gguf_path;
-  options.model.weight_dtype = weight_dtype;
+  options.model.weight_dtype = to_lower(weight_dtype);  // Q4_K_M as llama.cpp spells it
   options.profile = profile;
   options.quick_rules = QuickRuleFlags{};
   options.quick_rules.override_tensor = override_tensor;

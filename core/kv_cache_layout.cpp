@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/text.h"
+
 namespace switchyard {
 namespace {
 
@@ -24,8 +26,9 @@ DType kv_cache_dtype(const ModelConfig& config, std::optional<DType> requested) 
 }
 
 std::optional<DType> parse_kv_cache_dtype(std::string_view name) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
+  const std::string lower = to_lower(name);
+  if (lower == "f32") return DType::f32;
+  if (lower == "bf16") return DType::bf16;
   return std::nullopt;
 }
 

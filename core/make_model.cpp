@@ -358,8 +358,11 @@ void write_gguf(const MakeModelOptions& options, const WeightScheme& scheme, Mak
 
 }  // namespace
 
-MakeModelSummary make_model(const MakeModelOptions& options) {
+MakeModelSummary make_model(const MakeModelOptions& given) {
   const auto start = std::chrono::steady_clock::now();
+  MakeModelOptions options = given;
+  options.dtype = to_lower(options.dtype);  // Q4_K_M, as llama.cpp's users write it, or q4_k_m
+  options.format = to_lower(options.format);
   const WeightScheme& scheme = scheme_for(options);
   MakeModelSummary summary;
   summary.config = preset_config(options);

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "core/text.h"
+
 namespace switchyard {
 namespace {
 
@@ -81,8 +83,9 @@ const std::array<WeightScheme, kSchemeCount>& schemes() {
 }  // namespace
 
 const WeightScheme* find_weight_scheme(std::string_view name) {
+  const std::string lower = to_lower(name);  // llama.cpp's users write Q4_K_M
   for (const WeightScheme& scheme : schemes())
-    if (scheme.name == name) return &scheme;
+    if (scheme.name == lower) return &scheme;
   return nullptr;
 }
 

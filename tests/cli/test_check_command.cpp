@@ -287,7 +287,9 @@ TEST_CASE("check command: --kv_cache_dtype sets the KV cache's element type, and
                                     " --kv_cache_dtype f32 --max_context 1000");
   CHECK(table.exit_code == 0);
   CHECK(table.output.find("KV CACHE (1000 tok, f32)") != std::string::npos);
-  for (const char* bad : {"f16", "fp32", "BF16", "''"}) {
+  // Type names are taken in either case, as llama.cpp's users write them.
+  CHECK(run_switchyard("check --arch deepseek-v2-lite --optimize_config_path " + profile + " --kv_cache_dtype BF16").exit_code == 0);
+  for (const char* bad : {"f16", "fp32", "''"}) {
     INFO("--kv_cache_dtype " << bad);
     const auto refused = run_switchyard_with_env("", base + " --kv_cache_dtype " + bad, /*with_stderr=*/true);
     CHECK(refused.exit_code == 2);
@@ -297,7 +299,8 @@ TEST_CASE("check command: --kv_cache_dtype sets the KV cache's element type, and
 
 TEST_CASE("check names the stored types of a checkpoint's tensors, not the --weight_dtype default") {
   const switchyard::core_testing::TempDir dir;
-  REQUIRE(run_switchyard("make-model --preset tiny-deepseek-v3 --format gguf --quant q4_k_m --out " + (dir / "q4").string()).exit_code == 0);
+  // Q4_K_M as llama.cpp's users spell it: make-model, check and bench take type names in either case.
+  REQUIRE(run_switchyard("make-model --preset tiny-deepseek-v3 --format GGUF --quant Q4_K_M --out " + (dir / "q4").string()).exit_code == 0);
   REQUIRE(run_switchyard("make-model --preset tiny-deepseek-v3 --dtype f32 --out " + (dir / "f32").string()).exit_code == 0);
   const CommandResult gguf = run_switchyard("check --gguf_path " + (dir / "q4" / "model.gguf").string() + " --cpu-moe");
   INFO(gguf.output);
@@ -310,7 +313,12 @@ TEST_CASE("check names the stored types of a checkpoint's tensors, not the --wei
   const CommandResult f32 = run_switchyard("check --model_path " + (dir / "f32").string() + " --cpu-moe");
   INFO(f32.output);
   CHECK(f32.output.find("parameters, weights f32)") != std::string::npos);
-  const CommandResult preset = run_switchyard("check --arch deepseek-v3 --cpu-moe --weight_dtype q4_k_m --gpu_memory 1000GiB");
-  CHECK(preset.output.find("671.") != std::string::npos);
-  CHECK(preset.output.find("B parameters, weights q4_k_m)") != std::string::npos);
+  for (const char* spelled : {"q4_k_m", "Q4_K_M"}) {
+    INFO(spelled);
+    const CommandResult preset =
+        run_switchyard(std::string("check --arch deepseek-v3 --cpu-moe --weight_dtype ") + spelled + " --gpu_memory 1000GiB");
+    CHECK(preset.output.find("671.") != std::string::npos);
+    CHECK(preset.output.find("B parameters, weights q4_k_m)") != std::string::npos);
+  }
+  CHECK(run_switchyard("make-model --preset tiny-deepseek-v3 --dtype BF16 --out " + (dir / "bf16").string()).exit_code == 0);
 }

@@ -59,5 +59,6 @@ TEST_CASE("core: the KV cache takes the checkpoint's activation dtype unless --k
   CHECK_THROWS_AS(sy::kv_cache_dtype(c, sy::DType::f16), std::invalid_argument);
   CHECK(sy::parse_kv_cache_dtype("f32") == sy::DType::f32);
   CHECK(sy::parse_kv_cache_dtype("bf16") == sy::DType::bf16);
-  for (const char* other : {"", "fp32", "BF16", "f16", "float32", "q8_0"}) CHECK_FALSE(sy::parse_kv_cache_dtype(other));
+  CHECK(sy::parse_kv_cache_dtype("BF16") == sy::DType::bf16);  // either case
+  for (const char* other : {"", "fp32", "f16", "float32", "q8_0"}) CHECK_FALSE(sy::parse_kv_cache_dtype(other));
 }
