@@ -156,6 +156,12 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   this->profile_required = profile_required;
   command.add_option("--optimize_config_path,--optimize_rule_path", profile,
                      "optimize-rule YAML profile (llama.cpp's -ot, --cpu-moe and --n-cpu-moe add rules before its own)");
+  command.add_option("--override-kv,--override_kv", override_kv,
+                     "KEY=TYPE:VALUE as llama.cpp has it: a GGUF metadata value read in place of the file's, TYPE "
+                     "int, float, bool or str (tokenizer.ggml.pre=str:qwen2 names the tokenizer's pre-tokenizer); "
+                     "may be repeated")
+      ->take_all()
+      ->expected(1);
   command.add_option("--override-tensor,--override_tensor", override_tensor,
                      "-ot REGEX=DEVICE[,REGEX=DEVICE...] as llama.cpp has it: the modules whose GGUF tensor names "
                      "(blk.3.ffn_up_exps.weight) or module names the regex finds go to DEVICE (CPU, CUDA0, cpu, "
@@ -204,7 +210,7 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
   if (!profile_required)
     command.add_option("--chat-template,--chat_template", chat_template,
                        "a Jinja chat template, as a file or as the template's text, used instead of the model's");
-  set_group(command, {"--arch", "--model_path", "--gguf_path", "--model", "--weight_dtype"}, kModelGroup);
+  set_group(command, {"--arch", "--model_path", "--gguf_path", "--model", "--weight_dtype", "--override-kv"}, kModelGroup);
   if (!profile_required) set_group(command, {"--chat-template"}, kModelGroup);
   set_group(command,
             {"--optimize_config_path", "--override-tensor", "--n-gpu-layers", "--tensor-split", "--main-gpu", "--cpu-moe", "--fit",
@@ -251,6 +257,9 @@ CheckOptions ModelOptions::to_check_options() const {
   options.model.model_path = model_path;
   options.model.gguf_path = gguf_path;
   options.model.weight_dtype = to_lower(weight_dtype);  // Q4_K_M as llama.cpp spells it
+  if (!override_kv.empty() && gguf_path.empty())
+    throw InputError("--override-kv replaces a GGUF file's metadata values; give the model as --gguf_path FILE (or -m FILE)");
+  for (const std::string& each : override_kv) options.model.gguf_overrides.push_back(parse_gguf_override(each));
   options.profile = profile;
   options.quick_rules = QuickRuleFlags{};
   options.quick_rules.override_tensor = override_tensor;

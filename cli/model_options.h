@@ -32,6 +32,7 @@ struct ModelOptions {
   std::string model_path;
   std::string gguf_path;
   std::string weight_dtype = "bf16";
+  std::vector<std::string> override_kv;  // --override-kv KEY=TYPE:VALUE, as typed (core/gguf.h GgufOverride)
   std::string profile;
   std::optional<int> gpus;
   std::string gpu_memory;

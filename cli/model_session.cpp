@@ -156,8 +156,8 @@ text::ModelText ModelSession::open_model_text(const std::string& tokenizer_flag)
       if (std::filesystem::is_regular_file(dir / "tokenizer.json", error)) return text::ModelText::load(dir / "tokenizer.json");
     }
   if (!chosen_.gguf_path.empty()) {
-    const GgufFile gguf = GgufFile::open(chosen_.gguf_path);
-    if (text::gguf_has_vocabulary(gguf)) return text::ModelText::load(chosen_.gguf_path);
+    const GgufFile gguf = open_model_gguf(options_.model);
+    if (text::gguf_has_vocabulary(gguf)) return text::ModelText::from_gguf(gguf);
   }
   if (embedded_) {
     if (const std::optional<EmbeddedTokenizer> t = embedded_tokenizer())

@@ -1,8 +1,12 @@
 #include "core/gguf.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <charconv>
+#include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <unordered_map>
@@ -21,6 +25,11 @@ namespace fs = std::filesystem;
 // into it (value keys, file paths in GgufValue) stay valid for as long as any copy lives.
 struct GgufContents {
   std::vector<fs::path> files;                     // sized before parsing: GgufValues point at these
+  // with_overrides: the contents overridden (whose files the values point at) and the overriding
+  // values' keys, texts and scalars; deques, so that views into them stay put.
+  std::shared_ptr<const GgufContents> base;
+  std::deque<std::string> owned_text;
+  std::deque<std::array<std::byte, 8>> owned_scalars;
   std::vector<std::shared_ptr<Storage>> storages;  // one per file: its whole bytes
   std::vector<std::uint64_t> data_offsets;         // per file
   std::uint32_t version = 3;
@@ -546,6 +555,79 @@ GgufFile parse_gguf_bytes(std::string_view bytes, const fs::path& file) {
   storage->bytes = bytes.size();
   storage->device = Device::cpu();
   return GgufParser::assemble(1, [&](std::size_t) { return GgufParser::Part{file, storage}; });
+}
+
+GgufOverride parse_gguf_override(std::string_view spec) {
+  auto refuse = [&](const std::string& why) -> GgufOverride {
+    throw InputError("--override-kv " + quoted_excerpt(spec) + ": " + why +
+                         " (KEY=TYPE:VALUE, TYPE one of int, float, bool, str; e.g. tokenizer.ggml.pre=str:qwen2)",
+                     kExitUsageOrIo);
+  };
+  const std::size_t equals = spec.find('=');
+  if (equals == std::string_view::npos || equals == 0) return refuse("no KEY=");
+  const std::size_t colon = spec.find(':', equals + 1);
+  if (colon == std::string_view::npos) return refuse("no TYPE:");
+  GgufOverride o;
+  o.key = std::string(spec.substr(0, equals));
+  const std::string_view type = spec.substr(equals + 1, colon - equals - 1);
+  const std::string_view value = spec.substr(colon + 1);
+  if (type == "str") {
+    o.type = GgufValueType::string;
+    o.text = std::string(value);
+  } else if (type == "int") {
+    o.type = GgufValueType::i64;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), o.integer);
+    if (error != std::errc() || end != value.data() + value.size() || value.empty()) return refuse("the value is not a whole number");
+  } else if (type == "float") {
+    o.type = GgufValueType::f64;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), o.number);
+    if (error != std::errc() || end != value.data() + value.size() || value.empty() || !std::isfinite(o.number))
+      return refuse("the value is not a finite number");
+  } else if (type == "bool") {
+    o.type = GgufValueType::boolean;
+    if (value != "true" && value != "false") return refuse("the value is not true or false");
+    o.flag = value == "true";
+  } else {
+    return refuse("the type " + quoted_excerpt(type) + " is not int, float, bool or str");
+  }
+  return o;
+}
+
+GgufFile GgufFile::with_overrides(std::span<const GgufOverride> overrides) const {
+  if (overrides.empty()) return *this;
+  auto contents = std::make_shared<GgufContents>();
+  contents->base = contents_;
+  contents->storages = contents_->storages;
+  contents->data_offsets = contents_->data_offsets;
+  contents->version = contents_->version;
+  contents->alignment = contents_->alignment;
+  contents->metadata = contents_->metadata;
+  contents->metadata_index = contents_->metadata_index;
+  contents->tensors = contents_->tensors;
+  contents->tensor_index = contents_->tensor_index;
+  contents->files = contents_->files;
+  for (const GgufOverride& o : overrides) {
+    GgufValue v;
+    v.type_ = o.type;
+    v.key_ = contents->owned_text.emplace_back(o.key);
+    v.file_ = contents_->files.empty() ? nullptr : &contents_->files.front();
+    std::array<std::byte, 8>& scalar = contents->owned_scalars.emplace_back();
+    if (o.type == GgufValueType::string) v.text_ = contents->owned_text.emplace_back(o.text);
+    else if (o.type == GgufValueType::i64) std::memcpy(scalar.data(), &o.integer, sizeof o.integer);
+    else if (o.type == GgufValueType::f64) std::memcpy(scalar.data(), &o.number, sizeof o.number);
+    else scalar[0] = std::byte{o.flag ? std::uint8_t{1} : std::uint8_t{0}};
+    v.scalar_or_elements_ = scalar.data();
+    if (const auto it = contents->metadata_index.find(o.key); it != contents->metadata_index.end()) {
+      contents->metadata[it->second] = v;
+      // The index's key viewed the file's bytes, which hold the same text: it stays.
+    } else {
+      contents->metadata_index.emplace(v.key_, contents->metadata.size());
+      contents->metadata.push_back(v);
+    }
+  }
+  GgufFile copy;
+  copy.contents_ = std::move(contents);
+  return copy;
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

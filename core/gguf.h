@@ -60,6 +60,7 @@ class GgufValue {
 
  private:
   friend struct GgufParser;
+  friend class GgufFile;  // with_overrides
   [[noreturn]] void wrong_kind(const char* wanted) const;
 
   GgufValueType type_ = GgufValueType::u8;
@@ -82,6 +83,20 @@ struct GgufTensorInfo {
 };
 
 struct GgufContents;
+
+// A metadata value given in place of the file's (llama.cpp's --override-kv KEY=TYPE:VALUE, TYPE
+// one of int, float, bool, str), held as i64, f64, bool or string.
+struct GgufOverride {
+  std::string key;
+  GgufValueType type = GgufValueType::string;
+  std::int64_t integer = 0;
+  double number = 0;
+  bool flag = false;
+  std::string text;
+};
+// Parses "KEY=TYPE:VALUE" (bool: true or false; int: a whole number; float: a finite number).
+// InputError, exit 2 (a usage error), quoting the text and saying what is wrong.
+GgufOverride parse_gguf_override(std::string_view spec);
 
 // An open GGUF model: every file mapped read-only, every field checked. Copies share the mappings.
 class GgufFile {
@@ -117,6 +132,11 @@ class GgufFile {
   std::uint32_t version() const;    // the first file's: 2 or 3
   std::uint64_t alignment() const;  // general.alignment, or 32
   std::uint64_t data_offset(std::size_t file) const;  // where that file's data section starts
+
+  // The same file with these values in place of the file's metadata values of the same keys (or
+  // beside them, for a key the file lacks): what every read of the copy's metadata sees. The
+  // tensors are the file's.
+  GgufFile with_overrides(std::span<const GgufOverride> overrides) const;
 
  private:
   friend struct GgufParser;

@@ -126,9 +126,20 @@ ModelConfig config_of(const ModelSpec& spec, const GgufFile* gguf) {
 
 }  // namespace
 
+GgufFile open_model_gguf(const ModelSpec& spec) {
+  if (spec.gguf_path.empty()) {
+    if (!spec.gguf_overrides.empty())
+      throw InputError("--override-kv " + spec.gguf_overrides.front().key +
+                           ": the model is not a GGUF file, so there is no metadata to override; give --gguf_path",
+                       kExitUsageOrIo);
+    throw std::logic_error("open_model_gguf: no GGUF path");
+  }
+  return GgufFile::open(spec.gguf_path).with_overrides(spec.gguf_overrides);
+}
+
 ModelConfig model_config_of(const ModelSpec& spec) {
   if (!spec.gguf_path.empty() && spec.model_path.empty()) {
-    const GgufFile file = GgufFile::open(spec.gguf_path);
+    const GgufFile file = open_model_gguf(spec);
     return config_of(spec, &file);
   }
   return config_of(spec, nullptr);
@@ -143,7 +154,7 @@ Checkpoint open_model_weights(const ModelSpec& spec, const ModelConfig& config) 
 ModuleTree describe_model(const ModelSpec& spec, Diagnostics& diagnostics) {
   const WeightScheme& scheme = scheme_of(spec);
   if (!spec.gguf_path.empty()) {
-    const GgufFile file = GgufFile::open(spec.gguf_path);
+    const GgufFile file = open_model_gguf(spec);
     ModuleTree tree = build_module_tree(config_of(spec, &file), scheme);
     apply_gguf(tree, file, diagnostics);
     return tree;

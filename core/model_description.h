@@ -6,8 +6,10 @@
 // given beside it (ktransformers' pairing), and whose tensor infos give the dtypes.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/diagnostics.h"
+#include "core/gguf.h"
 #include "core/module_tree.h"
 
 namespace switchyard {
@@ -17,7 +19,12 @@ struct ModelSpec {
   std::filesystem::path model_path;     // checkpoint directory (or, with gguf_path, its config.json's), or empty
   std::filesystem::path gguf_path;      // GGUF file, first split or directory holding one, or empty
   std::string weight_dtype = "bf16";    // scheme for tensors a checkpoint does not describe
+  // Metadata values read in place of the GGUF's (--override-kv); only with gguf_path.
+  std::vector<GgufOverride> gguf_overrides;
 };
+
+// gguf_path's file with spec.gguf_overrides in place (GgufFile::with_overrides).
+GgufFile open_model_gguf(const ModelSpec& spec);
 
 // Throws InputError for unusable input (no such preset, unreadable config.json, hostile header).
 // Tensors that disagree with config.json are reported in `diagnostics` with the tensor's name.

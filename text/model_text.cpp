@@ -86,24 +86,25 @@ ModelText ModelText::from_texts(std::string_view tokenizer_json, std::string_vie
   ModelText m{Tokenizer::from_json(tokenizer_json, source + " tokenizer.json"),
               tokenizer_config_json.empty() ? std::nullopt
                                             : chat_format_from_config(tokenizer_config_json, source + " tokenizer_config.json"),
-              {}, source};
+              {}, source, std::nullopt};
   add_chat_eos(m);
   read_added_bos(m, tokenizer_config_json, source + " tokenizer_config.json");
   return m;
 }
 
+ModelText ModelText::from_gguf(const GgufFile& gguf) {
+  ModelText m{Tokenizer::from_gguf(gguf), load_chat_format(gguf), {}, gguf.files().front().string(), std::nullopt};
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
+    if (const std::optional<std::int64_t> id = gguf.integer(key)) add_end_id(m, *id, m.source + ": " + key);
+  return m;
+}
+
 ModelText ModelText::load(const std::filesystem::path& path) {
-  if (is_gguf_tokenizer_path(path)) {
-    const GgufFile gguf = GgufFile::open(path);
-    ModelText m{Tokenizer::from_gguf(gguf), load_chat_format(gguf), {}, gguf.files().front().string()};
-    for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
-      if (const std::optional<std::int64_t> id = gguf.integer(key)) add_end_id(m, *id, m.source + ": " + key);
-    return m;
-  }
+  if (is_gguf_tokenizer_path(path)) return from_gguf(GgufFile::open(path));
   std::error_code error;
   const bool directory = std::filesystem::is_directory(path, error);
   const std::filesystem::path file = directory ? path / "tokenizer.json" : path;
-  ModelText m{Tokenizer::from_file(path), load_chat_format(path), {}, file.string()};
+  ModelText m{Tokenizer::from_file(path), load_chat_format(path), {}, file.string(), std::nullopt};
   add_chat_eos(m);
   const std::filesystem::path dir = file.parent_path();
   const std::filesystem::path config = dir / "tokenizer_config.json";

@@ -38,6 +38,8 @@ struct ModelText {
   // Throws InputError as Tokenizer::from_file and load_chat_format do; an eos_token_id that is not
   // an id of the vocabulary is an InputError naming the file.
   static ModelText load(const std::filesystem::path& path);
+  // From a GGUF's tokenizer keys (as opened, overrides applied: GgufFile::with_overrides).
+  static ModelText from_gguf(const GgufFile& gguf);
   // From a tokenizer.json's and a tokenizer_config.json's text ("" for none); `source` names them.
   static ModelText from_texts(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                               const std::string& source);

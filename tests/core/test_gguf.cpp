@@ -299,6 +299,46 @@ TEST_CASE("gguf metadata of every type comes back as written, in order, a key se
   CHECK(contains(input_error_message([&] { g.find("t.u8")->numbers(); }), "'t.u8' is u8, not an array of numbers"));
 }
 
+TEST_CASE("gguf overrides (--override-kv) replace or add metadata values in a copy; bad ones are usage errors") {
+  SeededRng rng;
+  INFO("seed " << rng.seed);
+  TempDir dir;
+  const std::int64_t count = static_cast<std::int64_t>(rng.below(1000)) + 1;
+  sy::GgufWriter writer;
+  writer.set_string("general.architecture", "qwen3moe");
+  writer.set_string("tokenizer.ggml.pre", "starcoder");
+  writer.set_u32("qwen3moe.expert_used_count", static_cast<std::uint32_t>(count));
+  writer.write(dir / "m.gguf");
+  const sy::GgufFile file = sy::GgufFile::open(dir / "m.gguf");
+
+  const std::string value = "w" + std::to_string(rng.below(1u << 30));
+  const std::vector<sy::GgufOverride> overrides = {
+      sy::parse_gguf_override("tokenizer.ggml.pre=str:" + value), sy::parse_gguf_override("qwen3moe.expert_used_count=int:-3"),
+      sy::parse_gguf_override("new.flag=bool:true"), sy::parse_gguf_override("new.scale=float:0.125")};
+  const sy::GgufFile changed = file.with_overrides(overrides);
+  CHECK(changed.string("tokenizer.ggml.pre") == value);
+  CHECK(changed.integer("qwen3moe.expert_used_count") == -3);
+  CHECK(changed.flag("new.flag") == true);
+  CHECK(changed.number("new.scale") == 0.125);
+  CHECK(changed.metadata().size() == file.metadata().size() + 2);
+  CHECK(changed.string("general.architecture") == "qwen3moe");
+  // The file's own values are untouched, and the copy outlives the file it came from.
+  CHECK(file.string("tokenizer.ggml.pre") == "starcoder");
+  CHECK(file.integer("qwen3moe.expert_used_count") == count);
+  CHECK_FALSE(file.find("new.flag"));
+  const sy::GgufFile alone = sy::GgufFile::open(dir / "m.gguf").with_overrides(overrides);
+  CHECK(alone.string("tokenizer.ggml.pre") == value);
+  // A value of another type than the reader wants is the usual typed error, naming the key.
+  CHECK(contains(input_error_message([&] { (void)changed.string("qwen3moe.expert_used_count"); }), "qwen3moe.expert_used_count"));
+
+  for (const char* bad : {"novalue", "=str:x", "key=str", "key=int:1.5", "key=int:", "key=float:nan", "key=bool:yes", "key=string:x"}) {
+    INFO(bad);
+    CHECK(input_error_exit_code([&] { sy::parse_gguf_override(bad); }) == sy::kExitUsageOrIo);
+    CHECK(contains(input_error_message([&] { sy::parse_gguf_override(bad); }), "KEY=TYPE:VALUE"));
+  }
+  CHECK(sy::parse_gguf_override("k=str:a=b:c").text == "a=b:c");  // the value is everything after the first colon
+}
+
 TEST_CASE("gguf writer bytes are the format's encoding, and the reader's offsets honour the alignment") {
   SeededRng rng;
   INFO("seed " << rng.seed);

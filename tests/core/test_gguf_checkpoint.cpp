@@ -60,7 +60,9 @@ TEST_CASE("gguf checkpoint: every tensor of an f32 GGUF equals the safetensors c
     TempDir dir;
     make(preset, "safetensors", "f32", dir / "st");
     make(preset, "gguf", "f32", dir / "gguf");
-    const sy::ModelConfig config = sy::model_config_of(sy::ModelSpec{"", "", dir / "gguf" / "model.gguf"});
+    sy::ModelSpec spec;
+    spec.gguf_path = dir / "gguf" / "model.gguf";
+    const sy::ModelConfig config = sy::model_config_of(spec);
     const sy::Checkpoint st = sy::Checkpoint::open(dir / "st");
     const sy::Checkpoint gguf = sy::Checkpoint::open_gguf(dir / "gguf", config);
     CHECK(gguf.is_gguf());
@@ -87,7 +89,9 @@ TEST_CASE("gguf checkpoint: a quantised file decodes to the quantiser's values, 
   make("tiny-qwen3-moe", "safetensors", "f32", dir / "st");
   make("tiny-qwen3-moe", "gguf", "q8_0", dir / "gguf");
   const std::filesystem::path file = dir / "gguf" / "model.gguf";
-  const sy::ModelConfig config = sy::model_config_of(sy::ModelSpec{"", "", file});
+  sy::ModelSpec spec;
+  spec.gguf_path = file;
+  const sy::ModelConfig config = sy::model_config_of(spec);
   const sy::Checkpoint st = sy::Checkpoint::open(dir / "st");
   const sy::Checkpoint gguf = sy::Checkpoint::open_gguf(file, config);
   const sy::ModuleTree tree = sy::build_module_tree(config, *sy::find_weight_scheme("q8_0"));

@@ -160,6 +160,18 @@ TEST_CASE("gguf vocabulary: make-model --format gguf --tokenizer writes it, run 
   const auto t = sy::testing::run_switchyard("tokenize --tokenizer " + model + "/model.gguf --prompt '" + text + "' --format json");
   REQUIRE(t.exit_code == 0);
   CHECK(nlohmann::json::parse(t.output)["ids"] == entry["ids"]);
+  // --override-kv reaches the tokenizer: a name of the same split runs, one this does not read is
+  // refused with the remedies, and the flag without a GGUF is a usage error.
+  const std::string base = "run --gguf_path " + model + " --prompt '" + text + "' --max_new_tokens 1 --format json";
+  const auto alias = sy::testing::run_switchyard(base + " --override-kv tokenizer.ggml.pre=str:deepseek-r1-qwen");
+  INFO(alias.output);
+  REQUIRE(alias.exit_code == 0);
+  CHECK(sy::testing::run_json(alias.output)["prompt_ids"] == entry["ids"]);
+  const auto unknown = sy::testing::run_switchyard_with_env("", base + " --override-kv tokenizer.ggml.pre=str:starcoder", true);
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.output.find("tokenizer.ggml.pre: 'starcoder' is not a pre-tokenizer this reads") != std::string::npos);
+  CHECK(sy::testing::run_switchyard(base + " --override-kv tokenizer.ggml.pre").exit_code == 2);
+  CHECK(sy::testing::run_switchyard("check --arch deepseek-v3 --cpu-moe --override-kv a=int:1").exit_code == 2);
   // The GGUF carries the chat template too: rendered as transformers rendered Qwen3's.
   const nlohmann::json chats = nlohmann::json::parse(sy::core_testing::read_file(source_path("tests/fixtures/chat_templates/qwen3.json")));
   const nlohmann::json& chat = chats["cases"][1];
