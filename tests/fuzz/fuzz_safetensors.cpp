@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       previous_end = t.end;
       if (t.dtype != switchyard::DType::f32 && t.dtype != switchyard::DType::bf16 && t.dtype != switchyard::DType::f16)
         continue;
+      if (t.end == t.begin) continue;  // no elements (a 0 in the shape): nothing to widen or copy
       const std::uint64_t element_bytes = switchyard::storage_bytes(t.dtype, 1);
       const std::uint64_t count = (t.end - t.begin) / element_bytes;
       const std::uint8_t* elements = data + header.data_offset + t.begin;
