@@ -595,17 +595,12 @@ GgufOverride parse_gguf_override(std::string_view spec) {
 
 GgufFile GgufFile::with_overrides(std::span<const GgufOverride> overrides) const {
   if (overrides.empty()) return *this;
-  auto contents = std::make_shared<GgufContents>();
+  // A copy: its views (keys, names, values) point into the mappings and into the base's files,
+  // both kept alive by it; the overriding values live in its own deques.
+  auto contents = std::make_shared<GgufContents>(*contents_);
   contents->base = contents_;
-  contents->storages = contents_->storages;
-  contents->data_offsets = contents_->data_offsets;
-  contents->version = contents_->version;
-  contents->alignment = contents_->alignment;
-  contents->metadata = contents_->metadata;
-  contents->metadata_index = contents_->metadata_index;
-  contents->tensors = contents_->tensors;
-  contents->tensor_index = contents_->tensor_index;
-  contents->files = contents_->files;
+  contents->owned_text.clear();
+  contents->owned_scalars.clear();
   for (const GgufOverride& o : overrides) {
     GgufValue v;
     v.type_ = o.type;
