@@ -50,10 +50,7 @@ Tensor random_weights(DType dtype, std::int64_t rows, std::int64_t cols, std::mt
         const std::uint32_t bits = rng();
         std::memcpy(at + i, &bits, std::min<std::size_t>(4, unit - i));
       }
-      for (int offset : quant::half_scale_offsets(dtype)) {
-        const std::uint16_t bits = cpu::f32_to_f16(scale(rng));
-        std::memcpy(at + offset, &bits, 2);
-      }
+      quant::set_block_scales(dtype, at, scale(rng), scale(rng));
     }
   }
   auto* data = t.data_as<std::uint8_t>();
@@ -67,11 +64,11 @@ Tensor random_weights(DType dtype, std::int64_t rows, std::int64_t cols, std::mt
 
 DType weight_dtype_named(const std::string& name) {
   const std::string lower = to_lower(name);  // Q4_K as llama.cpp spells it, or q4_k
-  for (int d = 0; d <= static_cast<int>(DType::q5_1); ++d)
-    if (lower == dtype_name(static_cast<DType>(d)) && cpu::linear_supports(static_cast<DType>(d))) return static_cast<DType>(d);
+  for (const DTypeInfo& info : all_dtypes())
+    if (lower == info.name && cpu::linear_supports(info.dtype)) return info.dtype;
   std::string names;
-  for (int d = 0; d <= static_cast<int>(DType::q5_1); ++d)
-    if (cpu::linear_supports(static_cast<DType>(d))) names += (names.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(d)));
+  for (const DTypeInfo& info : all_dtypes())
+    if (cpu::linear_supports(info.dtype)) names += (names.empty() ? "" : ", ") + std::string(info.name);
   throw InputError("--weight_dtype " + quoted_argument(name) + " is not a dtype the CPU experts run; they run " + names);
 }
 

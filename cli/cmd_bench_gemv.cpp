@@ -144,10 +144,8 @@ Timing time_shape(cuda::DeviceContext& context, const BenchShape& b, const GemvB
     for (auto& byte : host) byte = static_cast<std::uint8_t>(random());
     const DTypeInfo& info = dtype_info(b.dtype);
     for (std::int64_t block = 0; block < b.weight_elements / info.block_elements; ++block)
-      for (const int offset : quant::half_scale_offsets(b.dtype)) {
-        const std::uint16_t bits = cpu::f32_to_f16(value(random) / 64.0f);
-        std::copy_n(reinterpret_cast<const std::uint8_t*>(&bits), 2, host.data() + block * info.block_bytes + offset);
-      }
+      quant::set_block_scales(b.dtype, host.data() + block * info.block_bytes, value(random) / 64.0f,
+                              value(random) / 64.0f);
   } else {
     for (std::int64_t i = 0; i < b.weight_elements; ++i) {
       const float v = value(random) * 0.05f;

@@ -7,7 +7,7 @@ namespace {
 
 // Sizes of ggml's block formats: a 256-weight super-block for the k-quants, 32 weights for the
 // others; the numbers are ggml_type's (ggml.h), as GGUF's tensor infos store them.
-constexpr std::array<DTypeInfo, 22> kDTypes = {{
+constexpr std::array<DTypeInfo, 32> kDTypes = {{
     {DType::f64, "f64", "F64", 1, 8, 28},
     {DType::f32, "f32", "F32", 1, 4, 0},
     {DType::f16, "f16", "F16", 1, 2, 1},
@@ -30,6 +30,16 @@ constexpr std::array<DTypeInfo, 22> kDTypes = {{
     {DType::q4_1, "q4_1", nullptr, 32, 20, 3},
     {DType::q5_0, "q5_0", nullptr, 32, 22, 6},
     {DType::q5_1, "q5_1", nullptr, 32, 24, 7},
+    {DType::iq2_xxs, "iq2_xxs", nullptr, 256, 66, 16},
+    {DType::iq2_xs, "iq2_xs", nullptr, 256, 74, 17},
+    {DType::iq2_s, "iq2_s", nullptr, 256, 82, 22},
+    {DType::iq3_xxs, "iq3_xxs", nullptr, 256, 98, 18},
+    {DType::iq3_s, "iq3_s", nullptr, 256, 110, 21},
+    {DType::iq1_s, "iq1_s", nullptr, 256, 50, 19},
+    {DType::iq1_m, "iq1_m", nullptr, 256, 56, 29},
+    {DType::iq4_nl, "iq4_nl", nullptr, 32, 18, 20},
+    {DType::iq4_xs, "iq4_xs", nullptr, 256, 136, 23},
+    {DType::mxfp4, "mxfp4", nullptr, 32, 17, 39},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < kDTypes.size(); ++i)

@@ -12,6 +12,8 @@ namespace switchyard {
 enum class DType : std::uint8_t {
   f64, f32, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u8, boolean,
   q8_0, q6_k, q5_k, q4_k, q3_k, q2_k, q4_0, q4_1, q5_0, q5_1,
+  // The IQ types (lattice and non-linear codebooks) and OCP's MXFP4.
+  iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, iq4_nl, iq4_xs, mxfp4,
 };
 
 struct DTypeInfo {
@@ -28,10 +30,10 @@ const DTypeInfo& dtype_info(DType dtype);
 std::span<const DTypeInfo> all_dtypes();
 const char* dtype_name(DType dtype);
 std::optional<DType> dtype_from_safetensors(std::string_view name);
-// The DType of a GGUF tensor's ggml_type number; nullopt for a number we do not read (the IQ and
-// ternary types, Q8_1 and Q8_K, which only activations use, or no type at all).
+// The DType of a GGUF tensor's ggml_type number; nullopt for a number we do not read (the ternary
+// and repacked types, NVFP4, Q8_1 and Q8_K, which only activations use, or no type at all).
 std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type);
-// Whether the type stores blocks of weights with their scales (ggml's Q and K types).
+// Whether the type stores blocks of weights with their scales (ggml's Q, K, IQ and MXFP4 types).
 inline bool is_block_quantized(DType dtype) { return dtype >= DType::q8_0; }
 // Bytes needed to store `elements` weights; a partial block still takes a whole block.
 std::uint64_t storage_bytes(DType dtype, std::uint64_t elements);

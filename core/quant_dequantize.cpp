@@ -8,6 +8,7 @@
 #include "core/half_float.h"
 #include "core/quant_blocks.h"
 #include "core/quant_formats.h"
+#include "core/quant_grids.h"
 
 namespace switchyard::quant {
 namespace {
@@ -176,6 +177,137 @@ void decode_q6_k(const BlockQ6_K& b, float* y) {
   }
 }
 
+// ---- IQ types and MXFP4: a point of a grid, its signs, the sub-block's scale ----------------
+
+// Byte j of a grid point (core/quant_grids.h: little-endian words).
+inline int grid_byte(std::uint64_t point, int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); }
+
+// Eight weights: db * magnitude, negated where the sign bit is set (ggml's order: db * grid, then
+// the sign).
+void signed_points8(float db, std::uint64_t point, std::uint8_t signs, float* y) {
+  for (int j = 0; j < 8; ++j)
+    y[j] = db * static_cast<float>(grid_byte(point, j)) * ((signs >> j) & 1 ? -1.0f : 1.0f);
+}
+
+std::uint32_t word_at(const std::uint8_t* bytes) {
+  std::uint32_t w;
+  std::memcpy(&w, bytes, sizeof w);
+  return w;
+}
+
+void decode_iq2_xxs(const BlockIQ2_XXS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    const std::uint32_t a = b.qs[4 * s] | std::uint32_t{b.qs[4 * s + 1]} << 16;
+    const std::uint32_t w = b.qs[4 * s + 2] | std::uint32_t{b.qs[4 * s + 3]} << 16;
+    const float db = d * (0.5f + static_cast<float>(w >> 28)) * 0.25f;
+    for (int l = 0; l < 4; ++l)
+      signed_points8(db, kIq2xxsGrid[(a >> (8 * l)) & 0xFF], iq2_signs(w >> (7 * l)), y + 8 * l);
+  }
+}
+
+void decode_iq2_xs(const BlockIQ2_XS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    const float db[2] = {d * (0.5f + static_cast<float>(b.scales[s] & 0x0F)) * 0.25f,
+                         d * (0.5f + static_cast<float>(b.scales[s] >> 4)) * 0.25f};
+    for (int l = 0; l < 4; ++l) {
+      const std::uint16_t q = b.qs[4 * s + l];
+      signed_points8(db[l / 2], kIq2xsGrid[q & 511], iq2_signs(q >> 9), y + 8 * l);
+    }
+  }
+}
+
+void decode_iq2_s(const BlockIQ2_S& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    const float db[2] = {d * (0.5f + static_cast<float>(b.scales[s] & 0x0F)) * 0.25f,
+                         d * (0.5f + static_cast<float>(b.scales[s] >> 4)) * 0.25f};
+    for (int l = 0; l < 4; ++l) {
+      const int index = b.qs[4 * s + l] | ((b.qh[s] >> (2 * l)) & 3) << 8;
+      signed_points8(db[l / 2], kIq2sGrid[index], b.qs[32 + 4 * s + l], y + 8 * l);
+    }
+  }
+}
+
+void decode_iq3_xxs(const BlockIQ3_XXS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    const std::uint32_t w = word_at(b.qs + 64 + 4 * s);
+    const float db = d * (0.5f + static_cast<float>(w >> 28)) * 0.5f;
+    for (int l = 0; l < 4; ++l) {
+      const std::uint64_t point = kIq3xxsGrid[b.qs[8 * s + 2 * l]] |
+                                  std::uint64_t{kIq3xxsGrid[b.qs[8 * s + 2 * l + 1]]} << 32;
+      signed_points8(db, point, iq2_signs(w >> (7 * l)), y + 8 * l);
+    }
+  }
+}
+
+void decode_iq3_s(const BlockIQ3_S& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    const float db = d * static_cast<float>(1 + 2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 0x0F));
+    for (int l = 0; l < 4; ++l) {
+      const int k = 8 * s + 2 * l;  // the group's two grid points
+      const int first = b.qs[k] | ((b.qh[s] >> (2 * l)) & 1) << 8;
+      const int second = b.qs[k + 1] | ((b.qh[s] >> (2 * l + 1)) & 1) << 8;
+      const std::uint64_t point = kIq3sGrid[first] | std::uint64_t{kIq3sGrid[second]} << 32;
+      signed_points8(db, point, b.signs[4 * s + l], y + 8 * l);
+    }
+  }
+}
+
+// Eight IQ1 weights: dl * (point + delta), the point's bytes signed.
+void shifted_points8(float dl, std::uint64_t point, float delta, float* y) {
+  for (int j = 0; j < 8; ++j) y[j] = dl * (static_cast<float>(static_cast<std::int8_t>(grid_byte(point, j))) + delta);
+}
+
+void decode_iq1_s(const BlockIQ1_S& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    const std::uint16_t h = b.qh[s];
+    const float dl = d * static_cast<float>(2 * ((h >> 12) & 7) + 1);
+    const float delta = h & 0x8000 ? -kIq1Delta : kIq1Delta;
+    for (int l = 0; l < 4; ++l)
+      shifted_points8(dl, kIq1sGrid[b.qs[4 * s + l] | ((h >> (3 * l)) & 7) << 8], delta, y + 8 * l);
+  }
+}
+
+void decode_iq1_m(const BlockIQ1_M& b, float* y) {
+  const float d = f16_to_f32(iq1_m_d_bits(b.scales));
+  std::uint16_t sc[4];
+  std::memcpy(sc, b.scales, sizeof sc);
+  for (int s = 0; s < 8; ++s, y += 32) {
+    for (int l = 0; l < 4; ++l) {
+      const int h = 2 * s + l / 2;  // the 16 weights' scale
+      const float dl = d * static_cast<float>(2 * ((sc[h / 4] >> (3 * (h % 4))) & 7) + 1);
+      const int nibble = (b.qh[2 * s + l / 2] >> (4 * (l % 2))) & 0x0F;
+      const float delta = nibble & 8 ? -kIq1Delta : kIq1Delta;
+      shifted_points8(dl, kIq1sGrid[b.qs[4 * s + l] | (nibble & 7) << 8], delta, y + 8 * l);
+    }
+  }
+}
+
+// 32 weights of 4-bit codes as Q4_0's nibbles, each value scale * table[code].
+void codebook32(float scale, const std::uint8_t* qs, const std::int8_t (&table)[16], float* y) {
+  for (int j = 0; j < kBlock / 2; ++j) {
+    y[j] = scale * static_cast<float>(table[qs[j] & 0x0F]);
+    y[j + kBlock / 2] = scale * static_cast<float>(table[qs[j] >> 4]);
+  }
+}
+
+void decode_iq4_nl(const BlockIQ4_NL& b, float* y) { codebook32(f16_to_f32(b.d), b.qs, kIq4Values, y); }
+
+void decode_iq4_xs(const BlockIQ4_XS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 8; ++s) {
+    const int scale = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F) | ((b.scales_h >> (2 * s)) & 3) << 4;
+    codebook32(d * static_cast<float>(scale - 32), b.qs + 16 * s, kIq4Values, y + 32 * s);
+  }
+}
+
+void decode_mxfp4(const BlockMXFP4& b, float* y) { codebook32(e8m0_half(b.e), b.qs, kMxfp4Values, y); }
+
 template <typename Block, int kElements, void (*decode)(const Block&, float*)>
 void decode_blocks(const void* blocks, float* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n / kElements; ++i) decode(load_block<Block>(blocks, i), out + i * kElements);
@@ -208,6 +340,16 @@ void dequantize_row(DType dtype, const void* blocks, float* out, std::int64_t n)
     case DType::q4_k: return decode_blocks<BlockQ4_K, kSuperBlock, decode_q4_k>(blocks, out, n);
     case DType::q5_k: return decode_blocks<BlockQ5_K, kSuperBlock, decode_q5_k>(blocks, out, n);
     case DType::q6_k: return decode_blocks<BlockQ6_K, kSuperBlock, decode_q6_k>(blocks, out, n);
+    case DType::iq2_xxs: return decode_blocks<BlockIQ2_XXS, kSuperBlock, decode_iq2_xxs>(blocks, out, n);
+    case DType::iq2_xs: return decode_blocks<BlockIQ2_XS, kSuperBlock, decode_iq2_xs>(blocks, out, n);
+    case DType::iq2_s: return decode_blocks<BlockIQ2_S, kSuperBlock, decode_iq2_s>(blocks, out, n);
+    case DType::iq3_xxs: return decode_blocks<BlockIQ3_XXS, kSuperBlock, decode_iq3_xxs>(blocks, out, n);
+    case DType::iq3_s: return decode_blocks<BlockIQ3_S, kSuperBlock, decode_iq3_s>(blocks, out, n);
+    case DType::iq1_s: return decode_blocks<BlockIQ1_S, kSuperBlock, decode_iq1_s>(blocks, out, n);
+    case DType::iq1_m: return decode_blocks<BlockIQ1_M, kSuperBlock, decode_iq1_m>(blocks, out, n);
+    case DType::iq4_nl: return decode_blocks<BlockIQ4_NL, kBlock, decode_iq4_nl>(blocks, out, n);
+    case DType::iq4_xs: return decode_blocks<BlockIQ4_XS, kSuperBlock, decode_iq4_xs>(blocks, out, n);
+    case DType::mxfp4: return decode_blocks<BlockMXFP4, kBlock, decode_mxfp4>(blocks, out, n);
     default: break;  // check_row_length refused every other type
   }
 }

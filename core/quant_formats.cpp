@@ -2,12 +2,16 @@
 // core/quant_quantize.cpp's row functions.
 #include "core/quant_formats.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/half_float.h"
 #include "core/quant_blocks.h"
 #include "core/random_weights.h"
 
@@ -26,7 +30,38 @@ std::vector<int> half_scale_offsets(DType dtype) {
     case DType::q4_k: return {at(offsetof(BlockQ4_K, d)), at(offsetof(BlockQ4_K, dmin))};
     case DType::q5_k: return {at(offsetof(BlockQ5_K, d)), at(offsetof(BlockQ5_K, dmin))};
     case DType::q6_k: return {at(offsetof(BlockQ6_K, d))};
+    case DType::iq2_xxs: return {at(offsetof(BlockIQ2_XXS, d))};
+    case DType::iq2_xs: return {at(offsetof(BlockIQ2_XS, d))};
+    case DType::iq2_s: return {at(offsetof(BlockIQ2_S, d))};
+    case DType::iq3_xxs: return {at(offsetof(BlockIQ3_XXS, d))};
+    case DType::iq3_s: return {at(offsetof(BlockIQ3_S, d))};
+    case DType::iq1_s: return {at(offsetof(BlockIQ1_S, d))};
+    case DType::iq4_nl: return {at(offsetof(BlockIQ4_NL, d))};
+    case DType::iq4_xs: return {at(offsetof(BlockIQ4_XS, d))};
     default: return {};
+  }
+}
+
+void set_block_scales(DType dtype, void* block, float scale, float min) {
+  auto* bytes = static_cast<std::uint8_t*>(block);
+  if (dtype == DType::mxfp4) {
+    const int e = scale > 0.0f ? std::clamp(static_cast<int>(std::lround(std::log2(scale))) + 127, 1, 254) : 127;
+    bytes[offsetof(BlockMXFP4, e)] = static_cast<std::uint8_t>(e);
+    return;
+  }
+  const std::uint16_t d = f32_to_f16(scale);
+  if (dtype == DType::iq1_m) {  // d's four nibbles are the top nibbles of the four scale words
+    std::uint16_t words[4];
+    std::memcpy(words, bytes + offsetof(BlockIQ1_M, scales), sizeof words);
+    for (int i = 0; i < 4; ++i)
+      words[i] = static_cast<std::uint16_t>((words[i] & 0x0FFF) | ((d >> (4 * i)) & 0xF) << 12);
+    std::memcpy(bytes + offsetof(BlockIQ1_M, scales), words, sizeof words);
+    return;
+  }
+  const std::vector<int> offsets = half_scale_offsets(dtype);
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    const std::uint16_t bits = i == 0 ? d : f32_to_f16(min);
+    std::memcpy(bytes + offsets[i], &bits, sizeof bits);
   }
 }
 
@@ -38,7 +73,8 @@ void check_row_length(DType dtype, std::int64_t n, const char* operation) {
   if (!has_row_codec(dtype))
     throw std::invalid_argument(std::string(operation) + ": type " + dtype_name(dtype) +
                                 " is not a weight format (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                                "q2_k, q3_k, q4_k, q5_k, q6_k)");
+                                "q2_k, q3_k, q4_k, q5_k, q6_k, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, "
+                                "iq3_s, iq4_nl, iq4_xs, mxfp4)");
   const int block = dtype_info(dtype).block_elements;
   if (n < 0 || n % block != 0)
     throw std::invalid_argument(std::string(operation) + ": a row of " + std::to_string(n) + " weights as " +

@@ -3,8 +3,9 @@
 // every kernel is checked against) and our own quantiser that writes them. The layouts are
 // core/quant_blocks.h's, bit for bit as llama.cpp reads and writes them.
 //
-// Types: every block type of core/dtype.h (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k) and the
-// plain f32, f16 and bf16. A row of `n` weights is n / block_elements consecutive blocks
+// Types: every block type of core/dtype.h (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, the IQ
+// types and mxfp4) and the plain f32, f16 and bf16; quantize_row writes all but the lattice IQ
+// types (has_encoder). A row of `n` weights is n / block_elements consecutive blocks
 // (dtype_info(dtype).block_bytes each); `n` must be a multiple of block_elements (32 or 256).
 // Any other type, a negative `n` or a partial block throws std::invalid_argument naming the type,
 // the length and what is wrong; no other input is checked (the bytes of a block are all valid).
@@ -56,10 +57,19 @@ void dequantize_rows_to_bf16(DType dtype, const void* in, std::uint16_t* out, st
 void check_row_length(DType dtype, std::int64_t n, const char* operation);
 // Whether the functions above take `dtype` at all.
 bool has_row_codec(DType dtype);
+// Whether quantize_row writes `dtype`: every has_row_codec type but the IQ1, IQ2 and IQ3 ones,
+// whose lattice search llama.cpp's quantizer does (they are read, never written, here).
+bool has_encoder(DType dtype);
 
 // Byte offsets of the half-float scales in one block of `dtype` (core/quant_blocks.h): d, and the
-// minimum (m or dmin) where the type has one; empty for a plain type. For writers of random blocks
-// whose scales must be finite (benchmarks, tests).
+// minimum (m or dmin) where the type has one; empty for a plain type, for IQ1_M (whose d is spread
+// over four words) and for MXFP4 (an exponent byte). For writers of random blocks whose scales
+// must be finite (benchmarks, tests): set_block_scales writes them all.
 std::vector<int> half_scale_offsets(DType dtype);
+// Sets the scales of one block of `dtype` (a block type; any other is left alone) so that random
+// bytes decode to finite weights: d = `scale` (as a half float; MXFP4's power of two nearest it;
+// IQ1_M's d spread over its scale words, its sub-block scales kept) and the minimum = `min` where
+// the type has one.
+void set_block_scales(DType dtype, void* block, float scale, float min);
 
 }  // namespace switchyard::quant

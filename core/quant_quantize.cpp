@@ -43,6 +43,7 @@
 #include "core/half_float.h"
 #include "core/quant_blocks.h"
 #include "core/quant_formats.h"
+#include "core/quant_grids.h"
 
 namespace switchyard::quant {
 namespace {
@@ -431,6 +432,116 @@ void encode_q6_k(const float* x, const float* w, BlockQ6_K& b) {
   }
 }
 
+// --- codebook formats (IQ4_NL, IQ4_XS, MXFP4): value = s * table[code] ---------------------------
+
+// The code of `table` nearest to v (the first of a tie).
+int nearest_code(float v, const std::int8_t (&table)[16]) {
+  int best = 0;
+  float best_distance = std::fabs(v - static_cast<float>(table[0]));
+  for (int c = 1; c < 16; ++c) {
+    const float distance = std::fabs(v - static_cast<float>(table[c]));
+    if (distance < best_distance) best_distance = distance, best = c;
+  }
+  return best;
+}
+
+// Codes of x [k] for scale s (all code 0's value where s is zero); returns the weighted squared
+// error and the least-squares scale for those codes in `refit`.
+double codebook_error(const float* x, const float* w, int k, float s, const std::int8_t (&table)[16], int* codes,
+                      float& refit) {
+  const float inverse = inverse_or_zero(s);
+  double sxt = 0.0, stt = 0.0, sxx = 0.0;
+  for (int i = 0; i < k; ++i) {
+    codes[i] = nearest_code(x[i] * inverse, table);
+    const double t = table[codes[i]];
+    sxt += double{w[i]} * x[i] * t;
+    stt += double{w[i]} * t * t;
+    sxx += double{w[i]} * x[i] * x[i];
+  }
+  refit = stt > 0.0 ? static_cast<float>(sxt / stt) : 0.0f;
+  return stt > 0.0 ? sxx - sxt * sxt / stt : sxx;
+}
+
+// The scale (either sign: the table is lopsided) whose codes fit x [k] best: the weight of largest
+// magnitude on 0.85 to 1.15 times either end of the table, each refitted by least squares.
+float fit_codebook(const float* x, const float* w, int k, const std::int8_t (&table)[16]) {
+  float extreme = 0.0f;
+  for (int i = 0; i < k; ++i)
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+  if (extreme == 0.0f) return 0.0f;
+  int codes[kSuperBlock];
+  float best = 0.0f;
+  double best_error = 0.0;
+  bool first = true;
+  for (int end : {static_cast<int>(*std::min_element(table, table + 16)), static_cast<int>(*std::max_element(table, table + 16))})
+    for (int step = 0; step < 7; ++step) {
+      float scale = extreme / (static_cast<float>(end) * (0.85f + 0.05f * static_cast<float>(step)));
+      codebook_error(x, w, k, scale, table, codes, scale);
+      float unused;
+      const double error = codebook_error(x, w, k, scale, table, codes, unused);
+      if (first || error < best_error) best_error = error, best = scale, first = false;
+    }
+  return best;
+}
+
+void pack_codes(const int* codes, std::uint8_t* qs) {
+  for (int j = 0; j < kBlock / 2; ++j) qs[j] = static_cast<std::uint8_t>(codes[j] | codes[j + kBlock / 2] << 4);
+}
+
+void encode_iq4_nl(const float* x, const float* w, BlockIQ4_NL& b) {
+  const Half d = to_half(fit_codebook(x, w, kBlock, kIq4Values));
+  b.d = d.bits;
+  int codes[kBlock];
+  float unused;
+  codebook_error(x, w, kBlock, d.value, kIq4Values, codes, unused);
+  pack_codes(codes, b.qs);
+}
+
+// Each sub-block's scale fitted alone, then stored as d * (l - 32), l in [0, 64): the largest in
+// magnitude on -32.
+void encode_iq4_xs(const float* x, const float* w, BlockIQ4_XS& b) {
+  float scales[8], extreme = 0.0f;
+  for (int s = 0; s < 8; ++s) {
+    scales[s] = fit_codebook(x + 32 * s, w + 32 * s, kBlock, kIq4Values);
+    if (std::fabs(scales[s]) > std::fabs(extreme)) extreme = scales[s];
+  }
+  const Half d = to_half(extreme / -32.0f);
+  b.d = d.bits;
+  b.scales_h = 0;
+  const float inverse = inverse_or_zero(d.value);
+  for (int s = 0; s < 8; ++s) {
+    const int level = static_cast<int>(round_clamped(scales[s] * inverse, -32.0f, 31.0f)) + 32;
+    if (s % 2 == 0) b.scales_l[s / 2] = static_cast<std::uint8_t>(level & 0x0F);
+    else b.scales_l[s / 2] |= static_cast<std::uint8_t>((level & 0x0F) << 4);
+    b.scales_h |= static_cast<std::uint16_t>((level >> 4) << (2 * s));
+    int codes[kBlock];
+    float unused;
+    codebook_error(x + 32 * s, w + 32 * s, kBlock, d.value * static_cast<float>(level - 32), kIq4Values, codes, unused);
+    pack_codes(codes, b.qs + 16 * s);
+  }
+}
+
+// The power-of-two scale: the one that puts the largest magnitude on the top code (6, doubled 12)
+// or a step either side, whichever fits best.
+void encode_mxfp4(const float* x, const float* w, BlockMXFP4& b) {
+  float amax = 0.0f;
+  for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+  int codes[kBlock];
+  float unused;
+  int best_e = 0;
+  if (amax > 0.0f) {
+    const int top = std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127, 1, 254);
+    double best_error = 0.0;
+    for (int e = std::max(top - 1, 1); e <= std::min(top + 1, 254); ++e) {
+      const double error = codebook_error(x, w, kBlock, e8m0_half(static_cast<std::uint8_t>(e)), kMxfp4Values, codes, unused);
+      if (best_e == 0 || error < best_error) best_error = error, best_e = e;
+    }
+  }
+  b.e = static_cast<std::uint8_t>(best_e);
+  codebook_error(x, w, kBlock, e8m0_half(b.e), kMxfp4Values, codes, unused);
+  pack_codes(codes, b.qs);
+}
+
 // Encodes every block of the row; a block whose importance sums to zero is fitted unweighted.
 template <typename Block, int kElements, void (*encode)(const float*, const float*, Block&)>
 void encode_blocks(const float* in, void* out, std::int64_t n, const float* importance) {
@@ -468,8 +579,20 @@ void check_finite(DType dtype, const float* values, std::int64_t n, const char* 
 
 }  // namespace
 
+bool has_encoder(DType dtype) {
+  switch (dtype) {
+    case DType::iq2_xxs: case DType::iq2_xs: case DType::iq2_s: case DType::iq3_xxs: case DType::iq3_s:
+    case DType::iq1_s: case DType::iq1_m: return false;
+    default: return has_row_codec(dtype);
+  }
+}
+
 void quantize_row(DType dtype, const float* in, void* blocks, std::int64_t n, const float* importance) {
   check_row_length(dtype, n, "quantize");
+  if (!has_encoder(dtype))
+    throw std::invalid_argument(std::string("quantize to ") + dtype_name(dtype) +
+                                ": Switchyard reads this type but does not write it (llama.cpp's llama-quantize "
+                                "does, from an importance matrix)");
   if (dtype == DType::f32) return static_cast<void>(std::memcpy(blocks, in, static_cast<std::size_t>(n) * sizeof(float)));
   if (dtype == DType::f16) return narrow_row<std::uint16_t, f32_to_f16>(in, blocks, n);
   if (dtype == DType::bf16) return narrow_row<std::uint16_t, f32_to_bf16>(in, blocks, n);
@@ -486,7 +609,10 @@ void quantize_row(DType dtype, const float* in, void* blocks, std::int64_t n, co
     case DType::q4_k: return encode_blocks<BlockQ4_K, kSuperBlock, encode_q4_k>(in, blocks, n, importance);
     case DType::q5_k: return encode_blocks<BlockQ5_K, kSuperBlock, encode_q5_k>(in, blocks, n, importance);
     case DType::q6_k: return encode_blocks<BlockQ6_K, kSuperBlock, encode_q6_k>(in, blocks, n, importance);
-    default: break;  // check_row_length refused every other type
+    case DType::iq4_nl: return encode_blocks<BlockIQ4_NL, kBlock, encode_iq4_nl>(in, blocks, n, importance);
+    case DType::iq4_xs: return encode_blocks<BlockIQ4_XS, kSuperBlock, encode_iq4_xs>(in, blocks, n, importance);
+    case DType::mxfp4: return encode_blocks<BlockMXFP4, kBlock, encode_mxfp4>(in, blocks, n, importance);
+    default: break;
   }
 }
 

@@ -194,8 +194,12 @@ bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens) {
 }
 
 bool linear_supports(DType weight_dtype) {
-  return weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
-         is_block_quantized(weight_dtype);
+  switch (weight_dtype) {
+    case DType::f32: case DType::bf16: case DType::f16:
+    case DType::q8_0: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1:
+    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k: return true;
+    default: return false;  // BuildContext::param dequantizes other block types to bf16
+  }
 }
 
 bool linear_quantizes_x(DType weight_dtype, std::int64_t tokens) {
