@@ -105,8 +105,9 @@ Runner add_make_model_command(CLI::App& app) {
                   "safetensors, or gguf: one model.gguf in llama.cpp's layout (fused experts, its names and keys)")
       ->capture_default_str();
   sub->add_option("--dtype,--quant", o.dtype,
-                  "safetensors: bf16 or f32; gguf: f32, f16, bf16, q8_0, q6_k, q5_k, q4_k, q3_k, q5_1, q5_0, q4_1, q4_0, "
-                  "or a llama.cpp mix: q5_k_m, q4_k_m, q2_k (docs/gguf.md gives each mix's choices)")
+                  "safetensors: bf16, f32 or fp8; gguf: f32, f16, bf16, q8_0, q6_k, q5_k, q4_k, q3_k, q5_1, q5_0, q4_1, q4_0, "
+                  "iq4_xs, iq4_nl, mxfp4 (experts; q8_0 elsewhere), or a llama.cpp mix: q5_k_m, q4_k_m, q2_k "
+                  "(docs/gguf.md gives each mix's choices; llama-quantize writes the other IQ types)")
       ->capture_default_str();
   sub->add_option("--layers", o.layers, "number of decoder layers, 1 to 1024, overriding the preset's")
       ->transform(whole_number<int>());

@@ -188,7 +188,8 @@ void ModelOptions::add_to(CLI::App& command, bool profile_required) {
       ->transform(whole_number<int>());
   command.add_option("--weight_dtype", weight_dtype,
                      "storage dtype assumed without a checkpoint: bf16, f16, f32, fp8, q8_0, q6_k, q5_k, q4_k, q3_k, "
-                     "q5_1, q5_0, q4_1, q4_0, or a mix: q5_k_m, q4_k_m, q2_k")
+                     "q5_1, q5_0, q4_1, q4_0, iq4_xs, iq4_nl, iq3_s, iq3_xxs, iq2_s, iq2_xs, iq2_xxs, iq1_m, iq1_s, "
+                     "mxfp4, or a mix: q5_k_m, q4_k_m, q2_k")
       ->capture_default_str();
   command.add_option("--gpus", gpus, "number of GPUs (default: as many as the profile names)")->transform(whole_number<int>());
   command.add_option("--gpu_memory", gpu_memory,

@@ -1,11 +1,14 @@
 #include "core/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/gguf_model.h"
+#include "core/half_float.h"
 #include "core/quant_formats.h"
 #include "core/random_weights.h"
 #include "core/text.h"
@@ -234,11 +237,62 @@ Tensor Checkpoint::get(const std::string& name, const std::vector<std::int64_t>&
 
 namespace switchyard {
 
+namespace {
+
+// An FP8 E4M3 ("fn": no infinities; S.1111.111 is NaN) byte as a float, exactly.
+float e4m3_to_float(std::uint8_t byte) {
+  const int exponent = (byte >> 3) & 15, mantissa = byte & 7;
+  float magnitude;
+  if (exponent == 15 && mantissa == 7) magnitude = std::numeric_limits<float>::quiet_NaN();
+  else if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m / 8 * 2^-6
+  else magnitude = std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return byte & 0x80 ? -magnitude : magnitude;
+}
+
+}  // namespace
+
+// A block-scaled FP8 matrix (DeepSeek-V3's and Kimi-K2's release format): weight [rows, columns]
+// in E4M3 with `<name>_scale_inv` [ceil(rows / 128), ceil(columns / 128)] (f32 or bf16), one
+// factor per 128 x 128 tile: value = fp8 * scale_inv.
+Tensor Checkpoint::fp8_converted(const std::string& name, const Tensor& weight, DType dtype) const {
+  if (weight.rank() != 2)
+    throw InputError("FP8 tensor '" + name + "' has " + std::to_string(weight.rank()) +
+                         " dimensions; block-scaled FP8 is read for matrices", kExitBadContent);
+  const std::string scale_name = name + "_scale_inv";
+  if (by_name_.find(scale_name) == by_name_.end())
+    throw InputError("FP8 tensor '" + name + "' has no '" + scale_name +
+                         "': only block-scaled FP8 (quantization_config.quant_method fp8 with weight_block_size "
+                         "[128, 128]) is read",
+                     kExitBadContent);
+  constexpr std::int64_t kTile = 128;
+  const std::int64_t rows = weight.dim(0), columns = weight.dim(1);
+  const std::int64_t tile_rows = (rows + kTile - 1) / kTile, tile_columns = (columns + kTile - 1) / kTile;
+  const Tensor scale_tensor = get(scale_name, {tile_rows, tile_columns}, {DType::f32, DType::bf16});
+  std::vector<float> scales(static_cast<std::size_t>(tile_rows * tile_columns));
+  widen_to_f32(scale_tensor.dtype(), scale_tensor.data(), scales.size(), scales.data());
+  float table[256];
+  for (int b = 0; b < 256; ++b) table[b] = e4m3_to_float(static_cast<std::uint8_t>(b));
+  Tensor out = Tensor::empty(dtype, weight.shape());
+  const auto* bytes = weight.data_as<std::uint8_t>();
+#pragma omp parallel for schedule(static) if (rows * columns >= (std::int64_t{1} << 20))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* tile_scales = scales.data() + (r / kTile) * tile_columns;
+    const std::uint8_t* row = bytes + r * columns;
+    for (std::int64_t c = 0; c < columns; ++c) {
+      const float value = table[row[c]] * tile_scales[c / kTile];
+      if (dtype == DType::f32) out.data_as<float>()[r * columns + c] = value;
+      else out.data_as<std::uint16_t>()[r * columns + c] = bf16_bits_from_f32(value);
+    }
+  }
+  return out;
+}
+
 Tensor Checkpoint::get_converted(const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) const {
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw std::invalid_argument("Checkpoint::get_converted: to f32 or bf16 only");
   const DType stored = stored_dtype(name);
   if (stored == dtype) return get(name, shape, {dtype});
+  if (stored == DType::f8_e4m3 && !gguf_) return fp8_converted(name, get(name, shape, {stored}), dtype);
   if (!is_runnable_weight_dtype(stored))
     throw InputError("tensor '" + name + "' is " + dtype_name(stored) + ", which cannot be converted to " + dtype_name(dtype),
                      kExitBadContent);

@@ -40,8 +40,8 @@ class Checkpoint {
     return get(name, shape, std::span<const DType>(dtypes.begin(), dtypes.size()));
   }
   // The same converted to `dtype` (f32 or bf16) when stored otherwise (a block-quantised or
-  // 16-bit tensor, dequantized by the format's reference): a copy then, the stored tensor when it
-  // is `dtype` already.
+  // 16-bit tensor, dequantized by the format's reference; a block-scaled FP8 matrix times its
+  // `<name>_scale_inv` tiles): a copy then, the stored tensor when it is `dtype` already.
   Tensor get_converted(const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) const;
   // A safetensors checkpoint's tensor directory (empty for a GGUF).
   const CheckpointIndex& index() const { return index_; }
@@ -53,6 +53,7 @@ class Checkpoint {
 
  private:
   Tensor get_gguf(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  Tensor fp8_converted(const std::string& name, const Tensor& weight, DType dtype) const;
 
   CheckpointIndex index_;
   std::shared_ptr<const GgufFile> gguf_;  // a GGUF model's file(s); then index_ is empty

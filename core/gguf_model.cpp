@@ -246,6 +246,7 @@ DType gguf_storage_type(DType wanted, std::int64_t row_elements) {
     case DType::q4_k: fallback = DType::q5_0; break;
     case DType::q5_k: fallback = DType::q5_1; break;
     case DType::q6_k: fallback = DType::q8_0; break;
+    case DType::iq4_xs: fallback = DType::iq4_nl; break;
     default: break;
   }
   return fits(fallback) ? fallback : DType::f32;

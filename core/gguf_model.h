@@ -80,7 +80,7 @@ nlohmann::json gguf_metadata(const ModelConfig& config);
 
 // The type a tensor of rows of `row_elements` weights is stored as when `wanted` is asked for:
 // `wanted` when a row is whole blocks of it; else a 32-weight type of about the same bits (as
-// llama.cpp's quantizer falls back: Q2_K..Q4_K -> Q4_0 or Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0); else f32.
+// llama.cpp's quantizer falls back: Q2_K..Q4_K -> Q4_0 or Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL); else f32.
 DType gguf_storage_type(DType wanted, std::int64_t row_elements);
 
 }  // namespace switchyard

@@ -22,6 +22,7 @@
 #include "core/input_file.h"
 #include "core/module_tree.h"
 #include "core/random_weights.h"
+#include "core/quant_formats.h"
 #include "core/safetensors_writer.h"
 #include "core/text.h"
 
@@ -45,6 +46,11 @@ const WeightScheme& scheme_for(const MakeModelOptions& o) {
     if (!scheme || scheme->fp8_block_scales)
       throw InputError("--dtype '" + o.dtype + "' is not a GGUF weight type; give one of " +
                        join(gguf_weight_scheme_names(), ", "));
+    const DType experts = scheme->dtype_for(TensorKind::expert_down, 0, 1);
+    if (!quant::has_encoder(experts))
+      throw InputError("--dtype '" + o.dtype + "': make-model does not write " + dtype_name(experts) +
+                       " (its lattice search is llama.cpp's: llama-quantize --imatrix FILE model.gguf OUT " +
+                       o.dtype + " on a make-model --dtype bf16 file); run and check read it");
     return *scheme;
   }
   if (o.format != "safetensors") throw InputError("--format '" + o.format + "' is not one of safetensors, gguf");

@@ -39,7 +39,7 @@ DType k_quant(TensorKind kind, int layer, int num_layers, DType base, DType more
   }
 }
 
-constexpr int kSchemeCount = 16;
+constexpr int kSchemeCount = 26;
 const std::array<WeightScheme, kSchemeCount>& schemes() {
   static const std::array<WeightScheme, kSchemeCount> table = {{
       {"bf16", "bfloat16 everywhere (HF release dtype); e_score_correction_bias in f32",
@@ -76,6 +76,28 @@ const std::array<WeightScheme, kSchemeCount>& schemes() {
        [](TensorKind k, int l, int n) { return k_quant(k, l, n, DType::q4_k, DType::q6_k); }, false},
       {"q2_k", "GGUF Q2_K mix (Q2_K, Q3_K for some down projections, Q6_K output)",
        [](TensorKind k, int l, int n) { return k_quant(k, l, n, DType::q2_k, DType::q3_k); }, false},
+      {"iq4_xs", "GGUF IQ4_XS matrices (IQ4_NL where a row is not whole 256-weight blocks), f32 norms",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq4_xs); }, false},
+      {"iq4_nl", "GGUF IQ4_NL matrices, f32 norms", [](TensorKind k, int, int) { return uniform(k, DType::iq4_nl); }, false},
+      {"iq3_s", "GGUF IQ3_S matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq3_s); }, false},
+      {"iq3_xxs", "GGUF IQ3_XXS matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq3_xxs); }, false},
+      {"iq2_s", "GGUF IQ2_S matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq2_s); }, false},
+      {"iq2_xs", "GGUF IQ2_XS matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq2_xs); }, false},
+      {"iq2_xxs", "GGUF IQ2_XXS matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq2_xxs); }, false},
+      {"iq1_m", "GGUF IQ1_M matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq1_m); }, false},
+      {"iq1_s", "GGUF IQ1_S matrices, f32 norms (check and --fit only: llama-quantize writes it)",
+       [](TensorKind k, int, int) { return uniform(k, DType::iq1_s); }, false},
+      {"mxfp4", "GGUF MXFP4 routed experts, Q8_0 other matrices (llama.cpp's MXFP4_MOE), f32 norms",
+       [](TensorKind k, int, int) {
+         return k == TensorKind::expert_gate_up || k == TensorKind::expert_down ? DType::mxfp4 : uniform(k, DType::q8_0);
+       },
+       false},
   }};
   return table;
 }

@@ -43,6 +43,7 @@ bool needs_floats_on_gpu(const ModuleTree& tree, const Module& module) {
 }  // namespace
 
 DType resident_dtype(const PlacementPlan& plan, int module, DType stored, Device device) {
+  if (stored == DType::f8_e4m3) return DType::bf16;  // block-scaled FP8 is dequantized at load
   if (!is_block_quantized(stored)) return stored;
   const Module& m = plan.tree->at(module);
   // The embedding's rows are decoded from their blocks where they are gathered (CausalLM on the

@@ -22,6 +22,11 @@
 #   experts-gpu: the GPU routed experts on blocks (KExpertsMarlin): their kernels' tests, the GGUF
 #            fidelity on the GPU with experts there, the builders' and the folded multi-GPU tests.
 #   tests:   every test (the GPU ones included), while llama.cpp builds.
+#   iq:      the IQ types and MXFP4 from llama.cpp's own tools: an importance matrix of our bf16
+#            file (llama-imatrix), llama-quantize to IQ_TYPES (default IQ4_XS IQ2_XXS IQ1_S
+#            MXFP4_MOE), gguf-py's values against our decoder (the gguf peer test), then the 14-layer
+#            shape of each decoded with the experts on the CPU: ours (`bench decode`, STREAM in the
+#            same run) beside `llama-bench -ngl 99 -ot exps=CPU -fa 1`, 16 threads. IQ_LAYERS (14).
 #   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
@@ -39,7 +44,7 @@
 #            EXPERTS_SPECS="q8_0 deepseek-v2-lite;..." picks the bench experts runs ("" for none);
 #            PREFILL_TESTS=0 leaves the tests out (after `tests` on the same machine).
 #   peer:    llama-bench alone on the 14-layer Q4_K_M and Q8_0 files (experts on the CPU, 16 threads).
-#   usage: scripts/gpu-gguf.sh [formats|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
+#   usage: scripts/gpu-gguf.sh [formats|iq|bench|fit|kernels|marlin|marlin-bench|experts-gpu|greedy|prefill|peer|all] ...
 #          (several at once; the logs in $OUT/logs.tar.gz)
 # Needs .device-deps as scripts/gpu-machine.sh says, .peer/llama.cpp (../shared/device/PEERS.md) for
 # the sections that run llama.cpp, and .tokenizers (carried).
@@ -59,7 +64,7 @@ export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_S
 # when it first needs it, so that tests and model files are made meanwhile.
 lcpp=""
 needs_peer=false
-for section in greedy marlin-bench formats bench fit peer prefill; do want $section && needs_peer=true; done
+for section in greedy marlin-bench formats bench fit peer prefill iq; do want $section && needs_peer=true; done
 if $needs_peer && [[ ${PEER:-1} == 1 && ! -x /tmp/lcpp/bin/llama-bench ]]; then
   bash .peer/llama.cpp/llama-cpp-build.sh > "$out/lcpp-build.log" 2>&1 &
   lcpp=$!
@@ -252,6 +257,45 @@ PY
     f=$(model 2 $dtype)
     timeout 120 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -p 0 -n 16 -r 1 -t 16 > "$out/lcpp-load-$dtype.log" 2>&1
     echo "llama.cpp runs our $dtype: exit $? $(grep -E 'tg16' "$out/lcpp-load-$dtype.log" | tr -s ' ' | cut -c1-160)"
+  done
+fi
+if want iq; then
+  peer_ready
+  layers=${IQ_LAYERS:-14}
+  src=$(model "$layers" bf16)
+  iq=$m/iq; mkdir -p $iq
+  # Text for the importance matrix: any prose; the weights are random, the matrix only has to exist.
+  cat README.md docs/*.md > $iq/imatrix.txt
+  [[ -f $iq/imatrix.gguf ]] || timeout 300 /tmp/lcpp/bin/llama-imatrix -m "$src" -f $iq/imatrix.txt -o $iq/imatrix.gguf \
+    -ngl 99 -c 512 --chunks 8 -t 16 > "$out/imatrix.log" 2>&1 || { echo "llama-imatrix failed"; tail -5 "$out/imatrix.log"; }
+  rm -rf $m/peer; mkdir -p $m/peer
+  for type in ${IQ_TYPES:-IQ4_XS IQ2_XXS IQ1_S MXFP4_MOE}; do
+    f=$iq/$type.gguf
+    [[ -f $f ]] || timeout 300 /tmp/lcpp/bin/llama-quantize --imatrix $iq/imatrix.gguf "$src" "$f" $type 16 \
+      > "$out/quantize-$type.log" 2>&1 || { echo "llama-quantize $type failed"; tail -5 "$out/quantize-$type.log"; continue; }
+    echo "$type: $(ls -la "$f" | awk '{print $5}') bytes"
+    PYTHONPATH=/tmp/lcpp-src/gguf-py python3 scripts/gguf-peer-values.py "$f" "$m/peer/values-$type" 4 | tail -1
+  done
+  python3 - "$m/peer" <<'PY'
+import json, os, sys, glob
+root = sys.argv[1]; merged = []
+for d in sorted(glob.glob(os.path.join(root, "values-*"))):
+    for e in json.load(open(os.path.join(d, "manifest.json"))):
+        e["values"] = os.path.join(os.path.basename(d), e["values"]); merged.append(e)
+json.dump(merged, open(os.path.join(root, "manifest.json"), "w"), indent=1)
+PY
+  SWITCHYARD_GGUF_PEER=$m/peer ./build-dev/tests/switchyard_tests -tc='gguf peer*' -s > "$out/gguf-peer-iq.log" 2>&1
+  echo "gguf peer test exit $?"; grep -E 'MESSAGE|test cases|ERROR' "$out/gguf-peer-iq.log" | sed 's/^.*MESSAGE: //' | head -40
+  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
+    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
+  for type in ${IQ_TYPES:-IQ4_XS IQ2_XXS IQ1_S MXFP4_MOE}; do
+    f=$iq/$type.gguf
+    [[ -f $f ]] || continue
+    timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+      --prompt_tokens 512 > "$out/bench-$type.log" 2>&1
+    echo "ours $type exit $?"; grep -E 'STREAM|^decode|prefill|experts' "$out/bench-$type.log" | head -8
+    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$type.log" 2>&1
+    echo "llama.cpp $type exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$type.log" | tr -s ' '
   done
 fi
 if want bench; then

@@ -74,3 +74,79 @@ TEST_CASE("core: tensors own aligned host memory or share storage") {
   CHECK_THROWS(t.reshaped({5, 5}));
   CHECK_THROWS_AS(MappedFile::open("/nonexistent/model.safetensors"), InputError);
 }
+
+namespace {
+
+// An E4M3 byte's value from its fields, in double (the test's own decoder).
+double e4m3_value(std::uint8_t byte) {
+  const int exponent = (byte >> 3) & 15, mantissa = byte & 7;
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+  return byte & 0x80 ? -magnitude : magnitude;
+}
+
+// A safetensors file of the given tensors (name, dtype name, shape, bytes), in order.
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<std::int64_t> shape;
+  std::string bytes;
+};
+void write_safetensors(const std::filesystem::path& file, const std::vector<RawTensor>& tensors) {
+  std::string header = "{", data;
+  for (const RawTensor& t : tensors) {
+    std::string shape;
+    for (std::int64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    header += (header.size() > 1 ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"" + t.dtype +
+              "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(data.size()) + "," +
+              std::to_string(data.size() + t.bytes.size()) + "]}";
+    data += t.bytes;
+  }
+  header += "}";
+  while (header.size() % 8 != 0) header += ' ';
+  std::string out(8, '\0');
+  const std::uint64_t length = header.size();
+  std::memcpy(out.data(), &length, 8);
+  core_testing::write_file(file, out + header + data);
+}
+
+}  // namespace
+
+TEST_CASE("core: a block-scaled FP8 matrix converts with its weight_scale_inv tiles") {
+  core_testing::TempDir dir;
+  core_testing::SeededRng rng;
+  INFO("seed " << rng.seed);
+  // 200 x 300: partial 128-tiles in both directions (2 x 3 tiles).
+  const std::int64_t rows = 200, columns = 300;
+  std::string weight = rng.bytes(static_cast<std::size_t>(rows * columns));
+  for (char& b : weight)
+    if ((b & 0x7F) == 0x7F) b = 0x3C;  // no NaN codes
+  std::vector<float> scales(6);
+  for (float& s : scales) s = static_cast<float>(rng.between(1, 1000)) / 4096.0f;
+  std::string scale_bytes(reinterpret_cast<const char*>(scales.data()), scales.size() * sizeof(float));
+  write_safetensors(dir / "model.safetensors",
+                    {{"layer.weight", "F8_E4M3", {rows, columns}, weight},
+                     {"layer.weight_scale_inv", "F32", {2, 3}, scale_bytes},
+                     {"bare.weight", "F8_E4M3", {2, 2}, std::string(4, '\x38')}});
+  const Checkpoint checkpoint = Checkpoint::open(dir.path());
+  CHECK(checkpoint.stored_dtype("layer.weight") == DType::f8_e4m3);
+  const Tensor f32 = checkpoint.get_converted("layer.weight", {rows, columns}, DType::f32);
+  const Tensor bf16 = checkpoint.get_converted("layer.weight", {rows, columns}, DType::bf16);
+  REQUIRE(f32.dtype() == DType::f32);
+  REQUIRE(bf16.dtype() == DType::bf16);
+  int wrong = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < columns; ++c) {
+      const auto byte = static_cast<std::uint8_t>(weight[static_cast<std::size_t>(r * columns + c)]);
+      // e4m3 has 4 significant bits and the scale 10: their product is exact in f32.
+      const double expected = e4m3_value(byte) * scales[static_cast<std::size_t>((r / 128) * 3 + c / 128)];
+      const float got = f32.data_as<float>()[r * columns + c];
+      std::uint32_t bits = static_cast<std::uint32_t>(bf16.data_as<std::uint16_t>()[r * columns + c]) << 16;
+      float rounded;
+      std::memcpy(&rounded, &bits, 4);
+      if ((got != expected || std::fabs(rounded - got) > std::fabs(got) * 0.004) && wrong++ < 5)
+        FAIL_CHECK("(" << r << ", " << c << "): " << got << " (bf16 " << rounded << ") instead of " << expected);
+    }
+  CHECK(wrong == 0);
+  // Without its scales: a clear error naming the tensor and the missing one.
+  const std::string bare = core_testing::input_error_message([&] { checkpoint.get_converted("bare.weight", {2, 2}, DType::f32); });
+  CHECK(core_testing::contains(bare, "'bare.weight' has no 'bare.weight_scale_inv'"));
+}

@@ -703,8 +703,10 @@ TEST_CASE("gguf hostile tensor infos: duplicates, dimensions, types, blocks, off
   s.tensors[1].ne = {48, 2};
   CHECK(contains(hostile(s), "tensor 'blk.0.ffn_down.weight': its rows hold 48 elements, not a whole number of q8_0 blocks of 32"));
   s = good_spec();
-  s.tensors[1].type = 16;
-  CHECK(contains(hostile(s), "tensor 'blk.0.ffn_down.weight': type 16 (IQ2_XXS) is not supported"));
+  s.tensors[1].type = 34;
+  CHECK(contains(hostile(s), "tensor 'blk.0.ffn_down.weight': type 34 (TQ1_0) is not supported"));
+  s.tensors[1].type = 16;  // IQ2_XXS is read, in whole 256-weight blocks
+  CHECK(contains(hostile(s), "tensor 'blk.0.ffn_down.weight': its rows hold 32 elements, not a whole number of iq2_xxs blocks of 256"));
   s.tensors[1].type = 9;
   CHECK(contains(hostile(s), "type 9 (Q8_1) is not supported"));
   s.tensors[1].type = 99;

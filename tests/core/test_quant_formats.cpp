@@ -9,19 +9,27 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
 #include "core/quant_formats.h"
 #include "core/random_weights.h"
 #include "tests/test_seed.h"
+#include "tests/test_support.h"
 
 using switchyard::testing::test_seed;
 
@@ -616,4 +624,160 @@ TEST_CASE("quant formats: quantising a 2048 x 7168 matrix to Q4_K (time printed,
   MESSAGE("Q4_K, 2048 x 7168 (" << rows * n * 4 / 1e6 << " MB of f32): one core " << cpu_s << " s of CPU time ("
           << std::chrono::duration<double>(wall1 - wall0).count() << " s wall); quantize_rows "
           << std::chrono::duration<double>(wall2 - wall1).count() << " s wall on " << omp_get_max_threads() << " threads");
+}
+
+namespace {
+
+// The IQ types and MXFP4: their codebooks are the formats', so the independent reference is the
+// tool that defines the files (llama.cpp's gguf-py), run on blocks committed beside its values.
+const sy::DType kCodebookTypes[] = {sy::DType::iq2_xxs, sy::DType::iq2_xs, sy::DType::iq2_s, sy::DType::iq3_xxs,
+                                    sy::DType::iq3_s,   sy::DType::iq1_s,  sy::DType::iq1_m, sy::DType::iq4_nl,
+                                    sy::DType::iq4_xs,  sy::DType::mxfp4};
+
+Bytes read_fixture(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  REQUIRE_MESSAGE(file.good(), path);
+  return Bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+// Decodes `blocks` (rows x row_bytes) as `dtype` and counts the values that differ from `values`
+// in any bit.
+std::size_t bits_differing(sy::DType dtype, const Bytes& blocks, const Bytes& values, std::int64_t rows,
+                           std::int64_t columns) {
+  REQUIRE(values.size() == static_cast<std::size_t>(rows * columns) * sizeof(float));
+  REQUIRE(blocks.size() == static_cast<std::size_t>(rows) * sy::storage_bytes(dtype, static_cast<std::uint64_t>(columns)));
+  std::vector<float> ours(static_cast<std::size_t>(rows * columns));
+  quant::dequantize_rows(dtype, blocks.data(), ours.data(), rows, columns);
+  std::size_t differing = 0, nonzero = 0;
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    differing += std::memcmp(&ours[i], values.data() + i * sizeof(float), sizeof(float)) != 0;
+    nonzero += ours[i] != 0.0f;
+  }
+  CHECK(nonzero > ours.size() / 4);  // real weights, not a block of zeros
+  return differing;
+}
+
+std::optional<sy::DType> dtype_named(const std::string& ggml_name) {
+  std::string lower = ggml_name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const sy::DTypeInfo& info : sy::all_dtypes())
+    if (lower == info.name) return info.dtype;
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("quant formats: random IQ and MXFP4 blocks decode to gguf-py's values bit for bit") {
+  // scripts/quant-random-fixtures.py: random bytes (every grid point and sign pattern) with finite
+  // scales, decoded by llama.cpp's gguf-py.
+  const std::string folder = sy::testing::source_path("tests/fixtures/quant_blocks/random/");
+  std::ifstream manifest_file(folder + "manifest.json");
+  REQUIRE(manifest_file.good());
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  std::set<sy::DType> seen;
+  for (const nlohmann::json& entry : manifest) {
+    const std::string type = entry.at("type");
+    CAPTURE(type);
+    const std::optional<sy::DType> dtype = dtype_named(type);
+    REQUIRE(dtype.has_value());
+    CHECK(sy::dtype_info(*dtype).ggml_type == entry.at("ggml_type").get<int>());
+    CHECK(sy::dtype_from_ggml_type(entry.at("ggml_type").get<std::uint32_t>()) == *dtype);
+    CHECK(bits_differing(*dtype, read_fixture(folder + entry.at("blocks").get<std::string>()),
+                         read_fixture(folder + entry.at("values").get<std::string>()), 1,
+                         entry.at("columns").get<std::int64_t>()) == 0);
+    seen.insert(*dtype);
+  }
+  CHECK(seen.size() == std::size(kCodebookTypes));
+}
+
+TEST_CASE("quant formats: llama-quantize's IQ and MXFP4 blocks decode to gguf-py's values bit for bit") {
+  // scripts/quant-block-fixtures.sh: llama.cpp's llama-quantize (with an importance matrix from its
+  // llama-imatrix) wrote each type; the rows of an expert tensor as stored, and gguf-py's values.
+  const std::string folder = sy::testing::source_path("tests/fixtures/quant_blocks/");
+  std::ifstream manifest_file(folder + "manifest.json");
+  REQUIRE(manifest_file.good());
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  std::set<sy::DType> seen;
+  for (const nlohmann::json& entry : manifest) {
+    const std::string type = entry.at("type"), tensor = entry.at("tensor");
+    CAPTURE(type);
+    CAPTURE(tensor);
+    const std::optional<sy::DType> dtype = dtype_named(type);
+    REQUIRE(dtype.has_value());
+    CHECK(sy::dtype_info(*dtype).ggml_type == entry.at("ggml_type").get<int>());
+    const std::int64_t rows = entry.at("rows"), columns = entry.at("columns");
+    CHECK(entry.at("row_bytes").get<std::uint64_t>() == sy::storage_bytes(*dtype, static_cast<std::uint64_t>(columns)));
+    CHECK(bits_differing(*dtype, read_fixture(folder + entry.at("blocks").get<std::string>()),
+                         read_fixture(folder + entry.at("values").get<std::string>()), rows, columns) == 0);
+    seen.insert(*dtype);
+  }
+  CHECK(seen.size() == std::size(kCodebookTypes));
+}
+
+TEST_CASE("quant formats: random blocks of every block type decode to finite weights after set_block_scales") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  for (const sy::DTypeInfo& info : sy::all_dtypes()) {
+    if (!sy::is_block_quantized(info.dtype)) continue;
+    const std::string type = info.name;
+    CAPTURE(type);
+    Bytes bytes = random_blocks(info.dtype, 16, random);
+    for (int b = 0; b < 16; ++b) {
+      // Every byte of the scales' fields set to 0xFF first: NaN or infinite halves unless rewritten.
+      for (int offset : quant::half_scale_offsets(info.dtype)) bytes[b * info.block_bytes + offset + 1] = 0xFF;
+      quant::set_block_scales(info.dtype, bytes.data() + b * info.block_bytes, scale(random), scale(random));
+    }
+    std::vector<float> decoded(16 * static_cast<std::size_t>(info.block_elements));
+    quant::dequantize_row(info.dtype, bytes.data(), decoded.data(), static_cast<std::int64_t>(decoded.size()));
+    CHECK(std::all_of(decoded.begin(), decoded.end(), [](float v) { return std::isfinite(v) && std::fabs(v) < 1e3f; }));
+    CHECK(std::count(decoded.begin(), decoded.end(), 0.0f) < static_cast<std::ptrdiff_t>(decoded.size() / 2));
+  }
+}
+
+TEST_CASE("quant formats: iq4_nl, iq4_xs and mxfp4 encode within their error bounds; lattice types are refused") {
+  const std::uint32_t seed = test_seed();
+  INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
+  std::mt19937 random(seed);
+  // Bounds: about 1.15 times the worst of 25 seeds on Gaussian rows (0.077, 0.080, 0.120; Q4_0's
+  // bound is 0.109: the non-uniform codebook fits a bell better, MXFP4's power-of-two scales worse).
+  const struct {
+    sy::DType dtype;
+    double bound;
+  } bounds[] = {{sy::DType::iq4_nl, 0.089}, {sy::DType::iq4_xs, 0.093}, {sy::DType::mxfp4, 0.138}};
+  for (const auto& bound : bounds) {
+    const std::string type = sy::dtype_name(bound.dtype);
+    CAPTURE(type);
+    double worst = 0.0;
+    for (std::size_t n : {768, 2048, 4096}) {
+      const double error = relative_rms_error(bound.dtype, gaussian_row(n, random));
+      worst = std::max(worst, error);
+      CHECK(error < bound.bound);
+    }
+    MESSAGE(type << ": relative RMS error at worst " << worst << " (bound " << bound.bound << ")");
+    // Deterministic: the same row gives the same bytes.
+    const std::vector<float> row = gaussian_row(2048, random);
+    Bytes first(sy::storage_bytes(bound.dtype, row.size())), second(first.size());
+    quant::quantize_row(bound.dtype, row.data(), first.data(), static_cast<std::int64_t>(row.size()));
+    quant::quantize_row(bound.dtype, row.data(), second.data(), static_cast<std::int64_t>(row.size()));
+    CHECK(first == second);
+  }
+  for (sy::DType dtype : kCodebookTypes) {
+    const std::string type = sy::dtype_name(dtype);
+    CAPTURE(type);
+    const bool writes = dtype == sy::DType::iq4_nl || dtype == sy::DType::iq4_xs || dtype == sy::DType::mxfp4;
+    CHECK(quant::has_encoder(dtype) == writes);
+    if (writes) continue;
+    std::vector<float> row(256, 0.5f);
+    Bytes blocks(sy::storage_bytes(dtype, 256));
+    CHECK_THROWS_WITH_AS(quant::quantize_row(dtype, row.data(), blocks.data(), 256),
+                         doctest::Contains("reads this type but does not write it"), std::invalid_argument);
+  }
+  // A partial block of a 256-weight IQ type is refused like a K type's.
+  std::vector<float> out(512);
+  Bytes bytes(4096);
+  CHECK_THROWS_WITH_AS(quant::dequantize_row(sy::DType::iq2_xxs, bytes.data(), out.data(), 288),
+                       "dequantize: a row of 288 weights as iq2_xxs is not a whole number of its 256-weight blocks",
+                       std::invalid_argument);
 }
