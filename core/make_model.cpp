@@ -50,13 +50,13 @@ const WeightScheme& scheme_for(const MakeModelOptions& o) {
     if (!quant::has_encoder(experts))
       throw InputError("--dtype '" + o.dtype + "': make-model does not write " + dtype_name(experts) +
                        " (its lattice search is llama.cpp's: llama-quantize --imatrix FILE model.gguf OUT " +
-                       o.dtype + " on a make-model --dtype bf16 file); run and check read it");
+                       to_upper(o.dtype) + " on a make-model --dtype bf16 file); run and check read it");
     return *scheme;
   }
   if (o.format != "safetensors") throw InputError("--format '" + o.format + "' is not one of safetensors, gguf");
-  if (o.dtype != "bf16" && o.dtype != "f32")
-    throw InputError("--dtype '" + o.dtype + "' is not supported for safetensors; make-model writes bf16 or f32 "
-                     "(quantised types: --format gguf)");
+  if (o.dtype != "bf16" && o.dtype != "f32" && o.dtype != "fp8")
+    throw InputError("--dtype '" + o.dtype + "' is not supported for safetensors; make-model writes bf16, f32 or fp8 "
+                     "(ggml's block types: --format gguf)");
   return *find_weight_scheme(o.dtype);
 }
 
@@ -262,7 +262,10 @@ std::uint64_t write_shard(const fs::path& file, const Shard& shard, std::uint64_
   };
   std::size_t next = 0;
   for (const PlannedTensor& t : shard) {
-    const std::uint64_t key = tensor_stream_key(seed, t.entry.name);
+    // An FP8 matrix's tile scales come from the matrix's own stream (fp8_tile_scale).
+    std::string_view stream = t.entry.name;
+    if (t.init.kind == WeightInit::Kind::fp8_tile_scales) stream.remove_suffix(std::string_view("_scale_inv").size());
+    const std::uint64_t key = tensor_stream_key(seed, stream);
     const std::uint64_t element_bytes = static_cast<std::uint64_t>(dtype_info(t.entry.dtype).block_bytes);
     const std::uint64_t chunk_elements = kChunkBytes / element_bytes;
     const std::uint64_t elements = t.entry.bytes() / element_bytes;
@@ -338,7 +341,13 @@ void write_checkpoint(const MakeModelOptions& options, const WeightScheme& schem
     out.placed("model.safetensors.index.json");
   }
   copy_extra_files(options, out);
-  write_file_atomically(out.staged("config.json"), model_config_to_json(summary.config).dump(2) + "\n");
+  nlohmann::json config = model_config_to_json(summary.config);
+  if (scheme.fp8_block_scales)  // as DeepSeek-V3's release says it, for transformers' FP8 loader
+    config["quantization_config"] = {{"quant_method", "fp8"},
+                                     {"fmt", "e4m3"},
+                                     {"activation_scheme", "dynamic"},
+                                     {"weight_block_size", {kFp8Tile, kFp8Tile}}};
+  write_file_atomically(out.staged("config.json"), config.dump(2) + "\n");
   out.placed("config.json");
 }
 

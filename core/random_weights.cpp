@@ -117,6 +117,9 @@ void fill_block(const WeightInit& init, std::uint64_t key, std::uint64_t first, 
     case WeightInit::Kind::zeros:
       for (std::uint64_t i = 0; i < count; ++i) store(i, 0.0f);
       return;
+    case WeightInit::Kind::fp8_tile_scales:
+      for (std::uint64_t i = 0; i < count; ++i) store(i, fp8_tile_scale(key, first + i, init.std));
+      return;
   }
 }
 
@@ -124,6 +127,28 @@ void fill_block(const WeightInit& init, std::uint64_t key, std::uint64_t first, 
 constexpr std::uint64_t kBlockElements = 1 << 15;
 
 }  // namespace
+
+float fp8_tile_scale(std::uint64_t key, std::uint64_t tile, float std) {
+  const std::uint64_t bits = splitmix64_finalize(key ^ 0x5ca1ab1e5ca1ab1eULL ^ (tile * kGolden));
+  const float unit = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+  return std * (4.5f / 448.0f) * (0.75f + 0.5f * unit);
+}
+
+std::uint8_t e4m3_bits_from_f32(float value) {
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  float magnitude = std::fabs(value);
+  if (!(magnitude < 448.0f)) return sign | 0x7E;  // 448 (NaN saturates too: no NaN in a weight)
+  int exponent;
+  std::frexp(magnitude, &exponent);  // magnitude = m * 2^exponent, m in [0.5, 1)
+  exponent = std::max(exponent - 1, -6);  // 2^exponent <= magnitude; -6: the subnormal quantum
+  // Three mantissa bits: the quantum is 2^(exponent - 3); rint rounds ties to even.
+  const auto q = static_cast<int>(std::nearbyint(std::ldexp(magnitude, 3 - exponent)));
+  if (q == 0) return sign;
+  if (q < 8) return sign | static_cast<std::uint8_t>(q);  // subnormal (exponent -6 only)
+  if (q == 16) ++exponent;                                 // rounded up to the next power of two
+  const int mantissa = q == 16 ? 0 : q - 8;
+  return sign | static_cast<std::uint8_t>((exponent + 7) << 3 | mantissa);
+}
 
 WeightInit weight_init_for(const Parameter& param) {
   switch (param.kind) {
@@ -137,6 +162,12 @@ WeightInit weight_init_for(const Parameter& param) {
 
 WeightInit weight_init_for(const Module& module, const Parameter& param, std::int64_t head_tokens) {
   WeightInit init = weight_init_for(param);
+  if (param.dtype == DType::f8_e4m3 && param.shape.rank == 2)
+    init.fp8_columns = static_cast<std::uint64_t>(param.shape.dims[1]);
+  if (param.kind == TensorKind::block_scale && param.shape.rank == 2) {
+    init = {WeightInit::Kind::fp8_tile_scales, kInitializerRange};
+    init.fp8_columns = static_cast<std::uint64_t>(param.shape.dims[1]);
+  }
   if (head_tokens > 0 && module.name == "lm_head" && param.name == "weight" && param.shape.rank == 2 &&
       init.kind == WeightInit::Kind::normal) {
     const auto rows = static_cast<std::uint64_t>(param.shape.dims[0]);
@@ -169,9 +200,11 @@ float f32_from_bf16_bits(std::uint16_t bits) { return std::bit_cast<float>(stati
 
 void generate_weight_bytes(const WeightInit& init, std::uint64_t key, DType dtype, std::uint64_t first_element,
                            std::span<std::byte> out) {
-  if (dtype != DType::f32 && dtype != DType::bf16)
-    throw InputError(std::string("random weights can be written as f32 or bf16, not ") + dtype_name(dtype));
-  const std::uint64_t element_bytes = dtype == DType::f32 ? 4 : 2;
+  const bool fp8 = dtype == DType::f8_e4m3 && init.fp8_columns > 0 && init.kind == WeightInit::Kind::normal;
+  if (dtype != DType::f32 && dtype != DType::bf16 && !fp8)
+    throw InputError(std::string("random weights can be written as f32 or bf16 (or block-scaled FP8), not ") +
+                     dtype_name(dtype));
+  const std::uint64_t element_bytes = dtype == DType::f32 ? 4 : fp8 ? 1 : 2;
   if (out.size() % element_bytes) throw InputError("random weights: output buffer is not a whole number of elements");
   const std::uint64_t count = out.size() / element_bytes;
   const std::int64_t blocks = static_cast<std::int64_t>((count + kBlockElements - 1) / kBlockElements);
@@ -180,7 +213,15 @@ void generate_weight_bytes(const WeightInit& init, std::uint64_t key, DType dtyp
     const std::uint64_t begin = static_cast<std::uint64_t>(b) * kBlockElements;
     const std::uint64_t n = std::min(kBlockElements, count - begin);
     std::byte* dst = out.data() + begin * element_bytes;
-    if (dtype == DType::f32)
+    if (fp8) {  // element e = (row, column): divided by its tile's scale, then rounded to E4M3
+      const std::uint64_t columns = init.fp8_columns, tiles_per_row = (columns + kFp8Tile - 1) / kFp8Tile;
+      const std::uint64_t at = first_element + begin;
+      fill_block(init, key, at, n, [&](std::uint64_t i, float v) {
+        const std::uint64_t row = (at + i) / columns, column = (at + i) % columns;
+        const float scale = fp8_tile_scale(key, (row / kFp8Tile) * tiles_per_row + column / kFp8Tile, init.std);
+        dst[i] = static_cast<std::byte>(e4m3_bits_from_f32(v / scale));
+      });
+    } else if (dtype == DType::f32)
       fill_block(init, key, first_element + begin, n, [dst](std::uint64_t i, float v) { std::memcpy(dst + 4 * i, &v, 4); });
     else
       fill_block(init, key, first_element + begin, n, [dst](std::uint64_t i, float v) {

@@ -17,13 +17,28 @@ namespace switchyard {
 constexpr float kInitializerRange = 0.02f;
 
 struct WeightInit {
-  enum class Kind { normal, ones, zeros };
+  // fp8_tile_scales: a block-scaled FP8 matrix's weight_scale_inv (element t = fp8_tile_scale of
+  // tile t, drawn from the weight's own stream key).
+  enum class Kind { normal, ones, zeros, fp8_tile_scales };
   Kind kind = Kind::normal;
-  float std = kInitializerRange;  // for Kind::normal; mean is 0
+  float std = kInitializerRange;  // for Kind::normal (mean 0), and the weight's for fp8_tile_scales
   // Kind::normal in rows of row_elements: only rows r with r % peak_every == 0 keep `std`, the
   // others get std * kOffPeakScale (make-model --head_tokens). 0: every row alike.
   std::uint64_t row_elements = 0, peak_every = 0;
+  // Block-scaled FP8: the matrix's columns (written as f8_e4m3, element (r, c) divided by the
+  // scale of its 128 x 128 tile), or for fp8_tile_scales the tiles per row. 0: not FP8.
+  std::uint64_t fp8_columns = 0;
 };
+
+// Block-scaled FP8's tile (DeepSeek-V3's weight_block_size [128, 128]).
+constexpr std::uint64_t kFp8Tile = 128;
+// The inverse scale of tile `tile` (row-major over the tiles) of the FP8 matrix whose stream is
+// `key` and whose values have standard deviation `std`: about 4.5 std / 448 (E4M3's largest
+// value), varied per tile between 0.75 and 1.25 times that, so that a reader that picks the wrong
+// tile reads the wrong values.
+float fp8_tile_scale(std::uint64_t key, std::uint64_t tile, float std);
+// f32 -> E4M3 ("fn": finite, 448 at most) bits, rounding to nearest even and saturating at +-448.
+std::uint8_t e4m3_bits_from_f32(float value);
 
 // The scale of the head rows --head_tokens leaves out: a power of two, so the scaled values are
 // the unscaled ones exactly, 64 times smaller.
@@ -52,8 +67,8 @@ std::uint16_t bf16_bits_from_f32(float value);
 float f32_from_bf16_bits(std::uint16_t bits);
 
 // Writes elements [first_element, first_element + out.size() / element size) of the tensor as
-// `dtype` (f32 or bf16; others throw InputError) into `out`, in parallel (OpenMP) for large ranges.
-// `out.size()` must be a whole number of elements.
+// `dtype` (f32 or bf16, or f8_e4m3 with init.fp8_columns set; others throw InputError) into `out`,
+// in parallel (OpenMP) for large ranges. `out.size()` must be a whole number of elements.
 void generate_weight_bytes(const WeightInit& init, std::uint64_t key, DType dtype, std::uint64_t first_element,
                            std::span<std::byte> out);
 

@@ -1,9 +1,11 @@
 // Checkpoint: memory-mapped, zero-copy weights with dtype and shape checked on every request.
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/random_weights.h"
 #include "tests/core_test_support.h"
 #include "tests/test_support.h"
 
@@ -149,4 +151,28 @@ TEST_CASE("core: a block-scaled FP8 matrix converts with its weight_scale_inv ti
   // Without its scales: a clear error naming the tensor and the missing one.
   const std::string bare = core_testing::input_error_message([&] { checkpoint.get_converted("bare.weight", {2, 2}, DType::f32); });
   CHECK(core_testing::contains(bare, "'bare.weight' has no 'bare.weight_scale_inv'"));
+}
+
+TEST_CASE("core: f32 to E4M3 rounds to nearest even and saturates at 448") {
+  int wrong = 0;
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7F) == 0x7F) continue;  // NaN
+    const auto byte = static_cast<std::uint8_t>(code);
+    const double value = e4m3_value(byte);
+    // Every finite code is its own value's encoding (+0 and -0 both kept).
+    if (e4m3_bits_from_f32(static_cast<float>(value)) != byte && wrong++ < 5)
+      FAIL_CHECK("code " << code << " (" << value << ") encodes as " << int{e4m3_bits_from_f32(static_cast<float>(value))});
+    // Halfway to the next code up goes to the even one of the two.
+    const int next = code + 1;
+    if ((code & 0x7F) < 0x7E) {
+      const double midpoint = (value + e4m3_value(static_cast<std::uint8_t>(next))) / 2;
+      const std::uint8_t even = (code & 1) == 0 ? byte : static_cast<std::uint8_t>(next);
+      if (e4m3_bits_from_f32(static_cast<float>(midpoint)) != even && wrong++ < 5)
+        FAIL_CHECK("midpoint " << midpoint << " after code " << code);
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(e4m3_bits_from_f32(1000.0f) == 0x7E);
+  CHECK(e4m3_bits_from_f32(-460.0f) == 0xFE);
+  CHECK(e4m3_bits_from_f32(std::ldexp(1.0f, -12)) == 0x00);  // below half the smallest subnormal
 }

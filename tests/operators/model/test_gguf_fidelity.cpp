@@ -34,11 +34,9 @@ using sy::core_testing::TempDir;
 
 namespace {
 
-// The safetensors f32 twin of the GGUF at `gguf`: every tree tensor dequantized, config.json from
-// the GGUF's metadata with torch_dtype float32.
-void write_dequantized_twin(const std::filesystem::path& gguf, const std::filesystem::path& out) {
-  sy::ModelSpec spec;
-  spec.gguf_path = gguf;
+// The safetensors f32 twin of the model `spec` names (a GGUF, or a block-scaled FP8 checkpoint):
+// every tree tensor dequantized, config.json from the model's with torch_dtype float32.
+void write_dequantized_twin(const sy::ModelSpec& spec, const std::filesystem::path& out) {
   sy::ModelConfig config = sy::model_config_of(spec);
   const sy::Checkpoint weights = sy::open_model_weights(spec, config);
   const sy::ModuleTree tree = sy::build_module_tree(config, *sy::find_weight_scheme("f32"));
@@ -132,12 +130,13 @@ void check_case(const Case& c, bool gguf_on_gpu) {
   make.preset = c.preset;
   make.out_dir = dir / "gguf";
   make.seed = 21;
-  make.format = "gguf";
+  const bool fp8 = std::string(c.dtype) == "fp8";  // a block-scaled FP8 safetensors checkpoint
+  make.format = fp8 ? "safetensors" : "gguf";
   make.dtype = c.dtype;
   sy::make_model(make);
-  write_dequantized_twin(dir / "gguf", dir / "twin");
   sy::ModelSpec gguf_spec, twin_spec;
-  gguf_spec.gguf_path = dir / "gguf";
+  (fp8 ? gguf_spec.model_path : gguf_spec.gguf_path) = dir / "gguf";
+  write_dequantized_twin(gguf_spec, dir / "twin");
   twin_spec.model_path = dir / "twin";
   const auto quantised = load(gguf_spec, c.profile, c.override_tensor);
   const auto reference = load(twin_spec, c.profile, c.override_tensor);
@@ -232,6 +231,7 @@ TEST_CASE("gguf fidelity: quantised GGUFs on the CPU match an f32 run over their
       {"tiny-glm4-moe", "q8_0", "GLM-4.5-Air-cpu.yaml"},
       {"small-qwen3-moe", "iq4_xs", "Qwen3-MoE-cpu.yaml"},    {"small-qwen3-moe", "iq4_nl", "Qwen3-MoE-cpu.yaml"},
       {"tiny-deepseek-v3", "mxfp4", "DeepSeek-V3-Chat-cpu.yaml"},
+      {"tiny-deepseek-v3", "fp8", "DeepSeek-V3-Chat-cpu.yaml"},
   };
   for (const Case& c : cases) check_case(c, false);
 }
