@@ -1,5 +1,6 @@
 #include "core/make_model.h"
 
+#include <cctype>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -47,10 +48,12 @@ const WeightScheme& scheme_for(const MakeModelOptions& o) {
       throw InputError("--dtype '" + o.dtype + "' is not a GGUF weight type; give one of " +
                        join(gguf_weight_scheme_names(), ", "));
     const DType experts = scheme->dtype_for(TensorKind::expert_down, 0, 1);
+    std::string ggml_name = dtype_name(experts);  // llama-quantize's spelling: IQ2_XXS
+    for (char& c : ggml_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (!quant::has_encoder(experts))
       throw InputError("--dtype '" + o.dtype + "': make-model does not write " + dtype_name(experts) +
                        " (its lattice search is llama.cpp's: llama-quantize --imatrix FILE model.gguf OUT " +
-                       to_upper(o.dtype) + " on a make-model --dtype bf16 file); run and check read it");
+                       ggml_name + " on a make-model --dtype bf16 file); run and check read it");
     return *scheme;
   }
   if (o.format != "safetensors") throw InputError("--format '" + o.format + "' is not one of safetensors, gguf");
