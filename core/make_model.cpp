@@ -1,12 +1,12 @@
 #include "core/make_model.h"
 
-#include <cctype>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
