@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "core/quant_formats.h"
 #include "core/text.h"
 
 namespace switchyard {
@@ -114,7 +115,8 @@ const WeightScheme* find_weight_scheme(std::string_view name) {
 std::vector<std::string> gguf_weight_scheme_names() {
   std::vector<std::string> names;
   for (const WeightScheme& scheme : schemes())
-    if (!scheme.fp8_block_scales) names.push_back(scheme.name);
+    if (!scheme.fp8_block_scales && quant::has_encoder(scheme.dtype_for(TensorKind::expert_down, 0, 1)))
+      names.push_back(scheme.name);
   return names;
 }
 

@@ -37,7 +37,8 @@ struct WeightScheme {
 
 const WeightScheme* find_weight_scheme(std::string_view name);
 std::vector<std::string> weight_scheme_names();
-// The schemes a GGUF file can store (every one but DeepSeek's FP8 release).
+// The schemes make-model writes as a GGUF: every one but DeepSeek's FP8 release and the lattice IQ
+// types, which llama.cpp's quantizer writes (the schemes still describe such files for check).
 std::vector<std::string> gguf_weight_scheme_names();
 
 }  // namespace switchyard
