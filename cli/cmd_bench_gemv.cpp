@@ -236,13 +236,13 @@ int run_bench_gemv(const GemvBenchOptions& options) {
               copy.bytes_per_second / 1e9, copy.bytes >> 20);
   if (rotation_bytes > 0) std::printf("weights cycle through %zu MiB of copies\n\n", rotation_bytes >> 20);
   else std::printf("one weight copy a shape (L2-resident where it fits)\n\n");
-  std::printf("%-34s %5s %6s %6s | %7s %8s %8s %8s %7s\n", "shape", "dtype", "rows", "in", "MB", "us/call",
+  std::printf("%-34s %7s %6s %6s | %7s %8s %8s %8s %7s\n", "shape", "dtype", "rows", "in", "MB", "us/call",
               "best us", "GB/s", "% copy");
   for (const BenchShape& b : decode_layer_shapes(options.tokens, projections)) {
     const Timing t = time_shape(context, b, options, rotation_bytes, random);
     const double bytes = static_cast<double>(b.bytes());
     const double gbps = bytes / (t.median_us * 1e-6) / 1e9;
-    std::printf("%-34s %5s %6lld %6lld | %7.2f %8.2f %8.2f %8.0f %6.0f%%\n", b.name, dtype_name(b.dtype),
+    std::printf("%-34s %7s %6lld %6lld | %7.2f %8.2f %8.2f %8.0f %6.0f%%\n", b.name, dtype_name(b.dtype),
                 static_cast<long long>(b.shape.rows), static_cast<long long>(b.shape.in), bytes / 1e6, t.median_us,
                 t.best_us, gbps, 100.0 * gbps * 1e9 / copy.bytes_per_second);
   }
@@ -281,9 +281,12 @@ Runner add_bench_gemv_command(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::IsMember({"hbm", "l2"}));
   sub->add_option("--dtype", options->dtype,
-                  "the projections' weights: bf16, f32 or a ggml block type (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k)")
+                  "the projections' weights: bf16, f32 or a ggml block type (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, "
+                  "iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_nl, iq4_xs, mxfp4)")
       ->capture_default_str()
-      ->transform(CLI::IsMember({"bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"},
+      ->transform(CLI::IsMember({"bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                                 "q6_k", "iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_nl",
+                                 "iq4_xs", "mxfp4"},
                                 CLI::ignore_case));
   return [options]() { return run_bench_gemv(*options); };
 }

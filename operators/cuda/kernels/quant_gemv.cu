@@ -149,11 +149,9 @@ void for_block_type(DType dtype, const char* what, F&& f) {
 }  // namespace
 
 bool quant_gemv_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::q8_0: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1:
-    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k: return true;
-    default: return false;
-  }
+  bool known = false;
+  visit_block_type(dtype, [&] <DType>() { known = true; });
+  return known;
 }
 
 bool quant_gemv_supports(const GemvShape& shape, DType dtype, const void* weight, const float* x) {

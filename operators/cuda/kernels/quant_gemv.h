@@ -3,7 +3,7 @@
 // (KLinearMarlin's storage: the checkpoint's bytes, no bf16 copy). gemv.h's gemv and gemv_swiglu
 // call these for a block dtype; the shape rules are theirs, plus whole blocks: `in`, the group
 // stride and the row offset are multiples of the type's block (32 or 256 weights), and the weight
-// pointer keeps its blocks' alignment (2 or 4 bytes; buffers from the pool are 256-aligned).
+// pointer keeps its blocks' alignment (1, 2 or 4 bytes; buffers from the pool are 256-aligned).
 //
 // Numerics: each weight is decoded exactly as the CPU's scalar reference decodes it
 // (quant_rows.cuh); products with f32 x are accumulated in f32 as gemv does, so
@@ -17,7 +17,8 @@
 
 namespace switchyard::cuda {
 
-// Whether the ten block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K) include `dtype`.
+// Whether `dtype` is one of the block types these take: every block type of core/dtype.h (ggml's
+// Q8_0 ... Q5_1, Q2_K ... Q6_K, the IQ types and MXFP4).
 bool quant_gemv_dtype(DType dtype);
 bool quant_gemv_supports(const GemvShape& shape, DType dtype, const void* weight, const float* x);
 void quant_gemv(const GemvShape& shape, const void* weight, DType dtype, const float* x, float* y,

@@ -340,7 +340,7 @@ void check_stack(const ExpertStack& stack) {
   const bool floats = stack.dtype == DType::f32 || stack.dtype == DType::bf16;
   if (!floats && !quant_gemv_dtype(stack.dtype))
     refuse(std::string("experts of dtype ") + dtype_name(stack.dtype) +
-           " are not supported (f32, bf16 and the ggml block types Q8_0 ... Q6_K are)");
+           " are not supported (f32, bf16 and ggml's block types are)");
   if (floats && stack.down_type() != stack.dtype)
     refuse(std::string("experts of floats must be of one dtype, got ") + dtype_name(stack.dtype) + " and down in " +
            dtype_name(stack.down_type()));

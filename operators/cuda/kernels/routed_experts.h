@@ -92,7 +92,7 @@ constexpr bool routed_experts_uses_decode_path(std::int64_t tokens, int top_k) {
 bool routed_experts_prefill_is_grouped(const ExpertStack& stack);
 
 // Workspace for any call with tokens <= max_tokens and this top_k. Throws std::invalid_argument
-// for a stack or sizes routed_experts refuses (a dtype other than f32/bf16 or the ten block types,
+// for a stack or sizes routed_experts refuses (a dtype other than f32/bf16 or ggml's block types,
 // floats of mixed dtypes, blocks of partial rows, a dimension < 1 or beyond
 // cuBLAS's 32-bit sizes, top_k < 1, max_tokens < 0 or max_tokens * top_k >= 2^31).
 std::size_t routed_experts_workspace_bytes(const ExpertStack& stack, std::int64_t max_tokens, int top_k);

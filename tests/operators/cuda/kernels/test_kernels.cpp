@@ -6,7 +6,8 @@
 //   rms_norm      |out - ref| <= 1e-5 |ref|: an f32 tree sum of squares (<= 40 terms per thread,
 //                 then 10 levels: ~50u), the inverse root rounded once, two products (2u).
 //   silu_and_mul  |out - ref| <= 1e-5 |ref|: expf (2 ulps), one sum, one quotient, one product.
-//   embedding     exact: widening bf16/f16/f32 to f32 is exact.
+//   embedding     exact: widening bf16/f16/f32 to f32 is exact; rows of blocks equal the CPU's
+//                 quant::dequantize_row bit for bit.
 //   rope          bit-identical to the CPU kernel for the same cos/sin tables (both round each
 //                 product, no fused multiply-add); the CPU tests bound the CPU against the formulas.
 //   moe_gate      ids identical to the reference and the CPU kernel, in order, on inputs drawn so
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <thread>
 #include <cmath>
@@ -48,7 +50,7 @@
 #include "tests/operators/cpu/kernels/reference.h"
 #include "tests/gate_presets.h"
 #include "tests/gate_test_support.h"
-#include "tests/operators/cpu/kernels/quant_test_blocks.h"
+#include "tests/operators/cuda/kernels/all_block_types.h"
 #include "operators/cpu/kernels/rope.h"
 #include "operators/cpu/kernels/sampling.h"
 #include "operators/cuda/kernels/argmax.h"
@@ -78,6 +80,9 @@ std::vector<std::uint16_t> to_bf16(const std::vector<float>& values) {
   for (std::size_t i = 0; i < values.size(); ++i) out[i] = cpu::f32_to_bf16(values[i]);
   return out;
 }
+
+// A float's bits: equal bits where == would let -0 pass for +0.
+std::uint32_t bits_of(float value) { return std::bit_cast<std::uint32_t>(value); }
 
 // Largest |got - expected| / |expected|, for the report.
 double max_relative_error(const std::vector<float>& got, const std::vector<double>& expected) {
@@ -327,7 +332,7 @@ TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit 
   // Each type three ways: the table in HBM (the embedding on a GPU), in read-only pages registered
   // in place (a GGUF's mapping, the decode graph's table with the embedding on the CPU), and in a
   // page-locked copy; `out` 16-byte aligned or not.
-  for (const sy::DType dtype : sy::testing::kBlockTypes) {
+  for (const sy::DType dtype : sy::testing::all_block_types()) {
     for (int round = 0; round < 3; ++round) {
       const std::int64_t block = sy::dtype_info(dtype).block_elements;
       const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 500)(random);
@@ -335,7 +340,7 @@ TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit 
       const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(2, 24)(random);
       INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens << ", round "
                                  << round);
-      const std::vector<std::uint8_t> table_host = sy::testing::random_blocks(dtype, vocab * hidden, random);
+      const std::vector<std::uint8_t> table_host = sy::testing::random_test_blocks(dtype, vocab * hidden, random);
       std::vector<std::int32_t> ids(tokens);
       std::uniform_int_distribution<std::int32_t> id_of(0, static_cast<std::int32_t>(vocab - 1));
       for (auto& id : ids) id = id_of(random);
@@ -364,10 +369,28 @@ TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit 
       std::vector<float> expected(hidden);
       for (std::int64_t t = 0; t + 1 < tokens; ++t) {
         sy::quant::dequantize_row(dtype, table_host.data() + ids[t] * row_bytes, expected.data(), hidden);
-        for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(got[t * hidden + i] == expected[i]);
+        for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(bits_of(got[t * hidden + i]) == bits_of(expected[i]));
       }
       for (std::int64_t i = 0; i < hidden; ++i) REQUIRE(std::isnan(got[(tokens - 1) * hidden + i]));
     }
+  }
+  // MXFP4's scale over every exponent byte (row e has exponent e): subnormal scales (0, 1) and
+  // infinite products (255) too.
+  std::vector<std::uint8_t> mxfp4 = sy::testing::random_test_blocks(sy::DType::mxfp4, 256 * 64, random);
+  for (int e = 0; e < 256; ++e)
+    for (int block = 0; block < 2; ++block) mxfp4[static_cast<std::size_t>(34 * e + 17 * block)] = static_cast<std::uint8_t>(e);
+  std::vector<std::int32_t> every_row(256);
+  for (int e = 0; e < 256; ++e) every_row[static_cast<std::size_t>(e)] = e;
+  cuda::DeviceBuffer mxfp4_device = to_device(context, mxfp4), rows_device = to_device(context, every_row);
+  cuda::DeviceBuffer mxfp4_out = context.allocate(256 * 64 * sizeof(float), "out");
+  cuda::embedding(rows_device.as<std::int32_t>(), 256, mxfp4_device.data(), sy::DType::mxfp4, 256, 64,
+                  mxfp4_out.as<float>(), context.stream());
+  const std::vector<float> mxfp4_got = to_host<float>(context, mxfp4_out, 256 * 64);
+  std::vector<float> mxfp4_expected(256 * 64);
+  sy::quant::dequantize_rows(sy::DType::mxfp4, mxfp4.data(), mxfp4_expected.data(), 256, 64);
+  for (std::size_t i = 0; i < mxfp4_got.size(); ++i) {
+    INFO("mxfp4 exponent " << i / 64 << " weight " << i % 64);
+    REQUIRE(bits_of(mxfp4_got[i]) == bits_of(mxfp4_expected[i]));
   }
   // A width that is not whole blocks is refused before anything runs.
   cuda::DeviceBuffer ids_device = to_device(context, std::vector<std::int32_t>{0});

@@ -22,8 +22,9 @@
 // 1e-4 where only f32 sums err (typically ~1e-6), 2^-5 with bf16 rounding (typically ~3e-3; an
 // output whose g is far below 0 can err by several times 2^-9).
 // That catches a dropped term or a wrong row that the element-wise bound would let through.
-//   experts in ggml blocks: the reference multiplies the blocks' dequantized values (the CPU's
-//                scalar decoding), so decode errs as for floats (each weight decodes exactly);
+//   experts in ggml blocks (every block type): the reference multiplies the blocks' dequantized
+//                values (the CPU's scalar decoding), so decode errs as for floats (each weight
+//                decodes exactly);
 //                prefill rounds the decoded weights to bf16 too (2^-9 more in g, u and down):
 //                e = 2^-7.
 // Ids outside [0, experts) must contribute nothing: their weights are NaN here, so any use shows.
@@ -38,10 +39,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/quant_formats.h"
@@ -452,16 +455,43 @@ TEST_CASE("cuda routed_experts: the prefill path matches the reference, is deter
 
 // One layer's experts quantized to ggml blocks: gate and up in `gate_type`, down in `down_type`.
 // The host values are the blocks' dequantized weights, so the reference multiplies what the GPU
-// decodes.
+// decodes. Types that quant::quantize_rows cannot write (the IQ1, IQ2 and IQ3 lattices) get random
+// blocks instead, their scales set so that the weights' RMS is the random floats' (uniform in
+// [-a, a]: a / sqrt(3)).
 struct BlockExperts {
   HostExperts values;
   std::vector<std::uint8_t> gate, up, down;
 };
 
+// Random blocks of `dtype` (random bytes, every block's scale d) whose weights have about the RMS
+// of `like`; `like` becomes their values.
+std::vector<std::uint8_t> random_lattice_blocks(sy::DType dtype, std::vector<float>& like, std::int64_t rows,
+                                                std::int64_t n, std::mt19937& random) {
+  const sy::DTypeInfo& info = sy::dtype_info(dtype);
+  std::vector<std::uint8_t> blocks(sy::storage_bytes(dtype, static_cast<std::uint64_t>(rows * n)));
+  for (auto& b : blocks) b = static_cast<std::uint8_t>(random());
+  auto rms_at = [&](float d) {
+    for (std::size_t at = 0; at < blocks.size(); at += static_cast<std::size_t>(info.block_bytes))
+      sy::quant::set_block_scales(dtype, blocks.data() + at, d, 0.0f);
+    std::vector<float> values(like.size());
+    sy::quant::dequantize_rows(dtype, blocks.data(), values.data(), rows, n);
+    double sum = 0;
+    for (const float v : values) sum += static_cast<double>(v) * v;
+    return std::make_pair(std::sqrt(sum / static_cast<double>(values.size())), values);
+  };
+  double target = 0;
+  for (const float v : like) target += static_cast<double>(v) * v;
+  target = std::sqrt(target / static_cast<double>(like.size()));
+  const double unit = rms_at(1.0f).first;  // weights scale with d (IQ1_M keeps its sub-block scales)
+  like = rms_at(static_cast<float>(target / unit)).second;
+  return blocks;
+}
+
 BlockExperts random_block_experts(sy::DType gate_type, sy::DType down_type, std::int64_t experts, std::int64_t hidden,
                                   std::int64_t inter, std::mt19937& random) {
   BlockExperts b{random_experts(sy::DType::f32, experts, hidden, inter, random), {}, {}, {}};
-  auto encode = [](sy::DType dtype, std::vector<float>& values, std::int64_t rows, std::int64_t n) {
+  auto encode = [&random](sy::DType dtype, std::vector<float>& values, std::int64_t rows, std::int64_t n) {
+    if (!sy::quant::has_encoder(dtype)) return random_lattice_blocks(dtype, values, rows, n, random);
     std::vector<std::uint8_t> blocks(sy::storage_bytes(dtype, static_cast<std::uint64_t>(rows * n)));
     sy::quant::quantize_rows(dtype, values.data(), blocks.data(), rows, n);
     sy::quant::dequantize_rows(dtype, blocks.data(), values.data(), rows, n);
@@ -519,11 +549,18 @@ TEST_CASE("cuda routed_experts: experts in ggml blocks, decode and prefill, matc
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed << " (SWITCHYARD_TEST_SEED replays it)");
   std::mt19937 random(seed);
-  const sy::DType types[] = {sy::DType::q8_0, sy::DType::q4_0, sy::DType::q4_1, sy::DType::q5_0, sy::DType::q5_1,
-                             sy::DType::q2_k, sy::DType::q3_k, sy::DType::q4_k, sy::DType::q5_k, sy::DType::q6_k};
+  const sy::DType types[] = {sy::DType::q8_0,    sy::DType::q4_0,   sy::DType::q4_1,  sy::DType::q5_0,
+                             sy::DType::q5_1,    sy::DType::q2_k,   sy::DType::q3_k,  sy::DType::q4_k,
+                             sy::DType::q5_k,    sy::DType::q6_k,   sy::DType::iq2_xxs, sy::DType::iq2_xs,
+                             sy::DType::iq2_s,   sy::DType::iq3_xxs, sy::DType::iq3_s, sy::DType::iq1_s,
+                             sy::DType::iq1_m,   sy::DType::iq4_nl, sy::DType::iq4_xs, sy::DType::mxfp4};
+  constexpr int kTypes = static_cast<int>(std::size(types));
   Errors worst_decode, worst_prefill;
-  for (int round = 0; round < 20; ++round) {
-    const sy::DType gate_type = types[round % 10], down_type = types[(3 * round + 1) % 10];
+  // Every type as gate and up and as down on both paths (even rounds decode, odd ones prefill): gate
+  // and up type r / 2; down type 3 r + 1, then 3 r + 2 (mod kTypes), which give each type a round of
+  // either parity.
+  for (int round = 0; round < 2 * kTypes; ++round) {
+    const sy::DType gate_type = types[round / 2], down_type = types[(3 * round + 1 + round / kTypes) % kTypes];
     const std::int64_t gate_block = sy::dtype_info(gate_type).block_elements;
     const std::int64_t down_block = sy::dtype_info(down_type).block_elements;
     const std::int64_t experts = draw(2, 10, random);
