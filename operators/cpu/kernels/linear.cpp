@@ -74,7 +74,8 @@ LinearWeight weight_type(DType dtype) {
   }
   if (is_block_quantized(dtype)) return LinearWeight::quantized;
   throw std::invalid_argument(std::string("linear: weights of dtype ") + dtype_name(dtype) +
-                              " are not supported (f32, bf16, f16 and the block types q4_0 ... q6_k are)");
+                              " are not supported (f32, bf16, f16 and ggml's block types, q4_0 ... q6_k, "
+                              "the IQ types and mxfp4, are)");
 }
 
 // A call's problem; for block types, checks that rows are whole blocks.
@@ -197,8 +198,10 @@ bool linear_supports(DType weight_dtype) {
   switch (weight_dtype) {
     case DType::f32: case DType::bf16: case DType::f16:
     case DType::q8_0: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1:
-    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k: return true;
-    default: return false;  // BuildContext::param dequantizes other block types to bf16
+    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k:
+    case DType::iq2_xxs: case DType::iq2_xs: case DType::iq2_s: case DType::iq3_xxs: case DType::iq3_s:
+    case DType::iq1_s: case DType::iq1_m: case DType::iq4_nl: case DType::iq4_xs: case DType::mxfp4: return true;
+    default: return false;  // BuildContext::param widens anything else
   }
 }
 

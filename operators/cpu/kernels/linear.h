@@ -3,11 +3,13 @@
 // row-major, stored as f32, bf16 or f16 and widened to f32 in registers; activations and
 // accumulation are f32, except where linear_rounds_x says otherwise.
 //
-// The weight may also be a block type of core/dtype.h (q4_0 ... q8_0, q2_k ... q6_k): each row is
-// in / block_elements consecutive blocks as GGUF stores them (core/quant_blocks.h). x is quantised
-// to signed bytes per block (linear_quantizes_x) and the products are integer dot products: always
-// for the K types, below kQuantPrefillTokens tokens for the 32-weight types, whose rows from there
-// on are dequantised to f32 64 at a time and multiplied by f32 x (quant_dot.h).
+// The weight may also be a block type of core/dtype.h (ggml's q4_0 ... q8_0, q2_k ... q6_k, the IQ
+// types and mxfp4): each row is in / block_elements consecutive blocks as GGUF stores them
+// (core/quant_blocks.h). x is quantised to signed bytes per block (linear_quantizes_x) and the
+// products are integer dot products: always for the types of 256-weight blocks (the K types, the
+// IQ1, IQ2 and IQ3 types, iq4_xs), below kQuantPrefillTokens tokens for the 32-weight types
+// (q4_0 ... q8_0, iq4_nl, mxfp4), whose rows from there on are dequantised to f32 64 at a time and
+// multiplied by f32 x (quant_dot.h).
 //
 // Decode (a few tokens) is memory-bandwidth bound: every weight row is streamed once, split across
 // threads by output rows. Prefill reuses each block of weight rows across a block of tokens while
@@ -115,10 +117,10 @@ constexpr std::int64_t kAmxTokens = 8;
 // avx512bf16, bf16 weights from kAmxTokens tokens and block types from kQuantPrefillTokens.
 bool linear_rounds_x(Isa isa, DType weight_dtype, std::int64_t tokens);
 
-// Tokens from which the 32-weight block types (q4_0 ... q8_0) are dequantised to f32 panels and
-// reused across tokens (prefill); below, x is quantised and each weight row streamed once for all
-// tokens (decode). The K types' integer products stay faster than f32 panels at every token count,
-// so they never switch; the 32-weight types' panels are faster than their integer products from
+// Tokens from which the 32-weight block types (q4_0 ... q8_0, iq4_nl, mxfp4) are dequantised to f32
+// panels and reused across tokens (prefill); below, x is quantised and each weight row streamed
+// once for all tokens (decode). The K types' integer products stay faster than f32 panels at every
+// token count, so they and the other 256-weight types never switch; the 32-weight types' panels are faster than their integer products from
 // about 16 tokens.
 constexpr std::int64_t kQuantPrefillTokens = 16;
 

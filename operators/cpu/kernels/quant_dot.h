@@ -1,18 +1,19 @@
 #pragma once
 // Internal to linear(): products of block-quantised weights (core/quant_blocks.h) with activations.
 //
-// Integer path (always for the K types, below kQuantPrefillTokens tokens for the 32-weight ones):
-// each token's x is quantised once per call to signed bytes with a float scale per block
-// (ActivationBlock32 for the 32-weight types, BlockQ8_K for the K types), and every weight row is
-// multiplied in integers, block by block: a block's weights are unpacked once per group of tokens
-// (4 to 16 by ISA and type) and meet each token of the group while in registers or L1, so in
-// decode the weights are read from memory once per call. The per-ISA halves compute the same
-// integer sums exactly and differ only in the order they add the float terms.
+// Integer path (always for the 256-weight types: the K types, the IQ1/IQ2/IQ3 types and IQ4_XS;
+// below kQuantPrefillTokens tokens for the 32-weight ones): each token's x is quantised once per
+// call to signed bytes with a float scale per block (ActivationBlock32 for the 32-weight types,
+// BlockQ8_K for the 256-weight ones), and every weight row is multiplied in integers, block by
+// block: a block's weights are unpacked once per group of tokens (4 to 16 by ISA and type) and
+// meet each token of the group while in registers or L1, so in decode the weights are read from
+// memory once per call. The per-ISA halves compute the same integer sums exactly and differ only
+// in the order they add the float terms.
 //
-// Panel path (32-weight types, kQuantPrefillTokens tokens or more): up to 64 weight rows at a time
-// are dequantised to f32 in a thread-local panel and the f32 block kernel of the same ISA
-// multiplies them by every token of the block: the weights are unpacked once per call, x keeps its
-// f32 values.
+// Panel path (the 32-weight types, Q4_0 ... Q8_0, IQ4_NL and MXFP4, from kQuantPrefillTokens
+// tokens): up to 64 weight rows at a time are dequantised to f32 in a thread-local panel and the
+// f32 block kernel of the same ISA multiplies them by every token of the block: the weights are
+// unpacked once per call, x keeps its f32 values.
 //
 // Tiles path (Isa::amx and Isa::avx512bf16, kQuantPrefillTokens tokens or more:
 // cpu::linear_rounds_x): 32 weight rows at a time are dequantised and rounded to bf16 in a
@@ -39,10 +40,11 @@ struct ActivationBlock32 {
   std::int8_t qs[quant::kBlock];
 };
 
-// Whether `weight` (a block type) takes the K types' activations (BlockQ8_K).
+// Whether `weight` (a block type) takes the K types' activations (BlockQ8_K): every type of
+// 256-weight blocks (the K types, the IQ1, IQ2 and IQ3 types, IQ4_XS); the 32-weight ones (Q4_0 ...
+// Q8_0, IQ4_NL, MXFP4) take ActivationBlock32.
 inline bool takes_q8_k(DType weight) {
-  return weight == DType::q2_k || weight == DType::q3_k || weight == DType::q4_k || weight == DType::q5_k ||
-         weight == DType::q6_k;
+  return is_block_quantized(weight) && dtype_info(weight).block_elements == quant::kSuperBlock;
 }
 // Bytes of one token's quantised activations for `in` inputs against weights of `weight`.
 std::int64_t activation_bytes(DType weight, std::int64_t in);

@@ -1,7 +1,8 @@
 // The quantised kernels with AVX2 (compiled with -mavx2 -mfma -mf16c; called only after
 // isa_supported(Isa::avx2)). Integer products by vpmaddubsw (unsigned weight bytes times signed
-// activation bytes, pairs summed in int16: no saturation, quant_block_unpack.h) then vpmaddwd
-// (times the K types' scales, or ones), accumulated in int32 per block and in f32 per token.
+// activation bytes, pairs summed in int16: no saturation, quant_block_unpack.h; signed weights as
+// |w| times x with w's sign) then vpmaddwd (times the 256-weight types' scales, or ones),
+// accumulated in int32 per block and in f32 per token.
 #include <limits>
 
 #include "operators/cpu/kernels/quant_dot.h"
@@ -19,8 +20,8 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
   const ActivationBlock32* xs[Tokens];
   for (int t = 0; t < Tokens; ++t)
     xs[t] = reinterpret_cast<const ActivationBlock32*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
-  constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
-  constexpr int offset = q8 ? 0 : kOffset<Block>;  // Q8_0 takes w's sign instead
+  constexpr bool q8 = kSigned32<Block>;
+  constexpr int offset = q8 ? 0 : kOffset<Block>;  // signed weights take w's sign instead
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     __m256 acc[Tokens];
     float extra[Tokens];  // the _1 types' minimum times the token's block sums
@@ -30,9 +31,9 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
     }
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      const float d = half_to_float(w.d);
+      const float d = scale_d(w);
       const __m256i u = unpack32(w);
-      // Q8_0's signed weights: |w| times x with w's sign (vpsignb), offset 0.
+      // Signed weights: |w| times x with w's sign (vpsignb), offset 0.
       const __m256i magnitude = q8 ? _mm256_abs_epi8(u) : u;
 #pragma GCC unroll 4
       for (int t = 0; t < Tokens; ++t) {
@@ -77,7 +78,7 @@ void rows_k(const LinearProblem& p, const LinearBlock& block) {
     for (std::int64_t t = 0; t < tokens; ++t) acc[t] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < blocks; ++b) {
       const Block& w = weight[r * blocks + b];
-      alignas(32) std::uint8_t u[quant::kSuperBlock];
+      alignas(32) Unpacked<Block> u[quant::kSuperBlock];
       unpack_simd(w, u);
       const ScalesKVector s = scales_vector(w);
       __m256i scale_of_chunk[8];  // chunk c (32 weights): scale 2c in lanes 0-7, 2c + 1 in 8-15
@@ -87,12 +88,17 @@ void rows_k(const LinearProblem& p, const LinearBlock& block) {
         const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x + t * p.x_quantized_stride)[b];
         __m256i sum = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {
-          const __m256i products = _mm256_maddubs_epi16(load256(u + 32 * c), load256(xb.qs + 32 * c));
+          const __m256i q = load256(xb.qs + 32 * c), v = load256(u + 32 * c);
+          // Signed weights: |v| times x with v's sign.
+          const __m256i products = kSignedK<Block> ? _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(q, v))
+                                                   : _mm256_maddubs_epi16(v, q);
           sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, scale_of_chunk[c]));
         }
-        const __m256i min_sum = _mm256_madd_epi16(s.min, load256(xb.bsums));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.a * xb.d), acc[t]);
-        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_set1_ps(s.b * xb.d), acc[t]);
+        if constexpr (!kSignedK<Block>) {
+          const __m256i min_sum = _mm256_madd_epi16(s.min, load256(xb.bsums));
+          acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_set1_ps(s.b * xb.d), acc[t]);
+        }
       }
     }
     for (std::int64_t t = 0; t < tokens; ++t) p.y[(block.token_begin + t) * p.out + r] = horizontal_sum(acc[t]);

@@ -1,8 +1,9 @@
 // The quantised kernels with AVX-512 VNNI (compiled with -mavx512f -mavx512bw -mavx512vl
-// -mavx512vnni and AVX2's flags; called only after has_avx512_vnni()). K types: 64 weight bytes a
-// step, vpmaddubsw pairs then vpdpwssd by the scales into 16 int32 lanes. 32-weight types: two
-// blocks a step, vpdpbusd (unsigned weight bytes times signed activation bytes, four products a
-// lane, no saturation).
+// -mavx512vnni and AVX2's flags; called only after has_avx512_vnni()). 256-weight types: 64 weight
+// bytes a step, vpmaddubsw pairs then vpdpwssd by the scales into 16 int32 lanes (the IQ types'
+// signed weights as |w| times x negated under a mask). 32-weight types: two blocks a step,
+// vpdpbusd (unsigned weight bytes times signed activation bytes, four products a lane, no
+// saturation).
 // GCC 12 warns inside its own AVX-512 headers: _mm512_undefined_* initialise a variable from itself.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -44,11 +45,32 @@ inline __m512i unpack_pair(const BlockQ5_1* b) { return fifth_bits_pair(b, nibbl
 inline __m512i unpack_pair(const BlockQ8_0* b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(b[0].qs)), load256(b[1].qs), 1);
 }
+inline __m512i unpack_pair(const BlockIQ4_NL* b) {
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(table16(quant::kIq4Values))),
+                             nibbles_pair(b[0].qs, b[1].qs));
+}
+inline __m512i unpack_pair(const BlockMXFP4* b) {
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(table16(quant::kMxfp4Values))),
+                             nibbles_pair(b[0].qs, b[1].qs));
+}
+
+// Blocks b and b + 1's d (and m) as [d0, d1, m0, m1] (zeros for a missing block b + 1): the half
+// floats in one conversion; MXFP4's exponents as their powers of two.
+template <class Block>
+__m128 pair_scales(const Block* row, std::int64_t b, bool pair) {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    return _mm_setr_ps(e8m0_half_scale(row[b].e), pair ? e8m0_half_scale(row[b + 1].e) : 0.0f, 0.0f, 0.0f);
+  } else {
+    std::uint64_t half_bits = row[b].d | (pair ? std::uint64_t{row[b + 1].d} << 16 : 0);
+    if constexpr (kHasMin<Block>) half_bits |= std::uint64_t{row[b].m} << 32 | (pair ? std::uint64_t{row[b + 1].m} << 48 : 0);
+    return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(half_bits)));
+  }
+}
 
 // Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 32-weight type, two blocks a register
 // (an odd last block alone, zeros above it), the tokens' sums in registers. The weights' offset
-// and minimum go with the token's block sum as a float term, (m - offset d) * d_x * sum(q); Q8_0's
-// signed weights instead multiply as |w| times x with w's sign.
+// and minimum go with the token's block sum as a float term, (m - offset d) * d_x * sum(q); the
+// signed weights (kSigned32) instead multiply as |w| times x with w's sign.
 template <class Block, int Tokens>
 void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0, int prefetch) {
   const auto* weight = static_cast<const Block*>(p.weight);
@@ -56,7 +78,7 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
   const ActivationBlock32* xs[Tokens];
   for (int t = 0; t < Tokens; ++t)
     xs[t] = reinterpret_cast<const ActivationBlock32*>(p.x_quantized + (t0 + t) * p.x_quantized_stride);
-  constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
+  constexpr bool q8 = kSigned32<Block>;
   constexpr int offset = q8 ? 0 : kOffset<Block>;
   constexpr bool block_sums = offset != 0 || kHasMin<Block>;
   const __m512i first_or_second = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
@@ -76,10 +98,7 @@ void rows32(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
         _mm_prefetch(ahead, _MM_HINT_T0);
         if constexpr (2 * sizeof(Block) > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
       }
-      // Both blocks' d (and m) in one conversion: [d0, d1, m0, m1] (zeros for a missing block).
-      std::uint64_t half_bits = row[b].d | (pair ? std::uint64_t{row[b + 1].d} << 16 : 0);
-      if constexpr (kHasMin<Block>) half_bits |= std::uint64_t{row[b].m} << 32 | (pair ? std::uint64_t{row[b + 1].m} << 48 : 0);
-      const __m128 scales = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(half_bits)));
+      const __m128 scales = pair_scales(row, b, pair);
       const float d0 = _mm_cvtss_f32(scales), d1 = _mm_cvtss_f32(_mm_movehdup_ps(scales));
       float c0 = -offset * d0, c1 = -offset * d1;
       if constexpr (kHasMin<Block>) {
@@ -192,9 +211,121 @@ template <class Block>
     u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(unpacked + 64 * c)), load256(unpacked + 64 * c + 32), 1);
 }
 
-// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a K type: each super-block unpacked
-// once for the tokens into four registers (unpack_chunks), its scales spread per 64-weight chunk; the tokens' sums
-// in registers (4 + 4 + Tokens of the 32 zmm).
+// ---- The 256-weight IQ types: |v| in four registers and the masks of the negative weights ------
+// u[c] and negative[c] cover weights 64c .. 64c + 63 (groups 8c .. 8c + 7); the grid points of a
+// chunk come in one gather (eight 64-bit points, or sixteen 32-bit IQ3 points), the signs as the
+// 64 bits of the chunk's eight sign bytes (sign_bytes). The IQ1 types and IQ4_XS compute signed
+// values and take them apart with vpabsb and vpmovb2m. (Intel's AVX-512 cores run the gathers
+// faster than scalar loads of the points; AMD's Zen 4 prefers the scalar loads, as AVX2's points4
+// does them.)
+
+// The chunks' masks from the 32 sign bytes of a block.
+inline void negative_masks(__m256i signs, __mmask64 negative[4]) {
+  alignas(32) std::uint64_t words[4];
+  store256(words, signs);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) negative[c] = _cvtu64_mask64(words[c]);
+}
+// Eight consecutive index bytes at p as 32-bit lanes.
+inline __m256i indices8(const std::uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+// 8 point + delta for 64 IQ1 weights (points' bytes -1, 0 or 1), as unpack_chunks wants them.
+[[gnu::always_inline]] inline void iq1_chunk(__m512i points, __m512i delta, __m512i& u, __mmask64& negative) {
+  const __m512i eight = _mm512_and_si512(_mm512_slli_epi16(points, 3), _mm512_set1_epi8(static_cast<char>(0xF8)));
+  const __m512i v = _mm512_add_epi8(eight, delta);
+  u = _mm512_abs_epi8(v);
+  negative = _mm512_movepi8_mask(v);
+}
+
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ2_XXS& b, __m512i u[4], __mmask64 negative[4]) {
+  __m256i indices, words;
+  iq2_xxs_words(b, indices, words);
+  negative_masks(iq2_signs32(seven_bit_fields(words)), negative);
+  alignas(32) std::uint8_t index[32];
+  store256(index, indices);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) u[c] = _mm512_i32gather_epi64(indices8(index + 8 * c), quant::kIq2xxsGrid, 8);
+}
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ2_XS& b, __m512i u[4], __mmask64 negative[4]) {
+  negative_masks(sign_bytes(b), negative);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
+    u[c] = _mm512_i32gather_epi64(_mm256_and_si256(q, _mm256_set1_epi32(511)), quant::kIq2xsGrid, 8);
+  }
+}
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ2_S& b, __m512i u[4], __mmask64 negative[4]) {
+  negative_masks(sign_bytes(b), negative);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    // Group 8c + i's bits 8-9: bits 2 i, 2 i + 1 of qh[2c] | qh[2c + 1] << 8.
+    const int h = b.qh[2 * c] | b.qh[2 * c + 1] << 8;
+    const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                          _mm256_set1_epi32(3));
+    u[c] = _mm512_i32gather_epi64(_mm256_or_si256(indices8(b.qs + 8 * c), _mm256_slli_epi32(high, 8)), quant::kIq2sGrid, 8);
+  }
+}
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ3_XXS& b, __m512i u[4], __mmask64 negative[4]) {
+  negative_masks(sign_bytes(b), negative);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c)
+    u[c] = _mm512_i32gather_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * c))),
+                                  quant::kIq3xxsGrid, 4);
+}
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ3_S& b, __m512i u[4], __mmask64 negative[4]) {
+  negative_masks(sign_bytes(b), negative);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    // Point 16c + i's bit 8: bit i of qh[2c] | qh[2c + 1] << 8.
+    const auto high = static_cast<__mmask16>(b.qh[2 * c] | b.qh[2 * c + 1] << 8);
+    const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * c)));
+    u[c] = _mm512_i32gather_epi32(_mm512_mask_or_epi32(low, high, low, _mm512_set1_epi32(256)), quant::kIq3sGrid, 4);
+  }
+}
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ1_S& b, __m512i u[4], __mmask64 negative[4]) {
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    // Group 8c + i's bits 8-10: bits 3 (i % 4) of qh[2c + i / 4].
+    const std::uint32_t h = b.qh[2 * c] | std::uint32_t{b.qh[2 * c + 1]} << 16;
+    const __m256i high = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(h)), _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25)),
+        _mm256_set1_epi32(7));
+    const __m512i points =
+        _mm512_i32gather_epi64(_mm256_or_si256(indices8(b.qs + 8 * c), _mm256_slli_epi32(high, 8)), quant::kIq1sGrid, 8);
+    const char delta0 = b.qh[2 * c] & 0x8000 ? -1 : 1, delta1 = b.qh[2 * c + 1] & 0x8000 ? -1 : 1;
+    iq1_chunk(points, halves_epi8(delta0, delta1), u[c], negative[c]);
+  }
+}
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ1_M& b, __m512i u[4], __mmask64 negative[4]) {
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    // Group 8c + i's nibble: nibble i of the word qh[4c .. 4c + 3]; bits 0-2 are its bits 8-10,
+    // bit 3 makes its delta -1.
+    const __m256i nibbles = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(load_word(b.qh + 4 * c))),
+                                              _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    const __m256i high = _mm256_and_si256(nibbles, _mm256_set1_epi32(7));
+    const __m512i points =
+        _mm512_i32gather_epi64(_mm256_or_si256(indices8(b.qs + 8 * c), _mm256_slli_epi32(high, 8)), quant::kIq1sGrid, 8);
+    const __mmask8 minus = _mm256_test_epi32_mask(nibbles, _mm256_set1_epi32(8));
+    iq1_chunk(points, _mm512_mask_blend_epi64(minus, _mm512_set1_epi8(1), _mm512_set1_epi8(-1)), u[c], negative[c]);
+  }
+}
+// IQ4_XS: chunk c is sub-blocks 2c and 2c + 1, nibbles as two Q4_0 blocks; the codebook's first
+// eight values are the negative ones.
+constexpr std::int8_t kIq4Magnitudes[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
+[[gnu::always_inline]] inline void unpack_chunks(const BlockIQ4_XS& b, __m512i u[4], __mmask64 negative[4]) {
+  const __m512i magnitudes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Magnitudes)));
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i nibbles = nibbles_pair(b.qs + 32 * c, b.qs + 32 * c + 16);
+    u[c] = _mm512_shuffle_epi8(magnitudes, nibbles);
+    negative[c] = _mm512_testn_epi8_mask(nibbles, _mm512_set1_epi8(8));
+  }
+}
+
+// Rows [row_begin, row_end) for tokens [t0, t0 + Tokens) of a 256-weight type: each super-block
+// unpacked once for the tokens into four registers (unpack_chunks; the IQ types' signs as four
+// masks that negate x), its scales spread per 64-weight chunk; the tokens' sums in registers
+// (4 + 4 + Tokens of the 32 zmm).
 template <class Block, int Tokens>
 void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end, std::int64_t t0, int prefetch) {
   const auto* weight = static_cast<const Block*>(p.weight);
@@ -219,7 +350,9 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
         for (std::size_t at = 0; at < sizeof(Block); at += 64) _mm_prefetch(ahead + at, _MM_HINT_T0);
       }
       __m512i u[4];
-      unpack_chunks(w, u);
+      [[maybe_unused]] __mmask64 negative[4];
+      if constexpr (kSignedK<Block>) unpack_chunks(w, u, negative);
+      else unpack_chunks(w, u);
       const ScalesKVector s = scales_vector(w);
       const __m512i scales = _mm512_castsi256_si512(s.scale);
       __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
@@ -230,8 +363,15 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
       for (int t = 0; t < Tokens; ++t) {
         const quant::BlockQ8_K& xb = xs[t][b];
         __m512i sum = _mm512_setzero_si512();
-        for (int c = 0; c < 4; ++c)
-          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[c], load512(xb.qs + 64 * c)), scale_of_chunk[c]);
+        for (int c = 0; c < 4; ++c) {
+          __m512i q = load512(xb.qs + 64 * c);
+          if constexpr (kSignedK<Block>) q = _mm512_mask_sub_epi8(q, negative[c], _mm512_setzero_si512(), q);
+          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[c], q), scale_of_chunk[c]);
+        }
+        if constexpr (kSignedK<Block>) {
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
+          continue;
+        }
         const __m512i min_sum = _mm512_zextsi256_si512(_mm256_madd_epi16(s.min, load256(xb.bsums)));
         if constexpr (one_scale) {
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, min_sum)), _mm512_set1_ps(s.a * xb.d), acc[t]);

@@ -10,11 +10,13 @@ namespace {
 
 template <class Block>
 void dequantize_typed(const Block* blocks, std::int64_t count, float* out) {
-  std::uint8_t u[kElements<Block>];
+  Unpacked<Block> u[kElements<Block>];
   for (std::int64_t i = 0; i < count; ++i, out += kElements<Block>) {
     unpack_scalar(blocks[i], u);
     const auto s = scales_of(blocks[i]);
-    if constexpr (kIsK<Block>) {
+    if constexpr (kSignedK<Block>) {
+      for (int k = 0; k < quant::kSuperBlock; ++k) out[k] = s.a * static_cast<float>(s.scale[k / 16]) * static_cast<float>(u[k]);
+    } else if constexpr (kIsK<Block>) {
       for (int k = 0; k < quant::kSuperBlock; ++k)
         out[k] = s.a * static_cast<float>(s.scale[k / 16]) * static_cast<float>(u[k]) -
                  s.b * static_cast<float>(s.min[k / 16]);
@@ -31,7 +33,7 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
   const auto* weight = static_cast<const Block*>(p.weight);
   const std::int64_t blocks = p.in / kElements<Block>, tokens = block.token_end - block.token_begin;
   float acc[kTokenGroup];
-  std::uint8_t u[kElements<Block>];
+  Unpacked<Block> u[kElements<Block>];
   for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
     std::fill(acc, acc + tokens, 0.0f);
     for (std::int64_t b = 0; b < blocks; ++b) {
@@ -40,7 +42,16 @@ void rows_typed(const LinearProblem& p, const LinearBlock& block) {
       const auto s = scales_of(w);
       for (std::int64_t t = 0; t < tokens; ++t) {
         const std::uint8_t* x = p.x_quantized + (block.token_begin + t) * p.x_quantized_stride;
-        if constexpr (kIsK<Block>) {
+        if constexpr (kSignedK<Block>) {
+          const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x)[b];
+          std::int32_t scaled = 0;
+          for (int g = 0; g < 16; ++g) {
+            std::int32_t dot = 0;
+            for (int i = 16 * g; i < 16 * g + 16; ++i) dot += u[i] * xb.qs[i];
+            scaled += s.scale[g] * dot;
+          }
+          acc[t] += xb.d * (s.a * static_cast<float>(scaled));
+        } else if constexpr (kIsK<Block>) {
           const auto& xb = reinterpret_cast<const quant::BlockQ8_K*>(x)[b];
           std::int32_t scaled = 0, mins = 0;
           for (int g = 0; g < 16; ++g) {

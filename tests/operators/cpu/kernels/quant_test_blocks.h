@@ -2,7 +2,9 @@
 // For the quantised kernels' tests: random blocks of every block type, and a decoder of our own,
 // element by element in double precision, written from core/quant_blocks.h's layout comments
 // independently of the kernels' unpacking (it indexes each weight's bits where the kernels shift
-// whole registers).
+// whole registers). The IQ types and MXFP4 decode by core's reference decoder instead
+// (quant::dequantize_row, bit-equal to gguf-py's), whose float arithmetic is exact for them: every
+// value is a scale of at most 17 significant bits times a codebook or grid value of at most 7.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,8 +20,13 @@
 
 namespace switchyard::testing {
 
-inline constexpr DType kBlockTypes[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0,
-                                        DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+inline constexpr DType kBlockTypes[] = {DType::q4_0,   DType::q4_1,    DType::q5_0,  DType::q5_1,  DType::q8_0,
+                                        DType::q2_k,   DType::q3_k,    DType::q4_k,  DType::q5_k,  DType::q6_k,
+                                        DType::iq2_xxs, DType::iq2_xs, DType::iq2_s, DType::iq3_xxs, DType::iq3_s,
+                                        DType::iq1_s,  DType::iq1_m,   DType::iq4_nl, DType::iq4_xs, DType::mxfp4};
+
+// Whether decode_rows takes `dtype` from core's reference decoder (the IQ types and MXFP4).
+inline bool decoded_by_core(DType dtype) { return dtype >= DType::iq2_xxs && is_block_quantized(dtype); }
 
 // One decoded weight: its value, and the sum of the magnitudes of the terms it is made of (the
 // scale a kernel's float rounding is proportional to: w = d * scale * q - dmin * min can cancel).
@@ -28,7 +35,9 @@ struct DecodedWeight {
 };
 
 // Random bytes everywhere, then every half-float scale set to a random finite value of about 2^-6
-// (either sign), so that weights are of order 1 and no scale is inf or NaN. The scale offsets are
+// (either sign), so that weights are of order 1 and no scale is inf or NaN; IQ1_M's d, spread over
+// its scale words, and MXFP4's exponent by quant::set_block_scales (positive, MXFP4's a power of
+// two). The scale offsets are
 // looked up once, outside the loop over blocks: GCC 13.3 at -O3 dropped the Q6_K case of a switch
 // on the dtype inside that loop (it unswitched the loop into a jump table that missed it), leaving
 // Q6_K's d random. The final pass makes any such slip a test failure that names this helper.
@@ -45,6 +54,9 @@ inline std::vector<std::uint8_t> random_blocks(DType dtype, std::int64_t weights
       const std::uint16_t bits = cpu::f32_to_f16(sign * magnitude(random) / 64.0f);
       std::memcpy(bytes.data() + b * info.block_bytes + offset, &bits, 2);
     }
+  if (dtype == DType::iq1_m || dtype == DType::mxfp4)
+    for (std::int64_t b = 0; b < blocks; ++b)
+      quant::set_block_scales(dtype, bytes.data() + b * info.block_bytes, magnitude(random) / 64.0f, 0.0f);
   for (std::int64_t b = 0; b < blocks; ++b)
     for (const int offset : offsets) {
       std::uint16_t bits;
@@ -140,6 +152,16 @@ inline DecodedWeight decode_weight(DType dtype, const std::uint8_t* block, int i
 inline std::vector<DecodedWeight> decode_rows(DType dtype, const std::uint8_t* data, std::int64_t rows, std::int64_t in) {
   const DTypeInfo& info = dtype_info(dtype);
   std::vector<DecodedWeight> out(static_cast<std::size_t>(rows * in));
+  if (decoded_by_core(dtype)) {  // one product a weight: its magnitude is its value's
+    std::vector<float> row(static_cast<std::size_t>(in));
+    const auto row_bytes = static_cast<std::int64_t>(storage_bytes(dtype, static_cast<std::uint64_t>(in)));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      quant::dequantize_row(dtype, data + r * row_bytes, row.data(), in);
+      for (std::int64_t k = 0; k < in; ++k)
+        out[static_cast<std::size_t>(r * in + k)] = {row[static_cast<std::size_t>(k)], std::fabs(double{row[static_cast<std::size_t>(k)]})};
+    }
+    return out;
+  }
   for (std::int64_t e = 0; e < rows * in; ++e)
     out[static_cast<std::size_t>(e)] = decode_weight(dtype, data + e / info.block_elements * info.block_bytes,
                                                      static_cast<int>(e % info.block_elements));

@@ -262,9 +262,10 @@ TEST_CASE("quant linear: a batch of mixed dtypes, some calls sharing x, equals t
         std::vector<std::uint8_t> bytes;
       };
       std::vector<Weight> weights;
-      // Gate and up on x (Q4_K, sharing its Q8_K bytes), a Q8_0 and a Q5_1 call on the same x (its
-      // 32-input bytes), a Q6_K down on h, and bf16 weights on x.
-      for (sy::DType dtype : {sy::DType::q4_k, sy::DType::q4_k, sy::DType::q8_0, sy::DType::q5_1})
+      // Gate and up on x (Q4_K, sharing its Q8_K bytes with an IQ2_XXS call), a Q8_0, a Q5_1 and an
+      // MXFP4 call on the same x (its 32-input bytes), a Q6_K down on h, and bf16 weights on x.
+      for (sy::DType dtype : {sy::DType::q4_k, sy::DType::q4_k, sy::DType::iq2_xxs, sy::DType::q8_0, sy::DType::q5_1,
+                              sy::DType::mxfp4})
         weights.push_back({dtype, hidden, inter, x.data(), sy::testing::random_blocks(dtype, hidden * inter, random)});
       weights.push_back({sy::DType::q6_k, inter, hidden, h.data(), sy::testing::random_blocks(sy::DType::q6_k, hidden * inter, random)});
       std::vector<std::uint8_t> bf16(static_cast<std::size_t>(2 * hidden * 16));
@@ -373,18 +374,23 @@ TEST_CASE("quant linear: NaN and infinite inputs or scales give NaN in their out
         INFO("isa " << std::string(cpu::isa_name(isa)) << ", weights " << std::string(sy::dtype_name(dtype)) << ", tokens "
                     << tokens);
         std::vector<std::uint8_t> weight = sy::testing::random_blocks(dtype, in * out, random);
-        // Row 1's first scale (d, at the offset random_blocks writes it) becomes NaN.
-        const auto d_offset = static_cast<std::size_t>(sy::quant::half_scale_offsets(dtype).front());
+        // Row 1's first scale d becomes NaN; MXFP4's exponent has no NaN (nor infinity), so its
+        // weights stay finite.
         const auto row_bytes = static_cast<std::size_t>(sy::storage_bytes(dtype, in));
-        weight[row_bytes + d_offset] = 0x00;
-        weight[row_bytes + d_offset + 1] = 0x7e;  // f16 quiet NaN
+        const bool nan_scale = dtype != sy::DType::mxfp4;
+        if (dtype == sy::DType::iq1_m) sy::quant::set_block_scales(dtype, weight.data() + row_bytes, NAN, 0.0f);
+        if (nan_scale && dtype != sy::DType::iq1_m) {
+          const auto d_offset = static_cast<std::size_t>(sy::quant::half_scale_offsets(dtype).front());
+          weight[row_bytes + d_offset] = 0x00;
+          weight[row_bytes + d_offset + 1] = 0x7e;  // f16 quiet NaN
+        }
         std::vector<float> x = random_x(random, tokens * in), y(static_cast<std::size_t>(tokens * out));
         x[7] = NAN;                   // token 0
         x[in + 300] = INFINITY;       // token 1
         cpu::linear(isa, x.data(), tokens, in, weight.data(), dtype, out, y.data());
         for (std::int64_t t = 0; t < tokens; ++t)
           for (std::int64_t o = 0; o < out; ++o) {
-            const bool poisoned = t < 2 || o == 1;
+            const bool poisoned = t < 2 || (o == 1 && nan_scale);
             INFO("y[" << t << ", " << o << "] = " << y[static_cast<std::size_t>(t * out + o)]);
             CHECK(std::isfinite(y[static_cast<std::size_t>(t * out + o)]) == !poisoned);
           }
@@ -397,9 +403,13 @@ TEST_CASE("quant linear: the CPU routed experts run block-quantised weights as t
   std::mt19937 random(seed);
   constexpr std::int64_t hidden = 512, inter = 256;
   constexpr int experts = 6, top_k = 2;
-  // Q4_K gate and up, Q6_K down (the Q4_K_M mix), or Q8_0 throughout.
-  for (const bool k_types : {true, false}) {
-    const sy::DType gate_up = k_types ? sy::DType::q4_k : sy::DType::q8_0, down = k_types ? sy::DType::q6_k : sy::DType::q8_0;
+  // Q4_K gate and up, Q6_K down (the Q4_K_M mix); Q8_0 throughout; IQ2_XXS gate and up, IQ4_XS
+  // down (an IQ mix); MXFP4 throughout (gpt-oss).
+  const sy::DType mixes[][2] = {{sy::DType::q4_k, sy::DType::q6_k}, {sy::DType::q8_0, sy::DType::q8_0},
+                                {sy::DType::iq2_xxs, sy::DType::iq4_xs}, {sy::DType::mxfp4, sy::DType::mxfp4}};
+  for (const auto& mix : mixes) {
+    const sy::DType gate_up = mix[0], down = mix[1];
+    const bool k_types = detail::takes_q8_k(gate_up);
     INFO("gate/up " << std::string(sy::dtype_name(gate_up)) << ", down " << std::string(sy::dtype_name(down)));
     std::vector<std::vector<std::uint8_t>> bytes;
     auto tensor = [&](sy::DType dtype, std::int64_t rows, std::int64_t cols) {
