@@ -214,8 +214,8 @@ template <class Block>
 // ---- The 256-weight IQ types: |v| in four registers and the masks of the negative weights ------
 // u[c] and negative[c] cover weights 64c .. 64c + 63 (groups 8c .. 8c + 7); the grid points of a
 // chunk come in one gather (eight 64-bit points, or sixteen 32-bit IQ3 points), the signs as the
-// 64 bits of the chunk's eight sign bytes (sign_bytes). The IQ1 types and IQ4_XS compute signed
-// values and take them apart with vpabsb and vpmovb2m. (Intel's AVX-512 cores run the gathers
+// 64 bits of the chunk's eight sign bytes (sign_bytes). IQ1_M computes signed values and takes
+// them apart with vpabsb and vpmovb2m, IQ1_S keeps its points' signs, IQ4_XS looks both up. (Intel's AVX-512 cores run the gathers
 // faster than scalar loads of the points; AMD's Zen 4 prefers the scalar loads, as AVX2's points4
 // does them.)
 
@@ -281,6 +281,9 @@ inline __m256i indices8(const std::uint8_t* p) { return _mm256_cvtepu8_epi32(_mm
     u[c] = _mm512_i32gather_epi32(_mm512_mask_or_epi32(low, high, low, _mm512_set1_epi32(256)), quant::kIq3sGrid, 4);
   }
 }
+// IQ1_S: the points' -1/0/1 alone, as |p| and the mask of p < 0; w = d/8 (2s + 1) (8 p + delta)
+// with one delta per 32 weights, so delta's part goes with x's sums of 16 (iq1_s_shifts) and the
+// points' with the scales times 8 (rows_k).
 [[gnu::always_inline]] inline void unpack_chunks(const BlockIQ1_S& b, __m512i u[4], __mmask64 negative[4]) {
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -291,9 +294,15 @@ inline __m256i indices8(const std::uint8_t* p) { return _mm256_cvtepu8_epi32(_mm
         _mm256_set1_epi32(7));
     const __m512i points =
         _mm512_i32gather_epi64(_mm256_or_si256(indices8(b.qs + 8 * c), _mm256_slli_epi32(high, 8)), quant::kIq1sGrid, 8);
-    const char delta0 = b.qh[2 * c] & 0x8000 ? -1 : 1, delta1 = b.qh[2 * c + 1] & 0x8000 ? -1 : 1;
-    iq1_chunk(points, halves_epi8(delta0, delta1), u[c], negative[c]);
+    u[c] = _mm512_and_si512(points, _mm512_set1_epi8(1));
+    negative[c] = _mm512_movepi8_mask(points);
   }
+}
+// delta (2s + 1) for the 16 groups, from the odd scales (scales_vector's): negated where bit 15
+// of the sub-block's qh word is set.
+inline __m256i iq1_s_shifts(const BlockIQ1_S& b, __m256i odd_scales) {
+  const __m256i minus = twice(_mm_srai_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)), 15));
+  return _mm256_sub_epi16(_mm256_xor_si256(odd_scales, minus), minus);
 }
 [[gnu::always_inline]] inline void unpack_chunks(const BlockIQ1_M& b, __m512i u[4], __mmask64 negative[4]) {
 #pragma GCC unroll 4
@@ -354,7 +363,11 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
       if constexpr (kSignedK<Block>) unpack_chunks(w, u, negative);
       else unpack_chunks(w, u);
       const ScalesKVector s = scales_vector(w);
-      const __m512i scales = _mm512_castsi256_si512(s.scale);
+      // IQ1_S: the points' scales are 8 (2s + 1); the shifts' terms are summed with x's block sums.
+      constexpr bool kIq1s = std::is_same_v<Block, BlockIQ1_S>;
+      [[maybe_unused]] __m256i shifts;
+      if constexpr (kIq1s) shifts = iq1_s_shifts(w, s.scale);
+      const __m512i scales = _mm512_castsi256_si512(kIq1s ? _mm256_slli_epi16(s.scale, 3) : s.scale);
       __m512i scale_of_chunk[4];  // chunk c (64 weights): scale 4c + i in lanes 8i..8i+7
       for (int c = 0; c < 4; ++c)
         scale_of_chunk[c] =
@@ -368,6 +381,7 @@ void rows_k(const LinearProblem& p, std::int64_t row_begin, std::int64_t row_end
           if constexpr (kSignedK<Block>) q = _mm512_mask_sub_epi8(q, negative[c], _mm512_setzero_si512(), q);
           sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[c], q), scale_of_chunk[c]);
         }
+        if constexpr (kIq1s) sum = _mm512_add_epi32(sum, _mm512_zextsi256_si512(_mm256_madd_epi16(shifts, load256(xb.bsums))));
         if constexpr (kSignedK<Block>) {
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(s.a * xb.d), acc[t]);
           continue;
