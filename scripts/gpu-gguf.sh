@@ -22,11 +22,12 @@
 #   experts-gpu: the GPU routed experts on blocks (KExpertsMarlin): their kernels' tests, the GGUF
 #            fidelity on the GPU with experts there, the builders' and the folded multi-GPU tests.
 #   tests:   every test (the GPU ones included), while llama.cpp builds.
-#   iq:      the IQ types and MXFP4 from llama.cpp's own tools: an importance matrix of our bf16
-#            file (llama-imatrix), llama-quantize to IQ_TYPES (default IQ4_XS IQ2_XXS IQ1_S
-#            MXFP4_MOE), gguf-py's values against our decoder (the gguf peer test), then the 14-layer
-#            shape of each decoded with the experts on the CPU: ours (`bench decode`, STREAM in the
-#            same run) beside `llama-bench -ngl 99 -ot exps=CPU -fa 1`, 16 threads. IQ_LAYERS (14).
+#   iq:      the IQ types and MXFP4 from llama.cpp's own tools: an importance matrix of our f16
+#            file (llama-imatrix), then per type of IQ_TYPES (default IQ4_XS MXFP4_MOE IQ2_XXS
+#            IQ1_S) llama-quantize, gguf-py's values, and the IQ_LAYERS-layer (14) V2-Lite shape
+#            decoded with the experts on the CPU: ours (`bench decode`, STREAM in the same run)
+#            beside `llama-bench -ngl 99 -ot exps=CPU -fa 1`, 16 threads; last, the gguf peer test
+#            on every type's values.
 #   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
@@ -262,19 +263,28 @@ fi
 if want iq; then
   peer_ready
   layers=${IQ_LAYERS:-14}
-  src=$(model "$layers" bf16)
+  # f16, not bf16: llama-imatrix runs the norms at the file's type beside f32 activations.
+  src=$(model "$layers" f16)
   iq=$m/iq; mkdir -p $iq
   # Text for the importance matrix: any prose; the weights are random, the matrix only has to exist.
   cat README.md docs/*.md > $iq/imatrix.txt
   [[ -f $iq/imatrix.gguf ]] || timeout 300 /tmp/lcpp/bin/llama-imatrix -m "$src" -f $iq/imatrix.txt -o $iq/imatrix.gguf \
     -ngl 99 -c 512 --chunks 8 -t 16 > "$out/imatrix.log" 2>&1 || { echo "llama-imatrix failed"; tail -5 "$out/imatrix.log"; }
+  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
+    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
   rm -rf $m/peer; mkdir -p $m/peer
-  for type in ${IQ_TYPES:-IQ4_XS IQ2_XXS IQ1_S MXFP4_MOE}; do
+  # Type by type (quantize, gguf-py's values, both engines' speed), so a cut-off run still reports.
+  for type in ${IQ_TYPES:-IQ4_XS MXFP4_MOE IQ2_XXS IQ1_S}; do
     f=$iq/$type.gguf
     [[ -f $f ]] || timeout 300 /tmp/lcpp/bin/llama-quantize --imatrix $iq/imatrix.gguf "$src" "$f" $type 16 \
-      > "$out/quantize-$type.log" 2>&1 || { echo "llama-quantize $type failed"; tail -5 "$out/quantize-$type.log"; continue; }
-    echo "$type: $(ls -la "$f" | awk '{print $5}') bytes"
+      > "$out/quantize-$type.log" 2>&1 || { echo "llama-quantize $type failed"; tail -5 "$out/quantize-$type.log"; rm -f "$f"; continue; }
+    echo "$type: $(ls -la "$f" | awk '{print $5}') bytes, quantized $(date +%T)"
     PYTHONPATH=/tmp/lcpp-src/gguf-py python3 scripts/gguf-peer-values.py "$f" "$m/peer/values-$type" 4 | tail -1
+    timeout 200 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
+      --prompt_tokens 512 > "$out/bench-$type.log" 2>&1
+    echo "ours $type exit $?"; grep -E 'STREAM|^decode|prefill|experts' "$out/bench-$type.log" | head -8
+    timeout 200 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$type.log" 2>&1
+    echo "llama.cpp $type exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$type.log" | tr -s ' '
   done
   python3 - "$m/peer" <<'PY'
 import json, os, sys, glob
@@ -286,17 +296,6 @@ json.dump(merged, open(os.path.join(root, "manifest.json"), "w"), indent=1)
 PY
   SWITCHYARD_GGUF_PEER=$m/peer ./build-dev/tests/switchyard_tests -tc='gguf peer*' -s > "$out/gguf-peer-iq.log" 2>&1
   echo "gguf peer test exit $?"; grep -E 'MESSAGE|test cases|ERROR' "$out/gguf-peer-iq.log" | sed 's/^.*MESSAGE: //' | head -40
-  sed -z 's/prefill_device: "cuda:0"\n      prefill_op: "KExpertsTorch"/prefill_device: "cpu"\n      prefill_op: "KExpertsCPU"/' \
-    optimize_rules/DeepSeek-V2-Lite-Chat.yaml > $m/v2lite-cpu-experts.yaml
-  for type in ${IQ_TYPES:-IQ4_XS IQ2_XXS IQ1_S MXFP4_MOE}; do
-    f=$iq/$type.gguf
-    [[ -f $f ]] || continue
-    timeout 300 $bin bench decode --gguf_path "$f" --optimize_config_path $m/v2lite-cpu-experts.yaml --cpu_infer 16 \
-      --prompt_tokens 512 > "$out/bench-$type.log" 2>&1
-    echo "ours $type exit $?"; grep -E 'STREAM|^decode|prefill|experts' "$out/bench-$type.log" | head -8
-    timeout 300 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$type.log" 2>&1
-    echo "llama.cpp $type exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$type.log" | tr -s ' '
-  done
 fi
 if want bench; then
   peer_ready
