@@ -22,7 +22,7 @@
 #   experts-gpu: the GPU routed experts on blocks (KExpertsMarlin): their kernels' tests, the GGUF
 #            fidelity on the GPU with experts there, the builders' and the folded multi-GPU tests.
 #   tests:   every test (the GPU ones included), while llama.cpp builds.
-#   iq:      the IQ types and MXFP4 from llama.cpp's own tools: an importance matrix of our f16
+#   iq:      the IQ types and MXFP4 from llama.cpp's own tools: an importance matrix of our f32
 #            file (llama-imatrix), then per type of IQ_TYPES (default IQ4_XS MXFP4_MOE IQ2_XXS
 #            IQ1_S) llama-quantize, gguf-py's values, and the IQ_LAYERS-layer (14) V2-Lite shape
 #            decoded with the experts on the CPU: ours (`bench decode`, STREAM in the same run)
@@ -263,9 +263,14 @@ fi
 if want iq; then
   peer_ready
   layers=${IQ_LAYERS:-14}
-  # f16, not bf16: llama-imatrix runs the norms at the file's type beside f32 activations.
-  src=$(model "$layers" f16)
+  # f32: llama.cpp's CUDA build asserts on half-float norms (binbcast.cu, nb10 % sizeof(src1_t)),
+  # which its converter never writes and llama-quantize keeps as they are; and a real tokenizer
+  # (IQ_TOKENIZER, DeepSeek-V3's: 128,815 tokens), which llama-imatrix needs.
   iq=$m/iq; mkdir -p $iq
+  src=$iq/v2lite-$layers-f32/model.gguf
+  [[ -f $src ]] || $bin make-model --preset deepseek-v2-lite --layers "$layers" --format gguf --dtype f32 --seed 7 \
+    --tokenizer "${IQ_TOKENIZER:-.tokenizers/deepseek_v3}" --out $iq/v2lite-$layers-f32 \
+    > "$out/make-model-iq.log" 2>&1 || { tail -5 "$out/make-model-iq.log"; exit 1; }
   # Text for the importance matrix: any prose; the weights are random, the matrix only has to exist.
   cat README.md docs/*.md > $iq/imatrix.txt
   [[ -f $iq/imatrix.gguf ]] || timeout 300 /tmp/lcpp/bin/llama-imatrix -m "$src" -f $iq/imatrix.txt -o $iq/imatrix.gguf \
@@ -276,7 +281,8 @@ if want iq; then
   # Type by type (quantize, gguf-py's values, both engines' speed), so a cut-off run still reports.
   for type in ${IQ_TYPES:-IQ4_XS MXFP4_MOE IQ2_XXS IQ1_S}; do
     f=$iq/$type.gguf
-    [[ -f $f ]] || timeout 300 /tmp/lcpp/bin/llama-quantize --imatrix $iq/imatrix.gguf "$src" "$f" $type 16 \
+    imatrix=(); [[ -f $iq/imatrix.gguf ]] && imatrix=(--imatrix $iq/imatrix.gguf)
+    [[ -f $f ]] || timeout 300 /tmp/lcpp/bin/llama-quantize "${imatrix[@]}" "$src" "$f" $type 16 \
       > "$out/quantize-$type.log" 2>&1 || { echo "llama-quantize $type failed"; tail -5 "$out/quantize-$type.log"; rm -f "$f"; continue; }
     echo "$type: $(ls -la "$f" | awk '{print $5}') bytes, quantized $(date +%T)"
     PYTHONPATH=/tmp/lcpp-src/gguf-py python3 scripts/gguf-peer-values.py "$f" "$m/peer/values-$type" 4 | tail -1
