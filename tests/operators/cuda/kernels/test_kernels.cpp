@@ -50,7 +50,7 @@
 #include "tests/operators/cpu/kernels/reference.h"
 #include "tests/gate_presets.h"
 #include "tests/gate_test_support.h"
-#include "tests/operators/cuda/kernels/all_block_types.h"
+#include "tests/operators/cpu/kernels/quant_test_blocks.h"
 #include "operators/cpu/kernels/rope.h"
 #include "operators/cpu/kernels/sampling.h"
 #include "operators/cuda/kernels/argmax.h"
@@ -332,7 +332,7 @@ TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit 
   // Each type three ways: the table in HBM (the embedding on a GPU), in read-only pages registered
   // in place (a GGUF's mapping, the decode graph's table with the embedding on the CPU), and in a
   // page-locked copy; `out` 16-byte aligned or not.
-  for (const sy::DType dtype : sy::testing::all_block_types()) {
+  for (const sy::DType dtype : sy::testing::kBlockTypes) {
     for (int round = 0; round < 3; ++round) {
       const std::int64_t block = sy::dtype_info(dtype).block_elements;
       const std::int64_t vocab = std::uniform_int_distribution<std::int64_t>(2, 500)(random);
@@ -340,7 +340,7 @@ TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit 
       const std::int64_t tokens = std::uniform_int_distribution<std::int64_t>(2, 24)(random);
       INFO(sy::dtype_name(dtype) << ": vocab " << vocab << ", hidden " << hidden << ", tokens " << tokens << ", round "
                                  << round);
-      const std::vector<std::uint8_t> table_host = sy::testing::random_test_blocks(dtype, vocab * hidden, random);
+      const std::vector<std::uint8_t> table_host = sy::testing::random_blocks(dtype, vocab * hidden, random);
       std::vector<std::int32_t> ids(tokens);
       std::uniform_int_distribution<std::int32_t> id_of(0, static_cast<std::int32_t>(vocab - 1));
       for (auto& id : ids) id = id_of(random);
@@ -376,7 +376,7 @@ TEST_CASE("cuda kernels: embedding decodes rows of every block type bit for bit 
   }
   // MXFP4's scale over every exponent byte (row e has exponent e): subnormal scales (0, 1) and
   // infinite products (255) too.
-  std::vector<std::uint8_t> mxfp4 = sy::testing::random_test_blocks(sy::DType::mxfp4, 256 * 64, random);
+  std::vector<std::uint8_t> mxfp4 = sy::testing::random_blocks(sy::DType::mxfp4, 256 * 64, random);
   for (int e = 0; e < 256; ++e)
     for (int block = 0; block < 2; ++block) mxfp4[static_cast<std::size_t>(34 * e + 17 * block)] = static_cast<std::uint8_t>(e);
   std::vector<std::int32_t> every_row(256);

@@ -1,7 +1,7 @@
 // GPU products on weights kept as ggml blocks (operators/cuda/kernels/quant_gemv.h, and cuda::linear
 // above the GEMV's token count) against a double reference over the decoded blocks, on fresh random
-// blocks of every block type (all_block_types.h: the Q and K types decoded by the tests' own decoder,
-// the IQ types and MXFP4 by core's reference); and the GPU's dequantisation to bf16 bit for bit
+// blocks of every block type (tests/operators/cpu/kernels/quant_test_blocks.h: the Q and K types
+// decoded by the tests' own decoder, the IQ types and MXFP4 by core's reference); and the GPU's dequantisation to bf16 bit for bit
 // against the CPU's quant::dequantize_rows_to_bf16, MXFP4 over all 256 exponents too.
 //
 // Bounds, with u = 2^-24 and M = sum_k magnitude_k |x_k| (magnitude: the sum of |terms| a decoded
@@ -29,7 +29,7 @@
 #include "operators/cuda/kernels/linear.h"
 #include "operators/cuda/kernels/quant_gemv.h"
 #include "tests/cuda_test_support.h"
-#include "tests/operators/cuda/kernels/all_block_types.h"
+#include "tests/operators/cpu/kernels/quant_test_blocks.h"
 
 namespace sy = switchyard;
 namespace cuda = switchyard::cuda;
@@ -66,14 +66,14 @@ TEST_CASE("cuda quant gemv: every block type, 1 to 8 tokens, matches the double 
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
-  for (const sy::DType dtype : all_block_types()) {
+  for (const sy::DType dtype : kBlockTypes) {
     for (int round = 0; round < 4; ++round) {
       const std::int64_t tokens = draw(1, cuda::kGemvMaxTokens, random);
       const std::int64_t in = block_of(dtype) * draw(1, 2048 / block_of(dtype) + 3, random);
       const std::int64_t rows = draw(1, 160, random);
       INFO(sy::dtype_name(dtype) << " tokens " << tokens << " in " << in << " rows " << rows);
-      const std::vector<std::uint8_t> blocks = random_test_blocks(dtype, rows * in, random);
-      const std::vector<DecodedWeight> w = decode_test_rows(dtype, blocks.data(), rows, in);
+      const std::vector<std::uint8_t> blocks = random_blocks(dtype, rows * in, random);
+      const std::vector<DecodedWeight> w = decode_rows(dtype, blocks.data(), rows, in);
       const std::vector<float> x = uniform(static_cast<std::size_t>(tokens * in), -1, 1, random);
       cuda::DeviceBuffer w_d = to_device(context, blocks), x_d = to_device(context, x);
       cuda::DeviceBuffer y_d = context.allocate(static_cast<std::size_t>(tokens * rows) * 4, "y");
@@ -101,7 +101,7 @@ TEST_CASE("cuda quant gemv: grouped rows with strides and offsets in whole block
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
-  for (const sy::DType dtype : all_block_types()) {
+  for (const sy::DType dtype : kBlockTypes) {
     // groups of rows_per_group rows each, starting `offset_rows` rows into a group of group_rows
     // rows; x per group at a stride, tokens at a stride (as MLA's per-head products lay them).
     const std::int64_t tokens = draw(1, 3, random), groups = draw(1, 4, random);
@@ -110,8 +110,8 @@ TEST_CASE("cuda quant gemv: grouped rows with strides and offsets in whole block
     const std::int64_t x_group_stride = in + 4 * draw(0, 3, random), x_token_stride = groups * x_group_stride;
     INFO(sy::dtype_name(dtype) << " tokens " << tokens << " groups " << groups << " in " << in << " rows/group "
                                << rows_per_group << " offset " << offset_rows << " of " << group_rows);
-    const std::vector<std::uint8_t> blocks = random_test_blocks(dtype, groups * group_rows * in, random);
-    const std::vector<DecodedWeight> w = decode_test_rows(dtype, blocks.data(), groups * group_rows, in);
+    const std::vector<std::uint8_t> blocks = random_blocks(dtype, groups * group_rows * in, random);
+    const std::vector<DecodedWeight> w = decode_rows(dtype, blocks.data(), groups * group_rows, in);
     const std::vector<float> x = uniform(static_cast<std::size_t>(tokens * x_token_stride), -1, 1, random);
     cuda::DeviceBuffer w_d = to_device(context, blocks), x_d = to_device(context, x);
     const std::int64_t rows = groups * rows_per_group;
@@ -145,12 +145,12 @@ TEST_CASE("cuda quant gemv_swiglu: gate, up and SiLU-mul on blocks match the ref
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
-  for (const sy::DType dtype : all_block_types()) {
+  for (const sy::DType dtype : kBlockTypes) {
     const std::int64_t tokens = draw(1, cuda::kGemvMaxTokens, random);
     const std::int64_t in = block_of(dtype) * draw(1, 1024 / block_of(dtype) + 2, random), rows = draw(1, 100, random);
     INFO(sy::dtype_name(dtype) << " tokens " << tokens << " in " << in << " rows " << rows);
-    const std::vector<std::uint8_t> gate = random_test_blocks(dtype, rows * in, random), up = random_test_blocks(dtype, rows * in, random);
-    const std::vector<DecodedWeight> wg = decode_test_rows(dtype, gate.data(), rows, in), wu = decode_test_rows(dtype, up.data(), rows, in);
+    const std::vector<std::uint8_t> gate = random_blocks(dtype, rows * in, random), up = random_blocks(dtype, rows * in, random);
+    const std::vector<DecodedWeight> wg = decode_rows(dtype, gate.data(), rows, in), wu = decode_rows(dtype, up.data(), rows, in);
     std::vector<float> x = uniform(static_cast<std::size_t>(tokens * in), -1, 1, random);
     cuda::DeviceBuffer g_d = to_device(context, gate), u_d = to_device(context, up), x_d = to_device(context, x);
     cuda::DeviceBuffer h_d = context.allocate(static_cast<std::size_t>(tokens * rows) * 4, "h");
@@ -176,10 +176,10 @@ TEST_CASE("cuda dequantize_to_bf16: bit for bit the CPU's dequantize_rows_to_bf1
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
-  for (const sy::DType dtype : all_block_types()) {
+  for (const sy::DType dtype : kBlockTypes) {
     const std::int64_t in = block_of(dtype) * draw(1, 12, random), rows = draw(1, 300, random);
     INFO(sy::dtype_name(dtype) << " rows " << rows << " in " << in);
-    const std::vector<std::uint8_t> blocks = random_test_blocks(dtype, rows * in, random);
+    const std::vector<std::uint8_t> blocks = random_blocks(dtype, rows * in, random);
     std::vector<std::uint16_t> expected(static_cast<std::size_t>(rows * in));
     sy::quant::dequantize_rows_to_bf16(dtype, blocks.data(), expected.data(), rows, in);
     cuda::DeviceBuffer w_d = to_device(context, blocks);
@@ -193,7 +193,7 @@ TEST_CASE("cuda dequantize_to_bf16: bit for bit the CPU's dequantize_rows_to_bf1
   }
   // MXFP4's scale over every exponent byte, subnormal (0, 1) and infinite products (255) too, in
   // rows of 17-byte blocks that start at every byte offset within a word.
-  std::vector<std::uint8_t> blocks = random_test_blocks(sy::DType::mxfp4, 256 * 32, random);
+  std::vector<std::uint8_t> blocks = random_blocks(sy::DType::mxfp4, 256 * 32, random);
   for (int e = 0; e < 256; ++e) blocks[static_cast<std::size_t>(17 * e)] = static_cast<std::uint8_t>(e);
   std::vector<std::uint16_t> expected(256 * 32);
   sy::quant::dequantize_rows_to_bf16(sy::DType::mxfp4, blocks.data(), expected.data(), 256, 32);
@@ -213,7 +213,7 @@ namespace {
 void check_prefill(cuda::DeviceContext& context, sy::DType dtype, std::int64_t tokens, std::int64_t in, std::int64_t out,
                    std::mt19937& random, const std::vector<std::int64_t>& check) {
   INFO(sy::dtype_name(dtype) << " tokens " << tokens << " in " << in << " out " << out);
-  const std::vector<std::uint8_t> blocks = random_test_blocks(dtype, out * in, random);
+  const std::vector<std::uint8_t> blocks = random_blocks(dtype, out * in, random);
   const std::vector<float> x = uniform(static_cast<std::size_t>(tokens * in), -1, 1, random);
   cuda::DeviceBuffer w_d = to_device(context, blocks), x_d = to_device(context, x);
   cuda::DeviceBuffer y_d = context.allocate(static_cast<std::size_t>(tokens * out) * 4, "y");
@@ -248,12 +248,12 @@ TEST_CASE("cuda linear: prefill on blocks (dequantised in chunks, cuBLAS) matche
   const std::uint32_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937 random(seed);
-  for (const sy::DType dtype : all_block_types())
+  for (const sy::DType dtype : kBlockTypes)
     check_prefill(context, dtype, draw(cuda::kGemvMaxTokens + 1, 48, random), block_of(dtype) * draw(1, 6, random),
                   draw(1, 200, random), random, {});
   // More weights than one chunk: several chunks, the last one short; the rows each side of every
   // chunk boundary and the last row are checked.
-  const std::vector<sy::DType> types = all_block_types();
+  const std::vector<sy::DType> types(std::begin(kBlockTypes), std::end(kBlockTypes));
   const sy::DType dtype = types[static_cast<std::size_t>(draw(0, static_cast<std::int64_t>(types.size()) - 1, random))];
   const std::int64_t in = 4096, out = sy::quant::kDequantizeChunkWeights / in * 2 + 37;
   const std::int64_t chunk = sy::quant::dequantize_chunk_rows(out, in);
@@ -298,7 +298,7 @@ TEST_CASE("cuda quant gemv: partial blocks and misaligned weights are refused") 
   CHECK_FALSE(cuda::gemv_supports(shape, sy::DType::mxfp4, buffer, x));
   CHECK_FALSE(cuda::quant_gemv_dtype(sy::DType::bf16));
   CHECK_FALSE(cuda::quant_gemv_dtype(sy::DType::f8_e4m3));
-  for (const sy::DType dtype : all_block_types()) CHECK(cuda::quant_gemv_dtype(dtype));
+  for (const sy::DType dtype : kBlockTypes) CHECK(cuda::quant_gemv_dtype(dtype));
 }
 
 #endif
