@@ -26,8 +26,9 @@
 #            file (llama-imatrix), then per type of IQ_TYPES (default IQ4_XS MXFP4_MOE IQ2_XXS
 #            IQ1_S) llama-quantize, gguf-py's values, and the IQ_LAYERS-layer (14) V2-Lite shape
 #            decoded with the experts on the CPU: ours (`bench decode`, STREAM in the same run)
-#            beside `llama-bench -ngl 99 -ot exps=CPU -fa 1`, 16 threads; last, the gguf peer test
-#            on every type's values.
+#            beside `llama-bench -ngl 99 -ot exps=CPU -fa 1` (and ik_llama.cpp's with -mla 3 -fmoe 1
+#            where /tmp/ik holds its build: ../shared/device/PEERS.md), 16 threads; last, the gguf
+#            peer test on every type's values.
 #   greedy:  a 6-layer shape with DeepSeek-V3's tokenizer in Q8_0 and Q4_K_M, one prompt, 32 greedy
 #            tokens from llama.cpp (llama-completion) and from us (run --prompt), same placement;
 #            then 8 more prompts, 4 tokens each (how often the two engines' first choices agree); then
@@ -291,6 +292,11 @@ if want iq; then
     echo "ours $type exit $?"; grep -E 'STREAM|^decode|prefill|experts' "$out/bench-$type.log" | head -8
     timeout 200 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -t 16 -p 512 -n 128 -r 2 > "$out/lcpp-$type.log" 2>&1
     echo "llama.cpp $type exit $?"; grep -E 'pp512|tg128' "$out/lcpp-$type.log" | tr -s ' '
+    if [[ -x /tmp/ik/bin/llama-bench ]]; then  # ik_llama.cpp, where ik-build.sh ran on this machine
+      timeout 200 /tmp/ik/bin/llama-bench -m "$f" -ngl 99 -ot exps=CPU -fa 1 -mla 3 -fmoe 1 -t 16 -p 512 -n 128 -r 2 \
+        > "$out/ik-$type.log" 2>&1
+      echo "ik_llama.cpp $type exit $?"; grep -E 'pp512|tg128' "$out/ik-$type.log" | tr -s ' '
+    fi
   done
   python3 - "$m/peer" <<'PY'
 import json, os, sys, glob
