@@ -206,11 +206,18 @@ void decode_iq2_xxs(const BlockIQ2_XXS& b, float* y) {
   }
 }
 
+// IQ2_XS's and IQ2_S's two scales of a sub-block from its scale byte: weights [0, 16) take the
+// low nibble, [16, 32) the high one; d * (0.5 + nibble) * 0.25 in ggml's order.
+void iq2_scales(float d, std::uint8_t byte, float (&db)[2]) {
+  db[0] = d * (0.5f + static_cast<float>(byte & 0x0F)) * 0.25f;
+  db[1] = d * (0.5f + static_cast<float>(byte >> 4)) * 0.25f;
+}
+
 void decode_iq2_xs(const BlockIQ2_XS& b, float* y) {
   const float d = f16_to_f32(b.d);
   for (int s = 0; s < 8; ++s, y += 32) {
-    const float db[2] = {d * (0.5f + static_cast<float>(b.scales[s] & 0x0F)) * 0.25f,
-                         d * (0.5f + static_cast<float>(b.scales[s] >> 4)) * 0.25f};
+    float db[2];
+    iq2_scales(d, b.scales[s], db);
     for (int l = 0; l < 4; ++l) {
       const std::uint16_t q = b.qs[4 * s + l];
       signed_points8(db[l / 2], kIq2xsGrid[q & 511], iq2_signs(q >> 9), y + 8 * l);
@@ -221,8 +228,8 @@ void decode_iq2_xs(const BlockIQ2_XS& b, float* y) {
 void decode_iq2_s(const BlockIQ2_S& b, float* y) {
   const float d = f16_to_f32(b.d);
   for (int s = 0; s < 8; ++s, y += 32) {
-    const float db[2] = {d * (0.5f + static_cast<float>(b.scales[s] & 0x0F)) * 0.25f,
-                         d * (0.5f + static_cast<float>(b.scales[s] >> 4)) * 0.25f};
+    float db[2];
+    iq2_scales(d, b.scales[s], db);
     for (int l = 0; l < 4; ++l) {
       const int index = b.qs[4 * s + l] | ((b.qh[s] >> (2 * l)) & 3) << 8;
       signed_points8(db[l / 2], kIq2sGrid[index], b.qs[32 + 4 * s + l], y + 8 * l);

@@ -109,6 +109,19 @@ model() {  # model LAYERS DTYPE: our GGUF of a DeepSeek-V2-Lite shape, made once
     --out "$dir" >> "$out/make-model.log" 2>&1 || { tail -5 "$out/make-model.log"; exit 1; }
   echo "$dir/model.gguf"
 }
+gguf_peer_test() {  # gguf_peer_test LOG: every values-* folder of $m/peer in one manifest, then the gguf peer test
+  python3 - "$m/peer" <<'PY'
+import json, os, sys, glob
+root = sys.argv[1]; merged = []
+for d in sorted(glob.glob(os.path.join(root, "values-*"))):
+    for e in json.load(open(os.path.join(d, "manifest.json"))):
+        e["values"] = os.path.join(os.path.basename(d), e["values"]); merged.append(e)
+json.dump(merged, open(os.path.join(root, "manifest.json"), "w"), indent=1)
+print("peer values:", len(merged), "tensors")
+PY
+  SWITCHYARD_GGUF_PEER=$m/peer ./build-dev/tests/switchyard_tests -tc='gguf peer*' -s > "$out/$1.log" 2>&1
+  echo "gguf peer test exit $?"; grep -E 'MESSAGE|bit-equal|test cases|ERROR' "$out/$1.log" | sed 's/^.*MESSAGE: //' | head -40
+}
 if want marlin; then
   timeout 360 ./build-dev/tests/switchyard_tests > "$out/tests.log" 2>&1
   echo "tests exit $?: $(grep -E 'test cases' "$out/tests.log")"; grep -E 'ERROR|FATAL' -B3 -A6 "$out/tests.log" | head -60
@@ -243,18 +256,7 @@ if want formats; then
     /tmp/lcpp/bin/llama-quantize "$src" "$m/peer/$type.gguf" $type 16 > "$out/quantize-$type.log" 2>&1 || { echo "llama-quantize $type failed"; tail -5 "$out/quantize-$type.log"; }
     PYTHONPATH=/tmp/lcpp-src/gguf-py python3 scripts/gguf-peer-values.py "$m/peer/$type.gguf" "$m/peer/values-$type" 16
   done
-  # One manifest over every file's values.
-  python3 - "$m/peer" <<'PY'
-import json, os, sys, glob
-root = sys.argv[1]; merged = []
-for d in sorted(glob.glob(os.path.join(root, "values-*"))):
-    for e in json.load(open(os.path.join(d, "manifest.json"))):
-        e["values"] = os.path.join(os.path.basename(d), e["values"]); merged.append(e)
-json.dump(merged, open(os.path.join(root, "manifest.json"), "w"), indent=1)
-print("peer values:", len(merged), "tensors")
-PY
-  SWITCHYARD_GGUF_PEER=$m/peer ./build-dev/tests/switchyard_tests -tc='gguf peer*' -s > "$out/gguf-peer.log" 2>&1
-  echo "gguf peer test exit $?"; grep -E 'MESSAGE|bit-equal|test cases|ERROR' "$out/gguf-peer.log" | sed 's/^.*MESSAGE: //' | head -40
+  gguf_peer_test gguf-peer
   for dtype in q8_0 q4_k_m q2_k q4_0 q5_1 q3_k; do  # llama.cpp loads and runs what we wrote
     f=$(model 2 $dtype)
     timeout 120 /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -p 0 -n 16 -r 1 -t 16 > "$out/lcpp-load-$dtype.log" 2>&1
@@ -298,16 +300,7 @@ if want iq; then
       echo "ik_llama.cpp $type exit $?"; grep -E 'pp512|tg128' "$out/ik-$type.log" | tr -s ' '
     fi
   done
-  python3 - "$m/peer" <<'PY'
-import json, os, sys, glob
-root = sys.argv[1]; merged = []
-for d in sorted(glob.glob(os.path.join(root, "values-*"))):
-    for e in json.load(open(os.path.join(d, "manifest.json"))):
-        e["values"] = os.path.join(os.path.basename(d), e["values"]); merged.append(e)
-json.dump(merged, open(os.path.join(root, "manifest.json"), "w"), indent=1)
-PY
-  SWITCHYARD_GGUF_PEER=$m/peer ./build-dev/tests/switchyard_tests -tc='gguf peer*' -s > "$out/gguf-peer-iq.log" 2>&1
-  echo "gguf peer test exit $?"; grep -E 'MESSAGE|test cases|ERROR' "$out/gguf-peer-iq.log" | sed 's/^.*MESSAGE: //' | head -40
+  gguf_peer_test gguf-peer-iq
 fi
 if want bench; then
   peer_ready

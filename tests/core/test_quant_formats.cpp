@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -28,6 +27,7 @@
 #include "core/dtype.h"
 #include "core/quant_formats.h"
 #include "core/random_weights.h"
+#include "core/text.h"
 #include "tests/test_seed.h"
 #include "tests/test_support.h"
 
@@ -658,11 +658,17 @@ std::size_t bits_differing(sy::DType dtype, const Bytes& blocks, const Bytes& va
 }
 
 std::optional<sy::DType> dtype_named(const std::string& ggml_name) {
-  std::string lower = ggml_name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = sy::to_lower(ggml_name);
   for (const sy::DTypeInfo& info : sy::all_dtypes())
     if (lower == info.name) return info.dtype;
   return std::nullopt;
+}
+
+// A fixture folder's manifest.json.
+nlohmann::json read_manifest(const std::string& folder) {
+  std::ifstream file(folder + "manifest.json");
+  REQUIRE_MESSAGE(file.good(), folder << "manifest.json");
+  return nlohmann::json::parse(file);
 }
 
 }  // namespace
@@ -671,9 +677,7 @@ TEST_CASE("quant formats: random IQ and MXFP4 blocks decode to gguf-py's values 
   // scripts/quant-random-fixtures.py: random bytes (every grid point and sign pattern) with finite
   // scales, decoded by llama.cpp's gguf-py.
   const std::string folder = sy::testing::source_path("tests/fixtures/quant_blocks/random/");
-  std::ifstream manifest_file(folder + "manifest.json");
-  REQUIRE(manifest_file.good());
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  const nlohmann::json manifest = read_manifest(folder);
   std::set<sy::DType> seen;
   for (const nlohmann::json& entry : manifest) {
     const std::string type = entry.at("type");
@@ -694,9 +698,7 @@ TEST_CASE("quant formats: llama-quantize's IQ and MXFP4 blocks decode to gguf-py
   // scripts/quant-block-fixtures.sh: llama.cpp's llama-quantize (with an importance matrix from its
   // llama-imatrix) wrote each type; the rows of an expert tensor as stored, and gguf-py's values.
   const std::string folder = sy::testing::source_path("tests/fixtures/quant_blocks/");
-  std::ifstream manifest_file(folder + "manifest.json");
-  REQUIRE(manifest_file.good());
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  const nlohmann::json manifest = read_manifest(folder);
   std::set<sy::DType> seen;
   for (const nlohmann::json& entry : manifest) {
     const std::string type = entry.at("type"), tensor = entry.at("tensor");
